@@ -2,7 +2,7 @@
 
 The top-level folders install as the `minilog.*` namespace (PEP 420: no minilog/__init__.py).
 """
-from setuptools import setup
+from setuptools import Extension, setup
 
 PACKAGES = {
     "minilog.connector": "connector",
@@ -13,6 +13,11 @@ PACKAGES = {
     "minilog.jobs": "jobs",
 }
 
+# The record kernel (DESIGN.md, "The hot path, measured"). optional=True: without a compiler
+# the install still succeeds and minilog.connector falls back to its pure-Python kernel.
+RECORDS_KERNEL = Extension("minilog.connector._records_c", ["connector/_records_c.c"],
+                           optional=True)
+
 setup(
     name="minilog",
     version="0.1.0",
@@ -20,6 +25,7 @@ setup(
     python_requires=">=3.10",
     packages=list(PACKAGES),
     package_dir=PACKAGES,
+    ext_modules=[RECORDS_KERNEL],
     install_requires=[
         "crc32c>=2.4",        # C-accelerated CRC32C for record batch checksums
         "zstandard>=0.22",    # zstd record batches

@@ -71,6 +71,9 @@ def decode_request_header(frame):
     api_key, api_version, corr = r.int16(), r.int16(), r.int32()
     client_id = r.string(False, True)
     header = RequestHeader(api_key, api_version, corr, client_id)
+    schema = REQUESTS.get(api_key)
+    if schema is not None and api_version > schema.versions[1]:
+        return header, r  # a version we don't know: its header layout is unknown too
     if _flexible(REQUESTS, api_key, api_version):
         for _ in range(r.uvarint()):
             r.uvarint()

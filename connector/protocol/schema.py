@@ -45,7 +45,7 @@ class Field:
 
     def default_value(self):
         if self.type == "[]" or self.type.startswith("[]"):
-            return None if self.nullable and self.nullable[0] == 0 and False else []
+            return []
         if self.type == "{}":
             return None
         if self.default is not None:
@@ -98,6 +98,17 @@ class StructSchema:
         self.cls._schema = self
         self._readers = {}
         self._writers = {}
+
+    def child(self, *path):
+        """The struct schema of a nested array/struct field: `schema.child("topics", "partitions")`."""
+        node = self
+        for name in path:
+            node = next(f for f in node.fields if f.name == name).struct
+        return node
+
+    def make(self, *path, **fields):
+        """Build an instance of this struct (or of a nested one given by `path`)."""
+        return self.child(*path).cls(**fields)
 
     # ---- decoding -------------------------------------------------------------------------
     def reader(self, version, flexible):

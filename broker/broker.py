@@ -1,0 +1,99 @@
+"""The broker process: owns the configuration, metadata, logs, partitions and the server.
+
+Handlers receive this object and reach everything through it; it holds no protocol logic.
+"""
+import asyncio
+import logging
+import signal
+
+from .config import BrokerConfig
+from .log_manager import LogManager
+from .metadata import BrokerEndpoint, LocalMetadataStore
+from .server import BrokerServer
+from .topic_manager import TopicManager
+
+log = logging.getLogger("minilog.broker")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.stopping = False
+        data_dir = config.data_dir
+        self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
+        host, port = config.advertised_address
+        self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
+        self.logs = LogManager(data_dir)
+        self.partitions = {}  # (topic, index) -> Partition
+        self.topics = TopicManager(self)
+        self.server = None
+        self._tasks = []
+        self._stopped = None
+
+    @property
+    def metadata(self):
+        return self.store.image
+
+    def partition(self, topic, index):
+        return self.partitions.get((topic, index))
+
+    def auto_create_topic(self, name):
+        return self.topics.auto_create(name)
+
+    def _open_logs(self):
+        self.logs.remove_stale_deletions()
+        for ts in self.metadata.topics.values():
+            self.topics.open_partitions(ts)
+        known = set(self.partitions)
+        for key in self.logs.existing_partitions():
+            if key not in known:
+                log.warning("partition directory %s-%d has no topic in the metadata; left alone", *key)
+
+    async def start(self):
+        self._stopped = asyncio.Event()
+        self._open_logs()
+        host, port = self.config.listen_address
+        self.server = await BrokerServer(self, host, port).start()
+        if port == 0:  # ephemeral listener: advertise the port actually bound
+            adv_host, _ = self.config.advertised_address
+            self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        log.info("minilog broker %d listening on %s:%d, data in %s (%s start)",
+                 self.config.node_id, host, self.server.port, self.config.data_dir,
+                 "clean" if self.logs.clean_start else "recovering")
+        return self
+
+    async def _housekeeping(self):
+        """Retention and time-based flushes, on Kafka's schedule."""
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        next_retention = asyncio.get_running_loop().time() + interval
+        while not self.stopping:
+            await asyncio.sleep(min(1.0, interval))
+            self.logs.flush_due()
+            if asyncio.get_running_loop().time() >= next_retention:
+                next_retention += interval
+                deleted = self.logs.apply_retention()
+                if deleted:
+                    log.info("retention deleted %d segment(s)", deleted)
+
+    async def stop(self):
+        if self.stopping:
+            return
+        self.stopping = True
+        for p in self.partitions.values():
+            p.notify()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.server:
+            await self.server.close()
+        self.logs.close()
+        log.info("minilog broker %d stopped cleanly", self.config.node_id)
+        self._stopped.set()
+
+    async def run_until_signalled(self):
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
+        await self._stopped.wait()

@@ -1,0 +1,168 @@
+"""Broker configuration with Kafka's property names, read from a properties file and flags.
+
+Only keys minilog acts on are accepted, so a typo is an error rather than a silent default.
+Topic-level defaults (`log.retention.ms` ...) become each topic's `LogConfig` unless the topic
+overrides them with its own names (`retention.ms` ...).
+"""
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOUR_MS = 3600 * 1000
+
+# Broker key -> (type, default). Durations follow Kafka's precedence (ms over minutes over hours).
+BROKER_KEYS = {
+    "node.id": (int, 1),
+    "broker.id": (int, None),
+    "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": (str, None),
+    "log.dirs": (str, None),
+    "log.dir": (str, "/tmp/minilog-logs"),
+    "cluster.id": (str, None),
+    "num.partitions": (int, 1),
+    "default.replication.factor": (int, 1),
+    "auto.create.topics.enable": (bool, True),
+    "delete.topic.enable": (bool, True),
+    "log.retention.hours": (int, 168),
+    "log.retention.minutes": (int, None),
+    "log.retention.ms": (int, None),
+    "log.retention.bytes": (int, -1),
+    "log.segment.bytes": (int, 1024 ** 3),
+    "log.roll.hours": (int, 168),
+    "log.roll.ms": (int, None),
+    "log.flush.interval.messages": (int, None),
+    "log.flush.interval.ms": (int, None),
+    "log.index.interval.bytes": (int, 4096),
+    "log.retention.check.interval.ms": (int, 300000),
+    "log.message.timestamp.type": (str, "CreateTime"),
+    "log.cleanup.policy": (str, "delete"),
+    "log.cleaner.backoff.ms": (int, 15000),
+    "message.max.bytes": (int, 1048588),
+    "socket.request.max.bytes": (int, 104857600),
+    "offsets.topic.num.partitions": (int, 50),
+    "offsets.retention.minutes": (int, 10080),
+    "offsets.retention.check.interval.ms": (int, 600000),
+    "group.initial.rebalance.delay.ms": (int, 3000),
+    "group.min.session.timeout.ms": (int, 6000),
+    "group.max.session.timeout.ms": (int, 1800000),
+    "min.insync.replicas": (int, 1),
+    "replica.lag.time.max.ms": (int, 30000),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value minilog cannot use; the message names the key."""
+
+
+def _coerce(key, typ, value):
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "false"):
+            return str(value).lower() == "true"
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    try:
+        return typ(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be {typ.__name__}, got {value!r}") from None
+
+
+def read_properties(path):
+    """Parse a Java-style .properties file (key=value, # comments)."""
+    props = {}
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}:{n}: expected key=value, got {raw!r}")
+        props[line[:sep].strip()] = line[sep + 1:].strip()
+    return props
+
+
+@dataclass
+class BrokerConfig:
+    values: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_props(cls, props):
+        values = {k: d for k, (t, d) in BROKER_KEYS.items()}
+        for key, raw in props.items():
+            if key not in BROKER_KEYS:
+                raise ConfigError(f"unknown broker setting {key!r}")
+            values[key] = _coerce(key, BROKER_KEYS[key][0], raw)
+        if values["broker.id"] is not None:
+            values["node.id"] = values["broker.id"]
+        for key in ("num.partitions", "default.replication.factor", "message.max.bytes",
+                    "socket.request.max.bytes", "log.segment.bytes", "offsets.topic.num.partitions"):
+            if values[key] <= 0:
+                raise ConfigError(f"{key} must be positive, got {values[key]}")
+        cfg = cls(values)
+        cfg.listen_address  # validates listeners
+        return cfg
+
+    def __getitem__(self, key):
+        return self.values[key]
+
+    @property
+    def node_id(self):
+        return self.values["node.id"]
+
+    @property
+    def data_dir(self):
+        dirs = self.values["log.dirs"] or self.values["log.dir"]
+        return Path(dirs.split(",")[0].strip())
+
+    @staticmethod
+    def _parse_listener(spec, key):
+        spec = spec.split(",")[0].strip()
+        if "://" in spec:
+            proto, spec = spec.split("://", 1)
+            if proto.upper() != "PLAINTEXT":
+                raise ConfigError(f"{key}: only PLAINTEXT listeners are supported, got {proto}")
+        host, _, port = spec.rpartition(":")
+        try:
+            return host or "0.0.0.0", int(port)
+        except ValueError:
+            raise ConfigError(f"{key} must look like PLAINTEXT://host:port, got {spec!r}") from None
+
+    @property
+    def listen_address(self):
+        return self._parse_listener(self.values["listeners"], "listeners")
+
+    @property
+    def advertised_address(self):
+        adv = self.values["advertised.listeners"]
+        if adv:
+            return self._parse_listener(adv, "advertised.listeners")
+        host, port = self.listen_address
+        return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port
+
+    def topic_defaults(self):
+        """Topic config defaults as Kafka topic-level names, derived from the broker keys."""
+        v = self.values
+        retention = v["log.retention.ms"]
+        if retention is None:
+            retention = (v["log.retention.minutes"] * 60000 if v["log.retention.minutes"] is not None
+                         else v["log.retention.hours"] * HOUR_MS)
+        roll = v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * HOUR_MS
+        defaults = {
+            "retention.ms": retention,
+            "retention.bytes": v["log.retention.bytes"],
+            "segment.bytes": v["log.segment.bytes"],
+            "segment.ms": roll,
+            "index.interval.bytes": v["log.index.interval.bytes"],
+            "message.timestamp.type": v["log.message.timestamp.type"],
+            "cleanup.policy": v["log.cleanup.policy"],
+            "max.message.bytes": v["message.max.bytes"],
+            "min.insync.replicas": v["min.insync.replicas"],
+        }
+        if v["log.flush.interval.messages"] is not None:
+            defaults["flush.messages"] = v["log.flush.interval.messages"]
+        if v["log.flush.interval.ms"] is not None:
+            defaults["flush.ms"] = v["log.flush.interval.ms"]
+        return defaults

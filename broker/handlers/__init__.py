@@ -1,0 +1,26 @@
+"""Request handlers, one function per Kafka API, registered with the versions they implement.
+
+ApiVersions advertises exactly this table, so a version is announced only once it is handled.
+"""
+from typing import Awaitable, Callable, NamedTuple
+
+NO_RESPONSE = object()  # returned for acks=0 produce requests
+
+
+class Entry(NamedTuple):
+    handler: Callable[..., Awaitable]
+    versions: tuple
+
+
+HANDLERS = {}
+
+
+def handles(api_key, lo, hi):
+    def register(fn):
+        HANDLERS[api_key] = Entry(fn, (lo, hi))
+        return fn
+    return register
+
+
+from . import (api_versions, configs, fetch, list_offsets, metadata, produce,  # noqa: E402,F401
+               topics)

@@ -1,0 +1,100 @@
+"""DescribeConfigs and IncrementalAlterConfigs for topics (type 2) and the broker (type 4)."""
+from minilog.connector.protocol import ApiKey, ErrorCode, response
+
+from . import handles
+
+_DESCRIBE = response(ApiKey.DESCRIBE_CONFIGS)
+_ALTER = response(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# Kafka's config_source values
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+
+
+def _config_entry(name, value, source, read_only=False):
+    return _DESCRIBE.make("results", "configs", name=name, value=None if value is None else str(value),
+                          read_only=read_only, config_source=source, is_sensitive=False,
+                          synonyms=[], config_type=_type_of(value))
+
+
+def _type_of(value):
+    # Kafka ConfigType: 1 BOOLEAN, 2 STRING, 3 INT, 5 LONG
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, int):
+        return 5
+    return 2
+
+
+def _describe_one(broker, r):
+    keys = set(r.configuration_keys) if r.configuration_keys is not None else None
+    if r.resource_type == TOPIC:
+        if r.resource_name not in broker.metadata.topics:
+            return _DESCRIBE.make("results", error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  error_message=f"topic {r.resource_name} does not exist",
+                                  resource_type=r.resource_type, resource_name=r.resource_name)
+        entries = broker.topics.effective_configs(r.resource_name)
+    elif r.resource_type == BROKER:
+        if r.resource_name not in ("", str(broker.config.node_id)):
+            return _DESCRIBE.make("results", error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message=f"this is broker {broker.config.node_id}",
+                                  resource_type=r.resource_type, resource_name=r.resource_name)
+        entries = {k: (v, STATIC_BROKER_CONFIG) for k, v in broker.config.values.items()
+                   if v is not None}
+    else:
+        return _DESCRIBE.make("results", error_code=ErrorCode.INVALID_REQUEST,
+                              error_message=f"unsupported resource type {r.resource_type}",
+                              resource_type=r.resource_type, resource_name=r.resource_name)
+    configs = [_config_entry(k, v, src, read_only=r.resource_type == BROKER)
+               for k, (v, src) in sorted(entries.items()) if keys is None or k in keys]
+    return _DESCRIBE.make("results", error_code=0, error_message=None,
+                          resource_type=r.resource_type, resource_name=r.resource_name,
+                          configs=configs)
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
+async def describe_configs(broker, header, req):
+    return _DESCRIBE.cls(throttle_time_ms=0, results=[_describe_one(broker, r) for r in req.resources])
+
+
+def _apply(current, ops):
+    """Apply SET/DELETE/APPEND/SUBTRACT operations to a dict of topic overrides."""
+    new = dict(current)
+    for c in ops:
+        if c.config_operation == SET:
+            new[c.name] = c.value
+        elif c.config_operation == DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            items = [x for x in str(new.get(c.name) or "").split(",") if x]
+            values = [x for x in (c.value or "").split(",") if x]
+            if c.config_operation == APPEND:
+                items += [v for v in values if v not in items]
+            else:
+                items = [x for x in items if x not in values]
+            new[c.name] = ",".join(items)
+        else:
+            raise ValueError(f"unknown config operation {c.config_operation}")
+    return new
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def incremental_alter_configs(broker, header, req):
+    results = []
+    for r in req.resources:
+        code, message = 0, None
+        if r.resource_type != TOPIC:
+            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+        elif r.resource_name not in broker.metadata.topics:
+            code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {r.resource_name} does not exist"
+        else:
+            try:
+                new = _apply(broker.metadata.topics[r.resource_name].configs, r.configs)
+            except ValueError as e:
+                code, message = ErrorCode.INVALID_REQUEST, str(e)
+            else:
+                code, message = broker.topics.alter_configs(r.resource_name, new,
+                                                            validate_only=req.validate_only)
+        results.append(_ALTER.make("responses", error_code=code, error_message=message,
+                                   resource_type=r.resource_type, resource_name=r.resource_name))
+    return _ALTER.cls(throttle_time_ms=0, responses=results)

@@ -1,0 +1,90 @@
+"""Fetch: serve stored batches as they are, with Kafka's long poll (max_wait_ms, min_bytes).
+
+Consumers read up to the high watermark; followers (replica id >= 0) up to the log end.
+Fetch sessions are not kept: session id 0 tells clients to send full fetch requests.
+"""
+import asyncio
+
+from minilog.connector.protocol import ApiKey, ErrorCode, response
+
+from ..log import OffsetOutOfRange
+from ..partition import wait_for_any
+from . import handles
+
+_RESP = response(ApiKey.FETCH)
+
+
+def _epoch_error(partition, requested):
+    if requested < 0 or requested == partition.leader_epoch:
+        return 0
+    return (ErrorCode.FENCED_LEADER_EPOCH if requested < partition.leader_epoch
+            else ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+def _partition_response(index, code, partition=None, records=b""):
+    hw = partition.high_watermark if partition else -1
+    return _RESP.make("responses", "partitions", partition_index=index, error_code=code,
+                      high_watermark=hw, last_stable_offset=hw,
+                      log_start_offset=partition.log_start_offset if partition else -1,
+                      aborted_transactions=None if code else [], records=records)
+
+
+def _read_all(broker, wanted, max_bytes, follower):
+    """One pass over the requested partitions: (topic responses, bytes, partitions, errors)."""
+    topics, total, waiting_on, errors = [], 0, [], 0
+    for key, name, topic_id, parts in wanted:
+        out = []
+        for p in parts:
+            partition = broker.partition(name, p.partition) if name is not None else None
+            if partition is None:
+                code = (ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out.append(_partition_response(p.partition, code))
+                errors += 1
+                continue
+            code = _epoch_error(partition, p.current_leader_epoch)
+            if code:
+                out.append(_partition_response(p.partition, code, partition))
+                errors += 1
+                continue
+            limit = max(0, min(p.partition_max_bytes, max_bytes - total))
+            try:
+                data = partition.read(p.fetch_offset, limit, committed_only=not follower,
+                                      min_one=total == 0) if limit or total == 0 else b""
+            except OffsetOutOfRange:
+                out.append(_partition_response(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE,
+                                               partition))
+                errors += 1
+                continue
+            total += len(data)
+            waiting_on.append(partition)
+            out.append(_partition_response(p.partition, 0, partition, data))
+        topics.append(_RESP.make("responses", topic=name, topic_id=topic_id, partitions=out))
+    return topics, total, waiting_on, errors
+
+
+@handles(ApiKey.FETCH, 4, 16)
+async def fetch(broker, header, req):
+    version = header.api_version
+    if version >= 7 and req.session_id != 0:
+        return _RESP.cls(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                         session_id=0, responses=[])
+    replica_id = req.replica_state.replica_id if version >= 15 and req.replica_state else req.replica_id
+    follower = replica_id is not None and replica_id >= 0
+    wanted = []
+    for t in req.topics:
+        if version >= 13:
+            ts = broker.metadata.by_id.get(t.topic_id)
+            wanted.append((t.topic_id, ts.name if ts else None, t.topic_id, t.partitions))
+        else:
+            ts = broker.metadata.topics.get(t.topic)
+            wanted.append((t.topic, t.topic, ts.topic_id if ts else None, t.partitions))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
+    while True:
+        topics, total, partitions, errors = _read_all(broker, wanted, req.max_bytes, follower)
+        remaining = deadline - loop.time()
+        if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or broker.stopping:
+            break
+        await wait_for_any(partitions, remaining)
+    return _RESP.cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)

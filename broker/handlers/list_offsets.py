@@ -1,0 +1,67 @@
+"""ListOffsets: earliest, latest, by timestamp, and the record with the largest timestamp.
+
+The log answers at batch granularity without decoding; the one batch it points at is then
+decoded here so the answer names the exact record, as Kafka's does.
+"""
+from minilog.connector.protocol import ApiKey, ErrorCode, response
+from minilog.connector.records import decode_batches
+
+from . import handles
+
+_RESP = response(ApiKey.LIST_OFFSETS)
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def lookup(partition, timestamp, committed_only=True):
+    """(timestamp, offset) Kafka answers for a ListOffsets query on one partition."""
+    end = partition.high_watermark if committed_only else partition.log_end_offset
+    if timestamp == LATEST:
+        return -1, end
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return -1, partition.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, partition.log_start_offset - 1
+    if timestamp == MAX_TIMESTAMP:
+        entry = partition.log.max_timestamp_entry()
+        if not entry or entry[1] >= end:
+            return -1, -1
+        records = _records_of_batch_at(partition, entry[1])
+        best = max(records, key=lambda r: r.timestamp, default=None)  # first of equal maxima
+        return (best.timestamp, best.offset) if best else entry
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= end:
+        return -1, -1
+    for r in _records_of_batch_at(partition, found[0]):
+        if r.timestamp >= timestamp and r.offset < end:
+            return r.timestamp, r.offset
+    return found[1], found[0]
+
+
+def _records_of_batch_at(partition, offset):
+    data = partition.log.read(offset, 1, min_one=True)
+    return decode_batches(data, start_offset=max(offset, partition.log_start_offset))
+
+
+@handles(ApiKey.LIST_OFFSETS, 1, 9)
+async def list_offsets(broker, header, req):
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            partition = broker.partition(t.name, p.partition_index)
+            if partition is None:
+                parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
+                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if p.current_leader_epoch >= 0 and p.current_leader_epoch != partition.leader_epoch:
+                code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < partition.leader_epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
+                                        error_code=code))
+                continue
+            ts, offset = lookup(partition, p.timestamp, committed_only=req.replica_id < 0)
+            parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
+                                    error_code=0, timestamp=ts, offset=offset,
+                                    leader_epoch=partition.leader_epoch))
+        topics.append(_RESP.make("topics", name=t.name, partitions=parts))
+    return _RESP.cls(throttle_time_ms=0, topics=topics)

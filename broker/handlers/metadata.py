@@ -1,0 +1,64 @@
+"""Metadata and DescribeCluster: brokers, topics, partitions, leaders, replicas."""
+from minilog.connector.protocol import ApiKey, ErrorCode, response
+
+from . import handles
+
+_META = response(ApiKey.METADATA)
+_CLUSTER = response(ApiKey.DESCRIBE_CLUSTER)
+NO_AUTH_OPS = -2147483648
+
+
+def _brokers(broker, schema, id_field="node_id"):
+    return [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
+            for b in broker.metadata.brokers.values()]
+
+
+def describe_topic(broker, ts):
+    parts = [_META.make("topics", "partitions", error_code=0, partition_index=i,
+                        leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=p.replicas,
+                        isr_nodes=p.isr, offline_replicas=[])
+             for i, p in sorted(ts.partitions.items())]
+    return _META.make("topics", error_code=0, name=ts.name, topic_id=ts.topic_id,
+                      is_internal=ts.internal, partitions=parts,
+                      topic_authorized_operations=NO_AUTH_OPS)
+
+
+@handles(ApiKey.METADATA, 0, 12)
+async def metadata(broker, header, req):
+    image = broker.metadata
+    if req.topics is None or (header.api_version == 0 and not req.topics):
+        wanted = [ts for ts in image.topics.values()]
+        topics = [describe_topic(broker, ts) for ts in wanted]
+    else:
+        topics = []
+        auto = req.allow_auto_topic_creation if header.api_version >= 4 else True
+        for t in req.topics:
+            ts = image.topics.get(t.name) if t.name is not None else image.by_id.get(t.topic_id)
+            if ts is None and t.name is not None and auto and broker.config["auto.create.topics.enable"]:
+                code = broker.auto_create_topic(t.name)
+                if code:
+                    topics.append(_META.make("topics", error_code=code, name=t.name))
+                    continue
+                ts = image.topics.get(t.name)
+                topics.append(_META.make("topics", error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                                         name=ts.name, topic_id=ts.topic_id))
+                continue
+            if ts is None:
+                code = (ErrorCode.UNKNOWN_TOPIC_ID if t.name is None
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topics.append(_META.make("topics", error_code=code, name=t.name,
+                                         topic_id=t.topic_id))
+            else:
+                topics.append(describe_topic(broker, ts))
+    return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META),
+                     cluster_id=image.cluster_id, controller_id=image.controller_id,
+                     topics=topics, cluster_authorized_operations=NO_AUTH_OPS)
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+async def describe_cluster(broker, header, req):
+    return _CLUSTER.cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
+                        cluster_id=broker.metadata.cluster_id,
+                        controller_id=broker.metadata.controller_id,
+                        brokers=_brokers(broker, _CLUSTER, "broker_id"),
+                        cluster_authorized_operations=NO_AUTH_OPS)

@@ -1,0 +1,66 @@
+"""Produce: validate whole batches, append them to partition leaders, answer per partition.
+
+The broker checks each batch's framing, CRC and record count, then stamps offsets; records
+are never decoded. acks=0 requests get no response at all, as in Kafka.
+"""
+from minilog.connector import batch as batch_format
+from minilog.connector.protocol import ApiKey, ErrorCode, response
+
+from ..producer_errors import append_error_code
+from . import NO_RESPONSE, handles
+
+_RESP = response(ApiKey.PRODUCE)
+
+
+def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start=-1, message=None):
+    return _RESP.make("responses", "partition_responses", index=index, error_code=code,
+                      base_offset=base_offset, log_append_time_ms=log_append_time,
+                      log_start_offset=log_start, error_message=message)
+
+
+def produce_to_partition(broker, topic, index, records, acks):
+    partition = broker.partition(topic, index)
+    if partition is None:
+        return _partition_result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not records:
+        return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message="empty record set")
+    try:
+        batches = batch_format.split_batches(records, partition.max_message_bytes)
+    except batch_format.InvalidBatch as e:
+        return _partition_result(index, e.code, message=str(e))
+    if any(h.is_transactional or h.is_control for _, h in batches):
+        return _partition_result(index, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                                 message="transactions are not supported")
+    if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
+        return _partition_result(index, ErrorCode.NOT_ENOUGH_REPLICAS)
+    try:
+        result = partition.append_as_leader(
+            [(memoryview(records)[pos:pos + h.size], h) for pos, h in batches])
+    except Exception as e:  # noqa: BLE001 - mapped to Kafka's codes below
+        code, message = append_error_code(e)
+        return _partition_result(index, code, message=message)
+    return _partition_result(index, 0, result.first_offset, result.log_append_time,
+                             partition.log_start_offset)
+
+
+@handles(ApiKey.PRODUCE, 3, 11)
+async def produce(broker, header, req):
+    acks = req.acks
+    if acks not in (0, 1, -1):
+        results = [_RESP.make("responses", name=t.name, partition_responses=[
+            _partition_result(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in t.partition_data])
+            for t in req.topic_data]
+        return _RESP.cls(responses=results, throttle_time_ms=0)
+    if req.transactional_id is not None:
+        results = [_RESP.make("responses", name=t.name, partition_responses=[
+            _partition_result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            for p in t.partition_data]) for t in req.topic_data]
+        return _RESP.cls(responses=results, throttle_time_ms=0)
+    results = []
+    for t in req.topic_data:
+        parts = [produce_to_partition(broker, t.name, p.index, p.records, acks)
+                 for p in t.partition_data]
+        results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
+    if acks == 0:
+        return NO_RESPONSE
+    return _RESP.cls(responses=results, throttle_time_ms=0)

@@ -1,0 +1,107 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, InitProducerId."""
+from minilog.connector.protocol import ApiKey, ErrorCode, response
+
+from . import handles
+
+_CREATE = response(ApiKey.CREATE_TOPICS)
+_DELETE = response(ApiKey.DELETE_TOPICS)
+_PARTS = response(ApiKey.CREATE_PARTITIONS)
+_RECORDS = response(ApiKey.DELETE_RECORDS)
+_PID = response(ApiKey.INIT_PRODUCER_ID)
+
+
+@handles(ApiKey.CREATE_TOPICS, 2, 7)
+async def create_topics(broker, header, req):
+    results = []
+    seen = set()
+    for t in req.topics:
+        if t.name in seen:
+            results.append(_CREATE.make("topics", name=t.name, error_code=ErrorCode.INVALID_REQUEST,
+                                        error_message="topic listed twice in one request"))
+            continue
+        seen.add(t.name)
+        configs = {c.name: c.value for c in t.configs}
+        code, message, ts = broker.topics.create(t.name, t.num_partitions, t.replication_factor,
+                                                 configs, validate_only=req.validate_only,
+                                                 assignments=t.assignments)
+        out = _CREATE.make("topics", name=t.name, error_code=code, error_message=message)
+        if not code:
+            out.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
+            out.replication_factor = (t.replication_factor if t.replication_factor > 0
+                                      else broker.config["default.replication.factor"])
+            out.configs = [_CREATE.make("topics", "configs", name=k, value=str(v), read_only=False,
+                                        config_source=src, is_sensitive=False)
+                           for k, (v, src) in broker.topics.effective_configs(t.name, configs).items()]
+            if ts is not None:
+                out.topic_id = ts.topic_id
+        results.append(out)
+    return _CREATE.cls(throttle_time_ms=0, topics=results)
+
+
+@handles(ApiKey.DELETE_TOPICS, 1, 6)
+async def delete_topics(broker, header, req):
+    if header.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None:
+            ts = broker.metadata.by_id.get(topic_id)
+            if ts is None:
+                results.append(_DELETE.make("responses", name=None, topic_id=topic_id,
+                                            error_code=ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            name = ts.name
+        code, message, ts = broker.topics.delete(name)
+        results.append(_DELETE.make("responses", name=name, topic_id=ts.topic_id if ts else topic_id,
+                                    error_code=code, error_message=message))
+    return _DELETE.cls(throttle_time_ms=0, responses=results)
+
+
+@handles(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def create_partitions(broker, header, req):
+    results = []
+    for t in req.topics:
+        code, message = broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+        results.append(_PARTS.make("results", name=t.name, error_code=code, error_message=message))
+    return _PARTS.cls(throttle_time_ms=0, results=results)
+
+
+@handles(ApiKey.DELETE_RECORDS, 0, 2)
+async def delete_records(broker, header, req):
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            partition = broker.partition(t.name, p.partition_index)
+            if partition is None:
+                parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,
+                                           low_watermark=-1,
+                                           error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            target = partition.high_watermark if p.offset == -1 else p.offset
+            if target < 0 or target > partition.high_watermark:
+                parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,
+                                           low_watermark=partition.log_start_offset,
+                                           error_code=ErrorCode.OFFSET_OUT_OF_RANGE))
+                continue
+            low = partition.truncate_before(target)
+            parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,
+                                       low_watermark=low, error_code=0))
+        topics.append(_RECORDS.make("topics", name=t.name, partitions=parts))
+    return _RECORDS.cls(throttle_time_ms=0, topics=topics)
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
+async def init_producer_id(broker, header, req):
+    if req.transactional_id is not None:
+        # No transaction coordinator: transactional producers are refused, idempotent ones served.
+        return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if req.producer_id >= 0 and req.producer_epoch >= 0:
+        # A producer asking to bump its epoch (KIP-360): keep its id, fence older epochs.
+        if req.producer_epoch < 32766:
+            return _PID.cls(throttle_time_ms=0, error_code=0, producer_id=req.producer_id,
+                            producer_epoch=req.producer_epoch + 1)
+    return _PID.cls(throttle_time_ms=0, error_code=0,
+                    producer_id=broker.topics.allocate_producer_id(), producer_epoch=0)

@@ -1,0 +1,639 @@
+"""One partition's log: the ordered segments of a `topic-N` directory and what spans them.
+
+`Log` appends batches (assigning offsets, or keeping them for a follower), rolls segments by size
+and time, reads whole batches from any offset at a cost independent of the log's length (binary
+search over segment base offsets, then the segment's sparse index), truncates, applies retention
+and DeleteRecords, recovers a torn tail on open, and owns the partition's idempotent-producer
+state. It knows nothing of replication: high watermark, ISR and leader epochs live above it and
+pass in what they decide (`upper_bound` for reads and retention, `leader_epoch` for appends).
+
+A `Log` takes an internal lock around every public call, so handlers may call it from threads.
+"""
+import bisect
+import dataclasses
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from minilog.connector.batch import InvalidBatch, iter_batches, stamp, validate
+
+from .producer_state import NO_PRODUCER_ID, ProducerStateManager, next_sequence
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file,
+)
+
+LOG_START_CHECKPOINT = "log-start-offset.checkpoint"
+_LONG_MAX = (1 << 63) - 1
+_INT_MAX = (1 << 31) - 1
+_DAY_MS = 24 * 3600 * 1000
+
+# Kafka topic configs that belong to other layers (replication, compression, compaction):
+# `LogConfig.from_kafka` accepts and ignores them, and rejects any other unknown name.
+OTHER_TOPIC_CONFIGS = frozenset({
+    "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "unclean.leader.election.enable", "delete.retention.ms",
+    "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
+    "file.delete.delay.ms", "preallocate", "segment.jitter.ms", "message.downconversion.enable",
+    "message.format.version", "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+    "local.retention.ms", "local.retention.bytes", "remote.storage.enable",
+})
+
+
+def _now_ms():
+    return time.time_ns() // 1_000_000
+
+
+def _number(name, value, low, high=_LONG_MAX):
+    n = None
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        try:
+            n = int(value)
+        except ValueError:
+            pass
+    if n is None:
+        raise ValueError(f"{name}: expected an integer, got {value!r}")
+    if not low <= n <= high:
+        raise ValueError(f"{name}: {n} is out of range [{low}, {high}]")
+    return n
+
+
+def _optional_long(name, value, low):
+    """Kafka's "Long.MAX means never" settings become None."""
+    if value is None:
+        return None
+    n = _number(name, value, low)
+    return None if n == _LONG_MAX else n
+
+
+def _choice(*allowed):
+    def parse(name, value):
+        if value not in allowed:
+            raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+        return value
+    return parse
+
+
+def _cleanup_policy(name, value):
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError(f"{name}: {value!r} must be 'delete', 'compact' or 'compact,delete'")
+    return ",".join(sorted(set(parts)))
+
+
+# Kafka name -> (field, parser). Bounds follow Kafka's topic config validators.
+_KAFKA = {
+    "segment.bytes": ("segment_bytes", lambda n, v: _number(n, v, 14, _INT_MAX)),
+    "segment.ms": ("segment_ms", lambda n, v: _number(n, v, 1)),
+    "retention.ms": ("retention_ms", lambda n, v: _number(n, v, -1)),
+    "retention.bytes": ("retention_bytes", lambda n, v: _number(n, v, -(1 << 63))),
+    "flush.messages": ("flush_messages", lambda n, v: _optional_long(n, v, 1)),
+    "flush.ms": ("flush_ms", lambda n, v: _optional_long(n, v, 0)),
+    "index.interval.bytes": ("index_interval_bytes", lambda n, v: _number(n, v, 0, _INT_MAX)),
+    "segment.index.bytes": ("segment_index_bytes", lambda n, v: _number(n, v, 4, _INT_MAX)),
+    "max.message.bytes": ("max_message_bytes", lambda n, v: _number(n, v, 0, _INT_MAX)),
+    "message.timestamp.type": ("message_timestamp_type", _choice("CreateTime", "LogAppendTime")),
+    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "min.insync.replicas": ("min_insync_replicas", lambda n, v: _number(n, v, 1, _INT_MAX)),
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Kafka's storage topic configs, snake_case, with Kafka's defaults. Validated on creation."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * _DAY_MS
+    retention_ms: int = 7 * _DAY_MS          # -1: keep forever
+    retention_bytes: int = -1                # -1: no size limit
+    flush_messages: int | None = None        # None: leave flushing to the OS (Kafka's Long.MAX)
+    flush_ms: int | None = None
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 * 1024 * 1024
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+    min_insync_replicas: int = 1             # not used by the log; carried for the partition
+
+    def __post_init__(self):
+        for name, (attr, parse) in _KAFKA.items():
+            object.__setattr__(self, attr, parse(name, getattr(self, attr)))
+
+    @classmethod
+    def from_kafka(cls, configs, base=None):
+        """Build from Kafka names ("segment.bytes": "1048576", ...), over `base` or the defaults.
+
+        Raises ValueError naming the setting for a bad value or an unknown name; Kafka topic
+        configs handled by other layers (OTHER_TOPIC_CONFIGS) are accepted and ignored here.
+        """
+        changes = {}
+        for name, value in configs.items():
+            if name in _KAFKA:
+                attr, parse = _KAFKA[name]
+                changes[attr] = parse(name, value)
+            elif name not in OTHER_TOPIC_CONFIGS:
+                raise ValueError(f"unknown topic config {name!r}")
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_kafka(self):
+        """Kafka names -> string values (as DescribeConfigs reports them)."""
+        out = {}
+        for name, (attr, _) in _KAFKA.items():
+            value = getattr(self, attr)
+            out[name] = str(_LONG_MAX if value is None else value)
+        return out
+
+
+class OffsetOutOfRange(Exception):
+    """A read or DeleteRecords offset outside [log_start_offset, log_end_offset] (Kafka code 1)."""
+
+    code = 1
+
+    def __init__(self, offset, log_start_offset, log_end_offset):
+        super().__init__(f"offset {offset} is outside the log range "
+                         f"[{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class AppendResult(NamedTuple):
+    """Offsets given to an append; `duplicate` when it repeated an idempotent batch."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int = -1
+    max_timestamp: int = -1
+    duplicate: bool = False
+
+
+class Log:
+    """The segments of one partition directory. See the module docstring."""
+
+    def __init__(self, dir, config=None, clean_shutdown=False, *, now_ms=None):
+        """Open (or create) the log in `dir`.
+
+        After an unclean shutdown the segments from the last non-empty one on are recovered
+        (CRC-checked batch by batch, cut at the first invalid one, indexes rebuilt); earlier
+        segments were fsynced when the log rolled past them. In both cases any segment whose
+        indexes contradict its log, or whose tail is torn, is recovered too.
+        `recovered_bytes` tells how many bytes recovery cut off.
+        """
+        self.dir = Path(dir)
+        self.config = config or LogConfig()
+        self._lock = threading.RLock()
+        self._closed = False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        now = _now_ms() if now_ms is None else now_ms
+        self.recovered_bytes = 0
+        self._segments, self._bases = [], []
+        self._open_segments(clean_shutdown, now)
+        self._leo = self._segments[-1].next_offset
+        checkpoint = self._read_checkpoint()
+        start = self._bases[0] if checkpoint is None else max(checkpoint, self._bases[0])
+        self._log_start = min(start, self._leo)
+        self._unflushed, self._last_flush_ms = 0, now
+        self.producer_state = ProducerStateManager(self.dir)
+        self._reload_producer_state()
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self):
+        return self._log_start
+
+    @property
+    def log_end_offset(self):
+        """The offset the next appended record gets."""
+        return self._leo
+
+    @property
+    def segments(self):
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self):
+        return self._segments[-1]
+
+    @property
+    def size(self):
+        return sum(s.size for s in self._segments)
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def append(self, batches, *, now_ms=None, leader_epoch=None):
+        """Append validated client batches, assigning offsets from the log end.
+
+        `batches` is a list of (batch bytes, BatchHeader) as `batch.split_batches` produced them.
+        Each batch is stamped with its base offset (and the append time when the topic uses
+        LogAppendTime, and `leader_epoch` when given); all go to one segment in one write.
+
+        Idempotent batches (producer id >= 0) are checked against the producer state first:
+        - a retry of one of the producer's last five batches returns the original offsets as
+          AppendResult(duplicate=True) and writes nothing (Kafka answers such retries with
+          success, so a producer never writes twice);
+        - a sequence gap or a stale epoch raises ProducerStateError (`code` 45 or 47), nothing
+          is written.
+        A batch over max.message.bytes raises InvalidBatch(code=10, MESSAGE_TOO_LARGE); an
+        append larger than segment.bytes raises InvalidBatch(code=18, RECORD_LIST_TOO_LARGE).
+        """
+        if not batches:
+            raise ValueError("nothing to append")
+        cfg = self.config
+        total = 0
+        for data, _ in batches:
+            if len(data) > cfg.max_message_bytes:
+                raise InvalidBatch(f"batch of {len(data)} bytes exceeds max.message.bytes "
+                                   f"{cfg.max_message_bytes}", code=10)
+            total += len(data)
+        if total > cfg.segment_bytes:
+            raise InvalidBatch(f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}",
+                               code=18)
+        with self._lock:
+            now = _now_ms() if now_ms is None else now_ms
+            append_time = now if cfg.message_timestamp_type == "LogAppendTime" else None
+            staged = None
+            first = offset = self._leo
+            stamped, max_ts, records = [], -1, 0
+            for data, h in batches:
+                last = offset + h.last_offset_delta
+                ts = h.max_timestamp if append_time is None else append_time
+                if h.producer_id != NO_PRODUCER_ID and not h.is_control:
+                    staged = staged or self.producer_state.stage()
+                    last_seq = next_sequence(h.base_sequence, h.last_offset_delta)
+                    dup = staged.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+                    if dup is not None:
+                        return AppendResult(dup[1], dup[2], duplicate=True)
+                    staged.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
+                                  offset, last, ts)
+                stamped.append(stamp(data, offset, append_time, leader_epoch))
+                max_ts = max(max_ts, ts)
+                records += h.record_count
+                offset = last + 1
+            payload = b"".join(stamped)
+            self._roll_if_needed(len(payload), max_ts, first, offset - 1, now).append(payload)
+            if staged is not None:
+                staged.commit()
+            self._leo = offset
+            self._after_write(records, now)
+            return AppendResult(first, offset - 1, -1 if append_time is None else append_time, max_ts)
+
+    def append_as_follower(self, data, *, now_ms=None):
+        """Append batches fetched from the leader, keeping their offsets; None if no whole batch.
+
+        Every batch is CRC-checked (InvalidBatch otherwise); a partial trailing batch, as Kafka
+        leaders may send, is ignored. Offsets must start at or after the log end and increase
+        (gaps are allowed: compacted leaders have them); ValueError otherwise. Producer state is
+        updated without sequence checks, as the leader already did them.
+        """
+        headers = [(pos, validate(data, pos, len(data), strict=False))
+                   for pos, _ in iter_batches(data)]
+        if not headers:
+            return None
+        with self._lock:
+            now = _now_ms() if now_ms is None else now_ms
+            prev = self._leo - 1
+            for _, h in headers:
+                if h.base_offset <= prev:
+                    raise ValueError(f"follower append at offset {h.base_offset} does not follow "
+                                     f"{prev} (log end {self._leo})")
+                prev = h.last_offset
+            end = headers[-1][0] + headers[-1][1].size
+            payload = data if end == len(data) else data[:end]
+            first, last = headers[0][1].base_offset, headers[-1][1].last_offset
+            max_ts = max(h.max_timestamp for _, h in headers)
+            self._roll_if_needed(len(payload), max_ts, first, last, now).append(payload)
+            for _, h in headers:
+                self.producer_state.update_from_header(h)
+            self._leo = last + 1
+            self._after_write(sum(h.record_count for _, h in headers), now)
+            return AppendResult(first, last, -1, max_ts)
+
+    def roll(self, base_offset=None, *, now_ms=None):
+        """Start a new active segment at `base_offset` (default: the log end); return it.
+
+        The old one is sealed and fsynced, and a producer state snapshot is written, so an
+        unclean restart only has to recover and replay the new segment.
+        """
+        with self._lock:
+            base = self._leo if base_offset is None else base_offset
+            if base < self._leo:
+                raise ValueError(f"cannot roll at {base}, below the log end {self._leo}")
+            active = self._segments[-1]
+            if active.size == 0:
+                if active.base_offset == base:
+                    return active
+                self._segments.pop().delete()
+                self._bases.pop()
+            else:
+                active.on_become_inactive()
+            seg = self._new_segment(base, now_ms)
+            self._segments.append(seg)
+            self._bases.append(base)
+            self.producer_state.snapshot(self._leo)
+            return seg
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(self, offset, max_bytes, upper_bound=None, min_one=True):
+        """Whole batches starting with the one holding `offset`, from a single segment.
+
+        At most `max_bytes` unless `min_one` and the first batch alone is larger. Batches whose
+        base offset is >= `upper_bound` (e.g. the high watermark) are left out. Returns b"" at
+        the log end; raises OffsetOutOfRange outside [log_start_offset, log_end_offset].
+        """
+        with self._lock:
+            if offset < self._log_start or offset > self._leo:
+                raise OffsetOutOfRange(offset, self._log_start, self._leo)
+            if offset == self._leo or (upper_bound is not None and offset >= upper_bound):
+                return b""
+            i = bisect.bisect_right(self._bases, offset) - 1
+            for k in range(max(i, 0), len(self._segments)):
+                seg = self._segments[k]
+                max_position = None
+                if upper_bound is not None and (k + 1 == len(self._bases) or self._bases[k + 1] > upper_bound):
+                    max_position = seg.position_of(upper_bound)
+                data = seg.read(offset, max_bytes, max_position, min_one)
+                if data or max_position is not None:
+                    return data
+            return b""
+
+    def iter_batch_headers(self, from_offset):
+        """Headers of the stored batches holding offsets >= `from_offset` (for replays).
+
+        Iterates a snapshot of the segment list: do not truncate or delete while iterating.
+        """
+        with self._lock:
+            i = max(bisect.bisect_right(self._bases, from_offset) - 1, 0)
+            segments = self._segments[i:]
+        for seg in segments:
+            yield from seg.iter_headers(from_offset)
+
+    def offset_for_timestamp(self, timestamp):
+        """(offset, timestamp) of the first batch with max timestamp >= `timestamp`, or None.
+
+        Batch granularity: the offset is that batch's base offset (or the log start offset),
+        so a consumer seeking there misses no record with a timestamp >= the target.
+        """
+        with self._lock:
+            for seg in self._segments:
+                if seg.next_offset > self._log_start and seg.max_timestamp >= timestamp:
+                    found = seg.find_offset_by_timestamp(timestamp, self._log_start)
+                    if found is not None:
+                        return found
+            return None
+
+    def max_timestamp_entry(self):
+        """(max timestamp, offset) for ListOffsets MAX_TIMESTAMP, or None without timestamps.
+
+        The offset is the last offset of the first batch that reached the maximum (Kafka's
+        shallow offset); `read(offset, 1)` returns that batch for a record-exact answer.
+        """
+        with self._lock:
+            best = None
+            for seg in self._segments:
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            return None if best is None else (best.max_timestamp, best.offset_of_max_timestamp)
+
+    # -- truncation, retention --------------------------------------------------------------
+
+    def truncate_to(self, offset):
+        """Drop every batch holding an offset >= `offset` (a follower after a leader change).
+
+        A batch straddling `offset` is dropped whole, so the log end may end up below it.
+        Returns whether anything was removed.
+        """
+        with self._lock:
+            if offset >= self._leo:
+                return False
+            if offset < self._log_start:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            while len(self._segments) > 1 and self._bases[-1] > offset:
+                self._bases.pop()
+                self._segments.pop().delete()
+            seg = self._segments[-1]
+            seg.truncate_to(offset)
+            self._leo = seg.next_offset
+            self._log_start = min(self._log_start, self._leo)
+            self._reload_producer_state()
+            return True
+
+    def truncate_fully_and_start_at(self, offset, *, now_ms=None):
+        """Delete everything and restart the log empty at `offset` (start = end = offset)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.delete()
+            self._segments = [self._new_segment(offset, now_ms)]
+            self._bases = [offset]
+            self._leo = self._log_start = offset
+            self._write_checkpoint(offset)
+            self.producer_state.clear()
+            self.producer_state.delete_all_snapshots()
+
+    def delete_records_before(self, offset):
+        """Kafka DeleteRecords: move the log start offset up to `offset`; return the new start.
+
+        Whole segments below it are deleted now; the start offset is checkpointed so a restart
+        keeps it. The caller checks `offset` against the high watermark (Kafka's rule).
+        """
+        with self._lock:
+            if offset < 0 or offset > self._leo:
+                raise OffsetOutOfRange(offset, self._log_start, self._leo)
+            if offset > self._log_start:
+                self._log_start = offset
+                self._write_checkpoint(offset)
+                self._delete_segments(lambda seg, next_base: next_base <= self._log_start,
+                                      keep_active=True)
+            return self._log_start
+
+    def apply_retention(self, now_ms=None, upper_bound=None):
+        """Delete the oldest whole segments breaching retention.ms or retention.bytes.
+
+        As in Kafka: time retention compares each segment's largest timestamp with
+        now - retention.ms, size retention drops the oldest segments while the log stays above
+        retention.bytes; deletion stops at the first segment that must stay, and never passes
+        `upper_bound` (the high watermark). If every segment goes, the active one is rolled
+        first so the log keeps an (empty) active segment at its end offset. Returns the
+        number of segments deleted. Does nothing unless cleanup.policy includes "delete".
+        """
+        cfg = self.config
+        if "delete" not in cfg.cleanup_policy.split(","):
+            return 0
+        with self._lock:
+            now = _now_ms() if now_ms is None else now_ms
+            deleted = 0
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_segments(
+                    lambda seg, _: now - seg.largest_timestamp > cfg.retention_ms, upper_bound)
+            if cfg.retention_bytes >= 0:
+                excess = self.size - cfg.retention_bytes
+
+                def over_size(seg, _):
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+                deleted += self._delete_segments(over_size, upper_bound)
+            return deleted
+
+    # -- durability, lifecycle --------------------------------------------------------------
+
+    def flush(self, *, now_ms=None):
+        """fsync the active segment (older ones were fsynced when the log rolled past them)."""
+        with self._lock:
+            self._segments[-1].flush()
+            self._unflushed = 0
+            self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def flush_if_due(self, now_ms=None):
+        """flush.ms for a periodic task: flush if data waited longer than flush.ms."""
+        with self._lock:
+            now = _now_ms() if now_ms is None else now_ms
+            if self.config.flush_ms is not None and self._unflushed and \
+                    now - self._last_flush_ms >= self.config.flush_ms:
+                self.flush(now_ms=now)
+                return True
+            return False
+
+    def close(self):
+        """Flush, snapshot producer state at the log end, and close every file."""
+        with self._lock:
+            if self._closed:
+                return
+            self._segments[-1].on_become_inactive()  # seals the time index, fsyncs
+            self.producer_state.snapshot(self._leo)
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+
+    def delete(self):
+        """Close and remove the partition directory."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"Log({self.dir.name}, start={self._log_start}, end={self._leo}, segments={len(self._segments)})"
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _open_segments(self, clean_shutdown, now_ms):
+        bases = []
+        for p in self.dir.iterdir():
+            stem, suffix = p.name[:20], p.name[20:]
+            if not (len(p.name) > 20 and stem.isdigit()):
+                continue
+            if suffix == LOG_SUFFIX:
+                bases.append(int(stem))
+            elif suffix.endswith(".tmp"):
+                p.unlink()  # an interrupted atomic write
+        bases.sort()
+        known = set(bases)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # left behind by an interrupted delete
+            for p in self.dir.glob("*" + suffix):
+                stem = p.name[:-len(suffix)]
+                if len(stem) == 20 and stem.isdigit() and int(stem) not in known:
+                    p.unlink()
+        segments = [self._new_segment(b, now_ms, existing=True) for b in bases]
+        last_data = max((i for i, s in enumerate(segments) if s.size), default=0)
+        for i, seg in enumerate(segments):
+            if seg.problem is not None or (not clean_shutdown and i >= last_data):
+                self.recovered_bytes += seg.recover()
+        if not segments:
+            segments = [self._new_segment(self._read_checkpoint() or 0, now_ms)]
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+
+    def _new_segment(self, base, now_ms=None, existing=False):
+        if not existing:  # a stale file of an untracked segment must not come back to life
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                segment_file(self.dir, base, suffix).unlink(missing_ok=True)
+        return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
+
+    def _roll_if_needed(self, size, max_ts, first_offset, last_offset, now):
+        """The segment to write to, rolling as Kafka's LogSegment.shouldRoll decides."""
+        seg, cfg = self._segments[-1], self.config
+        if not seg.can_hold(last_offset):
+            return self.roll(first_offset, now_ms=now)
+        if seg.size == 0:
+            return seg
+        first_ts = seg.first_batch_timestamp
+        waited = max_ts - first_ts if first_ts >= 0 else now - seg.created_ms
+        if seg.size > cfg.segment_bytes - size or waited > cfg.segment_ms or seg.indexes_full:
+            return self.roll(first_offset, now_ms=now)
+        return seg
+
+    def _after_write(self, records, now):
+        self._unflushed += records
+        cfg = self.config
+        if cfg.flush_messages is not None and self._unflushed >= cfg.flush_messages:
+            self.flush(now_ms=now)
+        elif cfg.flush_ms is not None:
+            self.flush_if_due(now)
+
+    def _delete_segments(self, predicate, upper_bound=None, keep_active=False):
+        """Delete the longest prefix of segments satisfying predicate(segment, next_base)."""
+        n, k = len(self._segments), 0
+        while k < n:
+            seg, last = self._segments[k], k == n - 1
+            next_base = self._leo if last else self._bases[k + 1]
+            if (last and (keep_active or seg.size == 0)) or \
+                    (upper_bound is not None and next_base > upper_bound) or not predicate(seg, next_base):
+                break
+            k += 1
+        if k == 0:
+            return 0
+        if k == n:
+            self.roll()
+        doomed = self._segments[:k]
+        del self._segments[:k], self._bases[:k]
+        for seg in doomed:
+            seg.delete()
+        self._log_start = max(self._log_start, self._bases[0])
+        self.producer_state.delete_snapshots_before(self._bases[0])
+        return k
+
+    def _reload_producer_state(self):
+        """Newest snapshot at or below the log end, then replay of the batches after it."""
+        ps = self.producer_state
+        ps.truncate_snapshots_after(self._leo)
+        snap = ps.load()
+        first = self._bases[0]
+        ps.rebuild_from(self, first if snap is None else max(snap, first))
+
+    def _read_checkpoint(self):
+        try:
+            lines = (self.dir / LOG_START_CHECKPOINT).read_text().split()
+            return int(lines[1]) if lines and lines[0] == "0" else None
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _write_checkpoint(self, offset):
+        path = self.dir / LOG_START_CHECKPOINT
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"0\n{offset}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)

@@ -1,0 +1,62 @@
+"""`minilog broker start`: run one broker from a properties file and/or flags."""
+import argparse
+import asyncio
+import logging
+import sys
+
+from .config import BrokerConfig, ConfigError, read_properties
+
+
+def build_parser(prog="minilog broker"):
+    parser = argparse.ArgumentParser(prog=prog, description="Run a minilog broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("start", help="start a broker in the foreground (SIGTERM stops it cleanly)")
+    start.add_argument("config", nargs="?", help="a Kafka-style server.properties file")
+    start.add_argument("--listen", metavar="HOST:PORT", help="listener address (default 127.0.0.1:9092)")
+    start.add_argument("--data-dir", metavar="DIR", help="where partition logs are stored (log.dirs)")
+    start.add_argument("--node-id", type=int, help="node.id of this broker")
+    start.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
+                       help="set any broker property, e.g. -o num.partitions=3 (repeatable)")
+    start.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+def config_from_args(args):
+    props = read_properties(args.config) if args.config else {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    if args.listen:
+        props["listeners"] = f"PLAINTEXT://{args.listen}"
+    if args.data_dir:
+        props["log.dirs"] = args.data_dir
+    if args.node_id is not None:
+        props["node.id"] = str(args.node_id)
+    return BrokerConfig.from_props(props)
+
+
+def main(argv=None, prog="minilog broker"):
+    args = build_parser(prog).parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = config_from_args(args)
+        from .broker import Broker
+        broker = Broker(config)
+    except (ConfigError, ValueError) as e:
+        print(f"minilog broker: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"minilog broker: {e.strerror or e}: {getattr(e, 'filename', '') or ''}", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(broker.run_until_signalled())
+    except OSError as e:
+        print(f"minilog broker: cannot listen on {config['listeners']}: {e.strerror or e}",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,280 @@
+"""Idempotent-producer state of one partition, as Kafka's ProducerStateManager keeps it.
+
+For each producer id the broker remembers its epoch and its last five batches (sequence range and
+the offsets they were written at). That is enough to answer a retried batch with the offsets of
+the original write instead of writing it twice (a producer keeps at most five requests in
+flight), to reject a sequence gap, and to fence a producer whose epoch was superseded.
+
+State must survive restarts: `snapshot(offset)` writes it at a log offset (the log does so at
+every segment roll and at close), `load()` reads the newest valid snapshot, and
+`rebuild_from(log, offset)` replays batch headers written after it, so an unclean shutdown loses
+nothing either. Transactions (markers, last stable offset) are not tracked here yet.
+"""
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+SNAPSHOT_SUFFIX = ".snapshot"
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+INT32_MAX = 0x7FFFFFFF
+BATCHES_RETAINED = 5  # Kafka's max.in.flight.requests.per.connection limit for idempotence
+
+_ERROR_NAMES = {OUT_OF_ORDER_SEQUENCE_NUMBER: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                INVALID_PRODUCER_EPOCH: "INVALID_PRODUCER_EPOCH"}
+_MAGIC = b"MLPS"
+_HEAD = struct.Struct(">4sBqi")       # magic, version, snapshot offset, producer count
+_PRODUCER = struct.Struct(">qhqB")    # producer id, epoch, last timestamp, batch count
+_BATCH = struct.Struct(">iiqq")       # first seq, last seq, first offset, last offset
+_CRC = struct.Struct(">I")
+
+
+class ProducerStateError(Exception):
+    """A batch the producer state rejects; `code` is the Kafka error code to answer with."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{_ERROR_NAMES.get(code, code)}: {message}")
+        self.code = code
+        self.name = _ERROR_NAMES.get(code, str(code))
+
+
+def next_sequence(sequence, increment=1):
+    """`sequence + increment` wrapping past int32 max to 0, as producers number batches."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+@dataclass
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    last_timestamp: int = -1
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
+
+    @property
+    def last_sequence(self):
+        return self.batches[-1][1] if self.batches else NO_SEQUENCE
+
+    def copy(self):
+        return ProducerEntry(self.producer_id, self.epoch, self.last_timestamp,
+                             deque(self.batches, maxlen=BATCHES_RETAINED))
+
+
+def _check(entry, producer_id, epoch, first_seq, last_seq):
+    if entry is None:
+        if first_seq != 0:
+            raise ProducerStateError(OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                     f"unknown producer {producer_id} started at sequence {first_seq}")
+        return None
+    if epoch < entry.epoch:
+        raise ProducerStateError(INVALID_PRODUCER_EPOCH,
+                                 f"producer {producer_id} epoch {epoch} is older than {entry.epoch}")
+    if epoch > entry.epoch:
+        if first_seq != 0:
+            raise ProducerStateError(OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                     f"producer {producer_id} new epoch {epoch} starts at {first_seq}")
+        return None
+    for b_first, b_last, o_first, o_last in entry.batches:
+        if b_first == first_seq and b_last == last_seq:
+            return ("duplicate", o_first, o_last)
+    expected = next_sequence(entry.last_sequence)
+    if first_seq != expected:
+        raise ProducerStateError(OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                 f"producer {producer_id} sent sequence {first_seq}, expected {expected}")
+    return None
+
+
+def _update(entry, producer_id, epoch, first_seq, last_seq, first_offset, last_offset, timestamp):
+    if entry is None or epoch != entry.epoch:
+        entry = ProducerEntry(producer_id, epoch)
+    entry.batches.append((first_seq, last_seq, first_offset, last_offset))
+    entry.last_timestamp = max(entry.last_timestamp, timestamp)
+    return entry
+
+
+class ProducerAppend:
+    """Checks and updates of one log append, applied to the manager only by `commit()`.
+
+    Batches of one append are checked in order against the state including the earlier ones,
+    and nothing changes if the write fails before `commit()`.
+    """
+
+    def __init__(self, manager):
+        self._manager = manager
+        self._staged = {}
+
+    def _entry(self, producer_id):
+        if producer_id in self._staged:
+            return self._staged[producer_id]
+        return self._manager._producers.get(producer_id)
+
+    def check(self, producer_id, producer_epoch, base_sequence, last_sequence):
+        return _check(self._entry(producer_id), producer_id, producer_epoch, base_sequence, last_sequence)
+
+    def update(self, producer_id, producer_epoch, first_seq, last_seq, first_offset, last_offset,
+               timestamp=-1):
+        entry = self._entry(producer_id)
+        if entry is not None and producer_id not in self._staged:
+            entry = entry.copy()
+        self._staged[producer_id] = _update(entry, producer_id, producer_epoch, first_seq, last_seq,
+                                            first_offset, last_offset, timestamp)
+
+    def commit(self):
+        self._manager._producers.update(self._staged)
+        self._staged = {}
+
+
+class ProducerStateManager:
+    """Producer id -> ProducerEntry for one partition, with snapshots in the partition dir."""
+
+    def __init__(self, dir):
+        self.dir = Path(dir)
+        self._producers = {}
+
+    @property
+    def producers(self):
+        """Read-only view: producer id -> ProducerEntry."""
+        return dict(self._producers)
+
+    def entry(self, producer_id):
+        return self._producers.get(producer_id)
+
+    def check(self, producer_id, producer_epoch, base_sequence, last_sequence):
+        """Validate a batch before it is written.
+
+        Returns None when the batch is new and in sequence, ("duplicate", first_offset,
+        last_offset) when it repeats one of the producer's last five batches, and raises
+        ProducerStateError for a gap (45) or an old epoch (47). Non-idempotent batches
+        (producer id -1) always pass.
+        """
+        if producer_id == NO_PRODUCER_ID:
+            return None
+        return _check(self._producers.get(producer_id), producer_id, producer_epoch,
+                      base_sequence, last_sequence)
+
+    def update(self, producer_id, producer_epoch, first_seq, last_seq, first_offset, last_offset,
+               timestamp=-1):
+        """Record a batch written at [first_offset, last_offset]. No validation (replay, replicas)."""
+        if producer_id == NO_PRODUCER_ID:
+            return
+        self._producers[producer_id] = _update(self._producers.get(producer_id), producer_id,
+                                               producer_epoch, first_seq, last_seq, first_offset,
+                                               last_offset, timestamp)
+
+    def update_from_header(self, h):
+        """Replay one stored batch header (offsets already assigned)."""
+        if h.producer_id == NO_PRODUCER_ID or h.is_control:
+            return
+        self.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                    next_sequence(h.base_sequence, h.last_offset_delta), h.base_offset, h.last_offset,
+                    h.max_timestamp)
+
+    def stage(self):
+        return ProducerAppend(self)
+
+    def remove_expired(self, now_ms, max_age_ms=86_400_000):
+        """Forget producers idle longer than producer.id.expiration.ms (Kafka default 1 day)."""
+        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp > max_age_ms]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    def clear(self):
+        self._producers.clear()
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def snapshot_offsets(self):
+        out = []
+        for p in self.dir.glob("*" + SNAPSHOT_SUFFIX):
+            stem = p.name[:-len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                out.append(int(stem))
+        return sorted(out)
+
+    def _path(self, offset):
+        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshot(self, offset):
+        """Write the state as of log offset `offset` (atomically: temp file, fsync, rename)."""
+        parts = [_HEAD.pack(_MAGIC, 1, offset, len(self._producers))]
+        for e in self._producers.values():
+            parts.append(_PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches)))
+            parts.extend(_BATCH.pack(*b) for b in e.batches)
+        body = b"".join(parts)
+        path = self._path(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(body + _CRC.pack(crc32c(body)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def load(self):
+        """Replace the state with the newest valid snapshot; return its offset, or None.
+
+        Unreadable snapshots (bad checksum, torn) are deleted and the next older one is tried.
+        """
+        self._producers = {}
+        for offset in reversed(self.snapshot_offsets()):
+            path = self._path(offset)
+            try:
+                self._producers = self._parse(path.read_bytes(), offset)
+                return offset
+            except (ValueError, struct.error, OSError):
+                path.unlink(missing_ok=True)
+        return None
+
+    @staticmethod
+    def _parse(data, offset):
+        if len(data) < _HEAD.size + _CRC.size:
+            raise ValueError("snapshot too short")
+        body, (crc,) = data[:-_CRC.size], _CRC.unpack_from(data, len(data) - _CRC.size)
+        if crc32c(body) != crc:
+            raise ValueError("snapshot checksum mismatch")
+        magic, version, snap_offset, count = _HEAD.unpack_from(body, 0)
+        if magic != _MAGIC or version != 1 or snap_offset != offset:
+            raise ValueError("not a producer state snapshot for this offset")
+        pos, producers = _HEAD.size, {}
+        for _ in range(count):
+            pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
+            pos += _PRODUCER.size
+            entry = ProducerEntry(pid, epoch, last_ts)
+            for _ in range(n):
+                entry.batches.append(_BATCH.unpack_from(body, pos))
+                pos += _BATCH.size
+            producers[pid] = entry
+        if pos != len(body):
+            raise ValueError("trailing bytes in snapshot")
+        return producers
+
+    def truncate_snapshots_after(self, offset):
+        """Delete snapshots taken beyond `offset` (the log end after recovery or truncation)."""
+        for o in self.snapshot_offsets():
+            if o > offset:
+                self._path(o).unlink(missing_ok=True)
+
+    def delete_snapshots_before(self, offset):
+        """Delete snapshots older than `offset`, always keeping the newest one."""
+        offsets = self.snapshot_offsets()
+        for o in offsets[:-1]:
+            if o < offset:
+                self._path(o).unlink(missing_ok=True)
+
+    def delete_all_snapshots(self):
+        for o in self.snapshot_offsets():
+            self._path(o).unlink(missing_ok=True)
+
+    def rebuild_from(self, log, from_offset):
+        """Replay the producer fields of every batch header in `log` from `from_offset` on."""
+        for h in log.iter_batch_headers(from_offset):
+            if h.last_offset >= from_offset:
+                self.update_from_header(h)

@@ -1,0 +1,134 @@
+"""Creating, deleting and reconfiguring topics: validation, metadata, and the partition logs.
+
+Every change goes through the metadata store first and then opens or closes logs, so the
+image handlers read and the logs on disk always agree after a restart.
+"""
+from minilog.connector.protocol import ErrorCode
+
+from .log import LogConfig
+from .metadata import TOPIC_CONFIG_KEYS, topic_name_error
+from .partition import Partition
+
+# config_source values reported by DescribeConfigs
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+
+
+class TopicManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+        self.image = broker.store.image
+
+    # ---- configs ---------------------------------------------------------------------------
+    def effective_configs(self, name, overrides=None):
+        """{key: (value, source)}: broker defaults overlaid with the topic's own settings."""
+        if overrides is None:
+            overrides = self.image.topics[name].configs
+        merged = {k: (v, DEFAULT_CONFIG) for k, v in self.broker.config.topic_defaults().items()}
+        merged.update({k: (v, DYNAMIC_TOPIC_CONFIG) for k, v in overrides.items()})
+        return merged
+
+    def log_config(self, name, overrides=None):
+        return LogConfig.from_kafka({k: v for k, (v, _) in self.effective_configs(name, overrides).items()})
+
+    def _config_error(self, name, configs):
+        unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
+        if unknown:
+            return f"unknown topic config {unknown[0]!r}"
+        if any(v is None for v in configs.values()):
+            return "config values must not be null"
+        try:
+            self.log_config(name, configs)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def create(self, name, num_partitions, replication_factor, configs, validate_only=False,
+               assignments=(), internal=False):
+        """(error code, message, TopicState or None)."""
+        cfg = self.broker.config
+        error = topic_name_error(name, allow_internal=internal)
+        if error:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, error, None
+        if name in self.image.topics:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists", None
+        if assignments:
+            return ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported", None
+        partitions = cfg["num.partitions"] if num_partitions == -1 else num_partitions
+        rf = cfg["default.replication.factor"] if replication_factor == -1 else replication_factor
+        if partitions <= 0:
+            return ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}", None
+        if rf <= 0:
+            return ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}", None
+        live = max(1, len(self.image.brokers))
+        if rf > live:
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"replication factor {rf} is larger than the {live} available broker(s)", None)
+        error = self._config_error(name, configs)
+        if error:
+            return ErrorCode.INVALID_CONFIG, error, None
+        if validate_only:
+            return 0, None, None
+        ts = self.store.create_topic(name, partitions, rf, configs, internal=internal)
+        self.open_partitions(ts)
+        return 0, None, ts
+
+    def auto_create(self, name):
+        """Kafka's auto.create.topics.enable path; returns an error code (0 when created)."""
+        code, _, _ = self.create(name, -1, -1, {})
+        return 0 if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS) else code
+
+    def open_partitions(self, ts):
+        config = self.log_config(ts.name)
+        for index, state in ts.partitions.items():
+            if (ts.name, index) in self.broker.partitions:
+                continue
+            log = self.broker.logs.open(ts.name, index, config)
+            self.broker.partitions[(ts.name, index)] = Partition(
+                ts.name, index, log, ts.topic_id, state.leader_epoch, state.replicas, state.isr)
+            self.broker.partitions[(ts.name, index)].apply_config(config)
+
+    def delete(self, name):
+        ts = self.image.topics.get(name)
+        if ts is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", None
+        if ts.internal:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name!r} is an internal topic", ts
+        if not self.broker.config["delete.topic.enable"]:
+            return ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false", ts
+        self.store.delete_topic(name)
+        for index in ts.partitions:
+            partition = self.broker.partitions.pop((name, index), None)
+            if partition is not None:
+                partition.notify()
+            self.broker.logs.delete(name, index)
+        return 0, None, ts
+
+    def add_partitions(self, name, count, validate_only=False):
+        ts = self.image.topics.get(name)
+        if ts is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        if count <= len(ts.partitions):
+            return (ErrorCode.INVALID_PARTITIONS,
+                    f"topic {name!r} has {len(ts.partitions)} partitions; the new count must be larger")
+        if not validate_only:
+            self.store.add_partitions(name, count)
+            self.open_partitions(ts)
+        return 0, None
+
+    def alter_configs(self, name, new_configs, validate_only=False):
+        error = self._config_error(name, new_configs)
+        if error:
+            return ErrorCode.INVALID_CONFIG, error
+        if not validate_only:
+            self.store.set_topic_configs(name, new_configs)
+            config = self.log_config(name)
+            for index in self.image.topics[name].partitions:
+                partition = self.broker.partitions.get((name, index))
+                if partition is not None:
+                    partition.apply_config(config)
+        return 0, None
+
+    def allocate_producer_id(self):
+        return self.store.allocate_producer_id()

@@ -1,0 +1,121 @@
+"""Records inside v2 record batches: what producers encode and consumers decode.
+
+`batch.py` handles a batch as the broker sees it (header, CRC, offsets); this module opens the
+records payload: it compresses or decompresses it once per batch (`compression.py`) and hands
+the varint walk to the active record kernel (`_kernel.py`: a C extension, or the pure-Python
+reference in `_records_py.py`), so the per-record loop is never Python code when the
+extension is built. `arrow.py` decodes the same payloads straight into Arrow columns.
+"""
+import time
+from typing import NamedTuple
+
+from . import _kernel, batch
+from . import compression as codecs
+
+CREATE_TIME, LOG_APPEND_TIME = 0, 1
+INT64_MAX = (1 << 63) - 1
+
+
+class CorruptRecord(ValueError):
+    """Fetched data that is not a valid record batch: bad CRC, truncated or malformed records,
+    undecompressable payload, or a message format other than v2."""
+
+
+class ConsumerRecord(NamedTuple):
+    """One record as a consumer sees it. `timestamp` is in ms; `timestamp_type` is 0 for
+    CreateTime and 1 for LogAppendTime; `headers` is a list of (str, bytes|None)."""
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes
+    value: bytes
+    headers: list
+
+
+def encode_batch(records, *, compression=0, base_offset=0, producer_id=-1, producer_epoch=-1,
+                 base_sequence=-1, timestamp_type=CREATE_TIME, transactional=False,
+                 compression_level=None):
+    """Encode `(timestamp_ms, key, value, headers)` records as one v2 record batch.
+
+    `headers` is a sequence of (str, bytes|None); key and value are bytes-like or None; a None
+    timestamp means now. `compression` is a codec id or name (`compression.type`). The offset
+    deltas are 0..n-1 and the first record's timestamp is the base timestamp, as the Java
+    producer writes them; the broker assigns the real base offset.
+    """
+    if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+        raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), "
+                         f"not {timestamp_type!r}")
+    codec = codecs.codec_id(compression)
+    payload, count, base_ts, max_ts = _kernel.active.encode_records(
+        records, int(time.time() * 1000))
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    attributes = codec
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= batch.TIMESTAMP_TYPE_LOG_APPEND
+    if transactional:
+        attributes |= batch.TRANSACTIONAL
+    if codec:
+        payload = codecs.compress(codec, payload, compression_level)
+    return batch.build(payload, count, count - 1, base_ts, max_ts, base_offset=base_offset,
+                       attributes=attributes, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence)
+
+
+def iter_payloads(data, min_offset=0, max_offset=INT64_MAX, check_crc=True):
+    """Yield (header, records payload) for each whole data batch in `data` that can hold an
+    offset in [min_offset, max_offset), payload decompressed.
+
+    Control batches (transaction markers) and a partial trailing batch (a fetch response cut
+    at its size limit) are skipped; batches outside the range are skipped without being
+    checked or decompressed.
+    """
+    view = memoryview(data)
+    for pos, h in batch.iter_batches(view):
+        if h.magic != 2:
+            raise CorruptRecord(f"batch at offset {h.base_offset} uses message format v{h.magic};"
+                                " only record batch v2 (Kafka >= 0.11) is supported")
+        if h.is_control or h.last_offset < min_offset or h.base_offset >= max_offset:
+            continue
+        if check_crc and batch.compute_crc(view, pos, h.size) != h.crc:
+            raise CorruptRecord(f"batch at offset {h.base_offset}: CRC32C mismatch")
+        payload = view[pos + batch.HEADER_SIZE:pos + h.size]
+        if h.compression:
+            try:
+                payload = codecs.decompress(h.compression, payload)
+            except codecs.CompressionError as e:
+                raise CorruptRecord(f"batch at offset {h.base_offset}: {e}") from e
+        yield h, payload
+
+
+def decode_batches(data, topic=None, partition=None, start_offset=0, check_crc=True):
+    """Every record of every whole data batch in `data` (a fetch response's records), in
+    offset order, skipping control batches and offsets below `start_offset`.
+
+    A fetch returns the whole batch holding the fetch offset, so records before it come back
+    too: `start_offset` drops them. Raises CorruptRecord on a bad CRC or malformed records.
+    """
+    out = []
+    kernel = _kernel.active
+    for h, payload in iter_payloads(data, start_offset, INT64_MAX, check_crc):
+        lat = h.max_timestamp if h.log_append_time else None
+        try:
+            kernel.decode_records(payload, h.record_count, h.base_offset, h.base_timestamp, lat,
+                                  start_offset, topic, partition, ConsumerRecord, out)
+        except ValueError as e:
+            raise CorruptRecord(f"batch at offset {h.base_offset}: {e}") from e
+    return out
+
+
+def next_offset_after(data):
+    """The offset after the last whole batch in `data`, or None if there is none.
+
+    A consumer advances its position here rather than past its last returned record, so that
+    batches of only control records or compacted-away offsets do not stall it.
+    """
+    last = None
+    for _, h in batch.iter_batches(data):
+        last = h
+    return None if last is None else last.last_offset + 1
