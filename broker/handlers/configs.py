@@ -57,8 +57,9 @@ async def describe_configs(broker, header, req):
     return _DESCRIBE.cls(throttle_time_ms=0, results=[_describe_one(broker, r) for r in req.resources])
 
 
-def _apply(current, ops):
-    """Apply SET/DELETE/APPEND/SUBTRACT operations to a dict of topic overrides."""
+def _apply(current, effective, ops):
+    """Apply SET/DELETE/APPEND/SUBTRACT to a topic's overrides; list operations start from
+    the effective value (a default included), as in Kafka."""
     new = dict(current)
     for c in ops:
         if c.config_operation == SET:
@@ -66,7 +67,8 @@ def _apply(current, ops):
         elif c.config_operation == DELETE:
             new.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT):
-            items = [x for x in str(new.get(c.name) or "").split(",") if x]
+            base = new.get(c.name, effective.get(c.name, ("", 0))[0])
+            items = [x for x in str(base or "").split(",") if x]
             values = [x for x in (c.value or "").split(",") if x]
             if c.config_operation == APPEND:
                 items += [v for v in values if v not in items]
@@ -89,7 +91,8 @@ async def incremental_alter_configs(broker, header, req):
             code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {r.resource_name} does not exist"
         else:
             try:
-                new = _apply(broker.metadata.topics[r.resource_name].configs, r.configs)
+                new = _apply(broker.metadata.topics[r.resource_name].configs,
+                             broker.topics.effective_configs(r.resource_name), r.configs)
             except ValueError as e:
                 code, message = ErrorCode.INVALID_REQUEST, str(e)
             else:

@@ -38,8 +38,9 @@ def lookup(partition, timestamp, committed_only=True):
 
 
 def _records_of_batch_at(partition, offset):
+    """Every record of the batch holding `offset` (all of it: the offset may be its last)."""
     data = partition.log.read(offset, 1, min_one=True)
-    return decode_batches(data, start_offset=max(offset, partition.log_start_offset))
+    return decode_batches(data, start_offset=partition.log_start_offset)
 
 
 @handles(ApiKey.LIST_OFFSETS, 1, 9)

@@ -1,53 +1,13 @@
 """Bad input on the wire: each case gets Kafka's error code or a closed connection, while the
 broker keeps serving other clients and stored data stays intact."""
-import socket
 import struct
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from confluent_kafka import KafkaException
-
 from minilog.connector import batch
-from minilog.connector.protocol import (ApiKey, ErrorCode, FrameReader, RequestHeader,
-                                        decode_response, encode_request, request)
-
-
-class RawConnection:
-    """A bare socket speaking frames, to send what no well-behaved client would."""
-
-    def __init__(self, bootstrap):
-        host, port = bootstrap.split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=5)
-        self.frames = FrameReader()
-        self.corr = 0
-
-    def send_raw(self, data):
-        self.sock.sendall(data)
-
-    def call(self, api_key, version, body):
-        self.corr += 1
-        self.send_raw(b"".join(encode_request(RequestHeader(api_key, version, self.corr, "raw"), body)))
-        frame = self.recv_frame()
-        return decode_response(api_key, version, frame)
-
-    def recv_frame(self):
-        while True:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by broker")
-            frames = self.frames.feed(data)
-            if frames:
-                return frames[0]
-
-    def is_closed_by_peer(self):
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
-            return False
-
-    def close(self):
-        self.sock.close()
+from minilog.connector.protocol import ApiKey, ErrorCode, decode_response, request
+from wire import RawConnection
 
 
 def _produce_body(topic, partition, records):

@@ -1,0 +1,46 @@
+"""A bare Kafka-protocol socket for tests that must send what no well-behaved client would."""
+import socket
+
+from minilog.connector.protocol import (
+    FrameReader,
+    RequestHeader,
+    decode_response,
+    encode_request,
+)
+
+
+class RawConnection:
+    """A bare socket speaking frames, to send what no well-behaved client would."""
+
+    def __init__(self, bootstrap):
+        host, port = bootstrap.split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=5)
+        self.frames = FrameReader()
+        self.corr = 0
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def call(self, api_key, version, body):
+        self.corr += 1
+        self.send_raw(b"".join(encode_request(RequestHeader(api_key, version, self.corr, "raw"), body)))
+        frame = self.recv_frame()
+        return decode_response(api_key, version, frame)
+
+    def recv_frame(self):
+        while True:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by broker")
+            frames = self.frames.feed(data)
+            if frames:
+                return frames[0]
+
+    def is_closed_by_peer(self):
+        try:
+            return self.sock.recv(1) == b""
+        except (TimeoutError, ConnectionResetError):
+            return False
+
+    def close(self):
+        self.sock.close()
