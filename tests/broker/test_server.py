@@ -1,0 +1,114 @@
+"""The broker process as an operator runs it: config files, flags, signals, long polls, load."""
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from brokers import MinilogBroker, free_port
+from minilog.connector.protocol import ApiKey, RequestHeader, encode_request, request
+from minilog.connector.records import encode_batch
+from wire import RawConnection
+
+
+def _fetch_body(topic, offset, max_wait_ms, min_bytes=1):
+    req = request(ApiKey.FETCH)
+    return req.cls(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+                   isolation_level=0, topics=[req.make("topics", topic=topic, partitions=[
+                       req.make("topics", "partitions", partition=0, fetch_offset=offset,
+                                partition_max_bytes=1 << 20)])])
+
+
+def _produce_body(topic, records):
+    req = request(ApiKey.PRODUCE)
+    return req.cls(acks=1, timeout_ms=5000, topic_data=[req.make(
+        "topic_data", name=topic, partition_data=[req.make("topic_data", "partition_data",
+                                                           index=0, records=records)])])
+
+
+def test_fetch_long_poll_waits_for_max_wait_then_wakes_on_produce(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("poll", 1, 1)])["poll"].result(10)
+    conn = RawConnection(broker.bootstrap)
+    started = time.monotonic()
+    resp = conn.call(ApiKey.FETCH, 11, _fetch_body("poll", 0, 600))
+    waited = time.monotonic() - started
+    assert resp.responses[0].partitions[0].records == b""
+    assert 0.5 <= waited < 3
+
+    def produce_soon():
+        time.sleep(0.3)
+        other = RawConnection(broker.bootstrap)
+        other.call(ApiKey.PRODUCE, 9, _produce_body("poll", encode_batch([(1, None, b"hi", [])])))
+        other.close()
+
+    threading.Thread(target=produce_soon).start()
+    started = time.monotonic()
+    resp = conn.call(ApiKey.FETCH, 11, _fetch_body("poll", 0, 10_000))
+    waited = time.monotonic() - started
+    assert resp.responses[0].partitions[0].records and waited < 3
+    conn.close()
+
+
+def test_many_concurrent_connections_are_served(broker):
+    conns = [RawConnection(broker.bootstrap) for _ in range(200)]
+    body = request(ApiKey.API_VERSIONS).cls(client_software_name="t", client_software_version="1")
+    frame = b"".join(encode_request(RequestHeader(ApiKey.API_VERSIONS, 3, 1, "many"), body))
+    for c in conns:
+        c.send_raw(frame)
+    for c in conns:
+        assert c.recv_frame()
+        c.close()
+
+
+def test_sigterm_stops_cleanly_and_next_start_skips_recovery(tmp_path):
+    b = MinilogBroker(data_dir=tmp_path).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(10)
+    assert b.stop() == 0
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+    b.start()
+    assert "clean start" in b.log()
+    b.cleanup()
+
+
+def test_properties_file_and_flags(tmp_path):
+    port = free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(f"# a Kafka-style file\nnode.id=7\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
+                     f"log.dirs={tmp_path / 'logs'}\nnum.partitions=4\n")
+    proc = subprocess.Popen([sys.executable, "-m", "minilog.broker", "start", str(props),
+                             "-o", "auto.create.topics.enable=false"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin.create_topics([NewTopic("four", -1, -1)])["four"].result(10)
+        md = admin.list_topics(timeout=10)
+        assert len(md.topics["four"].partitions) == 4
+        assert list(md.brokers) == [7]
+        assert (tmp_path / "logs" / "four-3").is_dir()
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0
+
+
+def test_bad_configuration_is_one_line_and_nonzero_exit(tmp_path):
+    for args, needle in [(["-o", "no.such.key=1"], "unknown broker setting"),
+                         (["-o", "num.partitions=many"], "num.partitions"),
+                         (["--listen", "nonsense"], "listeners"),
+                         ([str(tmp_path / "missing.properties")], "cannot read")]:
+        r = subprocess.run([sys.executable, "-m", "minilog.broker", "start",
+                            "--data-dir", str(tmp_path / "d"), *args],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0
+        assert needle in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
