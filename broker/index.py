@@ -3,9 +3,9 @@
 An index lets a read jump close to the wanted batch and then scan only a few batch headers, so
 the cost of a lookup does not grow with the segment. Entries are appended to the file (no
 preallocation, so a crash leaves at most a torn last entry, which opening trims) and looked up by
-binary search in a read-only memory map of the file, remapped only when the file has grown since
-the last mapping. The newest entry is also kept in memory, so reads at the tail of the active
-segment (the common case) never touch the map.
+binary search in a read-only memory map of the file, made on the first search and remapped only
+when the file has grown since. The newest entry is also kept in memory, so reads at the tail of
+the active segment (the common case) never touch the map.
 
 Layouts (big-endian, offsets relative to the segment's base offset):
   OffsetIndex: relative offset int32 | position int32              (8 bytes)
@@ -27,7 +27,6 @@ class _Index:
     """Common file, map and binary-search machinery; subclasses define the entry layout."""
 
     ENTRY: struct.Struct
-    KEY: struct.Struct  # the field searched on, at the start of each entry
 
     def __init__(self, path, base_offset, max_index_bytes=DEFAULT_MAX_INDEX_BYTES):
         self.path = Path(path)
@@ -93,16 +92,11 @@ class _Index:
     def _read_entry(self, i):
         if i == self._entries - 1 and self._last is not None:
             return self._last
-        if i >= self._mapped:
-            self._remap()
-        return self.ENTRY.unpack_from(self._map, i * self.ENTRY.size)
-
-    def _field(self, i, field):
-        if field:
-            return self._read_entry(i)[field]
-        if i >= self._mapped:
-            self._remap()
-        return self.KEY.unpack_from(self._map, i * self.ENTRY.size)[0]
+        if i < self._mapped:
+            return self.ENTRY.unpack_from(self._map, i * self.ENTRY.size)
+        # Single reads (sanity checks at open) don't map: only binary searches do, lazily,
+        # so a log with many segments doesn't hold a map per index it never searches.
+        return self.ENTRY.unpack(os.pread(self._fd, self.ENTRY.size, i * self.ENTRY.size))
 
     def _remap(self):
         self._unmap()
@@ -118,14 +112,19 @@ class _Index:
     def _largest_le(self, key, field=0):
         """Slot of the largest entry whose `field` is <= `key`, or -1 (both fields ascend)."""
         n = self._entries
-        if n == 0 or self._field(0, field) > key:
+        if n == 0:
             return -1
         if self._last[field] <= key:
             return n - 1
-        lo, hi = 0, n - 1
+        if self._mapped < n - 1:  # the last entry is cached: the map may lag it by one
+            self._remap()
+        mm, width, unpack = self._map, self.ENTRY.size, self.ENTRY.unpack_from
+        if n == 1 or unpack(mm, 0)[field] > key:
+            return -1
+        lo, hi = 0, n - 2
         while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self._field(mid, field) <= key:
+            mid = (lo + hi + 1) >> 1
+            if unpack(mm, mid * width)[field] <= key:
                 lo = mid
             else:
                 hi = mid - 1
@@ -153,7 +152,6 @@ class OffsetIndex(_Index):
     """
 
     ENTRY = struct.Struct(">ii")
-    KEY = struct.Struct(">i")
 
     def _decode(self, raw):
         return self.base_offset + raw[0], raw[1]
@@ -202,7 +200,6 @@ class TimeIndex(_Index):
     """
 
     ENTRY = struct.Struct(">qi")
-    KEY = struct.Struct(">q")
 
     def _decode(self, raw):
         return raw[0], self.base_offset + raw[1]

@@ -10,17 +10,16 @@ pass in what they decide (`upper_bound` for reads and retention, `leader_epoch` 
 A `Log` takes an internal lock around every public call, so handlers may call it from threads.
 """
 import bisect
-import dataclasses
 import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from minilog.connector.batch import InvalidBatch, iter_batches, stamp, validate
 
+from .log_config import OTHER_TOPIC_CONFIGS, LogConfig  # noqa: F401 (re-exported)
 from .producer_state import NO_PRODUCER_ID, ProducerStateManager, next_sequence
 from .segment import (
     INDEX_SUFFIX,
@@ -31,126 +30,8 @@ from .segment import (
 )
 
 LOG_START_CHECKPOINT = "log-start-offset.checkpoint"
-_LONG_MAX = (1 << 63) - 1
-_INT_MAX = (1 << 31) - 1
-_DAY_MS = 24 * 3600 * 1000
-
-# Kafka topic configs that belong to other layers (replication, compression, compaction):
-# `LogConfig.from_kafka` accepts and ignores them, and rejects any other unknown name.
-OTHER_TOPIC_CONFIGS = frozenset({
-    "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-    "unclean.leader.election.enable", "delete.retention.ms",
-    "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
-    "file.delete.delay.ms", "preallocate", "segment.jitter.ms", "message.downconversion.enable",
-    "message.format.version", "message.timestamp.difference.max.ms",
-    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
-    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
-    "local.retention.ms", "local.retention.bytes", "remote.storage.enable",
-})
-
-
 def _now_ms():
     return time.time_ns() // 1_000_000
-
-
-def _number(name, value, low, high=_LONG_MAX):
-    n = None
-    if isinstance(value, (int, str)) and not isinstance(value, bool):
-        try:
-            n = int(value)
-        except ValueError:
-            pass
-    if n is None:
-        raise ValueError(f"{name}: expected an integer, got {value!r}")
-    if not low <= n <= high:
-        raise ValueError(f"{name}: {n} is out of range [{low}, {high}]")
-    return n
-
-
-def _optional_long(name, value, low):
-    """Kafka's "Long.MAX means never" settings become None."""
-    if value is None:
-        return None
-    n = _number(name, value, low)
-    return None if n == _LONG_MAX else n
-
-
-def _choice(*allowed):
-    def parse(name, value):
-        if value not in allowed:
-            raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
-        return value
-    return parse
-
-
-def _cleanup_policy(name, value):
-    parts = [p.strip() for p in str(value).split(",") if p.strip()]
-    if not parts or any(p not in ("delete", "compact") for p in parts):
-        raise ValueError(f"{name}: {value!r} must be 'delete', 'compact' or 'compact,delete'")
-    return ",".join(sorted(set(parts)))
-
-
-# Kafka name -> (field, parser). Bounds follow Kafka's topic config validators.
-_KAFKA = {
-    "segment.bytes": ("segment_bytes", lambda n, v: _number(n, v, 14, _INT_MAX)),
-    "segment.ms": ("segment_ms", lambda n, v: _number(n, v, 1)),
-    "retention.ms": ("retention_ms", lambda n, v: _number(n, v, -1)),
-    "retention.bytes": ("retention_bytes", lambda n, v: _number(n, v, -(1 << 63))),
-    "flush.messages": ("flush_messages", lambda n, v: _optional_long(n, v, 1)),
-    "flush.ms": ("flush_ms", lambda n, v: _optional_long(n, v, 0)),
-    "index.interval.bytes": ("index_interval_bytes", lambda n, v: _number(n, v, 0, _INT_MAX)),
-    "segment.index.bytes": ("segment_index_bytes", lambda n, v: _number(n, v, 4, _INT_MAX)),
-    "max.message.bytes": ("max_message_bytes", lambda n, v: _number(n, v, 0, _INT_MAX)),
-    "message.timestamp.type": ("message_timestamp_type", _choice("CreateTime", "LogAppendTime")),
-    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
-    "min.insync.replicas": ("min_insync_replicas", lambda n, v: _number(n, v, 1, _INT_MAX)),
-}
-
-
-@dataclass(frozen=True)
-class LogConfig:
-    """Kafka's storage topic configs, snake_case, with Kafka's defaults. Validated on creation."""
-
-    segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * _DAY_MS
-    retention_ms: int = 7 * _DAY_MS          # -1: keep forever
-    retention_bytes: int = -1                # -1: no size limit
-    flush_messages: int | None = None        # None: leave flushing to the OS (Kafka's Long.MAX)
-    flush_ms: int | None = None
-    index_interval_bytes: int = 4096
-    segment_index_bytes: int = 10 * 1024 * 1024
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = "CreateTime"
-    cleanup_policy: str = "delete"
-    min_insync_replicas: int = 1             # not used by the log; carried for the partition
-
-    def __post_init__(self):
-        for name, (attr, parse) in _KAFKA.items():
-            object.__setattr__(self, attr, parse(name, getattr(self, attr)))
-
-    @classmethod
-    def from_kafka(cls, configs, base=None):
-        """Build from Kafka names ("segment.bytes": "1048576", ...), over `base` or the defaults.
-
-        Raises ValueError naming the setting for a bad value or an unknown name; Kafka topic
-        configs handled by other layers (OTHER_TOPIC_CONFIGS) are accepted and ignored here.
-        """
-        changes = {}
-        for name, value in configs.items():
-            if name in _KAFKA:
-                attr, parse = _KAFKA[name]
-                changes[attr] = parse(name, value)
-            elif name not in OTHER_TOPIC_CONFIGS:
-                raise ValueError(f"unknown topic config {name!r}")
-        return dataclasses.replace(base or cls(), **changes)
-
-    def to_kafka(self):
-        """Kafka names -> string values (as DescribeConfigs reports them)."""
-        out = {}
-        for name, (attr, _) in _KAFKA.items():
-            value = getattr(self, attr)
-            out[name] = str(_LONG_MAX if value is None else value)
-        return out
 
 
 class OffsetOutOfRange(Exception):
@@ -240,7 +121,8 @@ class Log:
         Idempotent batches (producer id >= 0) are checked against the producer state first:
         - a retry of one of the producer's last five batches returns the original offsets as
           AppendResult(duplicate=True) and writes nothing (Kafka answers such retries with
-          success, so a producer never writes twice);
+          success, so a producer never writes twice; as in Kafka, an append holding such a
+          retry is answered as that retry);
         - a sequence gap or a stale epoch raises ProducerStateError (`code` 45 or 47), nothing
           is written.
         A batch over max.message.bytes raises InvalidBatch(code=10, MESSAGE_TOO_LARGE); an
@@ -381,8 +263,10 @@ class Log:
     def offset_for_timestamp(self, timestamp):
         """(offset, timestamp) of the first batch with max timestamp >= `timestamp`, or None.
 
-        Batch granularity: the offset is that batch's base offset (or the log start offset),
-        so a consumer seeking there misses no record with a timestamp >= the target.
+        Batch granularity (records are not decoded): the offset is that batch's base offset
+        (or the log start offset), so a consumer seeking there misses no record with a
+        timestamp >= the target; the timestamp is the batch's base timestamp if that
+        qualifies, else its max timestamp. Decode that one batch for a record-exact answer.
         """
         with self._lock:
             for seg in self._segments:
@@ -465,14 +349,17 @@ class Log:
         retention.bytes; deletion stops at the first segment that must stay, and never passes
         `upper_bound` (the high watermark). If every segment goes, the active one is rolled
         first so the log keeps an (empty) active segment at its end offset. Returns the
-        number of segments deleted. Does nothing unless cleanup.policy includes "delete".
+        number of segments deleted. Time and size rules apply only when cleanup.policy
+        includes "delete"; segments wholly below the log start offset always go.
         """
         cfg = self.config
-        if "delete" not in cfg.cleanup_policy.split(","):
-            return 0
         with self._lock:
+            # Segments wholly below the log start offset (DeleteRecords) go whatever the policy.
+            deleted = self._delete_segments(lambda seg, next_base: next_base <= self._log_start,
+                                            keep_active=True)
+            if "delete" not in cfg.cleanup_policy.split(","):
+                return deleted
             now = _now_ms() if now_ms is None else now_ms
-            deleted = 0
             if cfg.retention_ms >= 0:
                 deleted += self._delete_segments(
                     lambda seg, _: now - seg.largest_timestamp > cfg.retention_ms, upper_bound)
@@ -559,6 +446,11 @@ class Log:
         for i, seg in enumerate(segments):
             if seg.problem is not None or (not clean_shutdown and i >= last_data):
                 self.recovered_bytes += seg.recover()
+        # An empty segment left past a tail that recovery cut (a crash just after a roll)
+        # would put the log end beyond the data: drop it.
+        while len(segments) > 1 and segments[-1].size == 0 and \
+                segments[-1].base_offset > segments[-2].next_offset:
+            segments.pop().delete()
         if not segments:
             segments = [self._new_segment(self._read_checkpoint() or 0, now_ms)]
         self._segments = segments

@@ -62,9 +62,11 @@ class LogSegment:
         self._bytes_since_index = 0
         self.problem = "index files missing" if missing_index and self._size else self._index_problem()
         if self.problem is None:
-            end = self._load_tail()
+            end, unindexed = self._load_tail()
             if end != self._size:
                 self.problem = f"torn tail: {self._size - end} bytes after the last whole batch"
+            elif unindexed > 2 * max(index_interval_bytes, 4096):  # index lost entries
+                self.problem = f"{unindexed} bytes after the last index entry"
             else:
                 try:
                     self.time_index.sanity_check(self._next_offset)
@@ -392,20 +394,21 @@ class LogSegment:
     def _load_tail(self):
         """Scan headers after the last index entry: sets next offset and max timestamp.
 
-        Returns the position after the last whole batch (the file size when the tail is intact).
+        Returns the position after the last whole batch (the file size when the tail is intact)
+        and how many bytes before the last batch no index entry covers (a few KiB at most).
         """
         entry = self.offset_index.last_entry()
         pos = entry[1] if entry else 0
         ts_entry = self.time_index.last_entry()
         self._max_ts, self._offset_of_max_ts = ts_entry if ts_entry else (-1, self.base_offset)
-        next_offset, end = self.base_offset, pos
+        next_offset, end, last_start = self.base_offset, pos, pos
         for p, h in self._headers(pos):
-            next_offset, end = h.last_offset + 1, p + h.size
+            next_offset, end, last_start = h.last_offset + 1, p + h.size, p
             if h.max_timestamp > self._max_ts:
                 self._max_ts, self._offset_of_max_ts = h.max_timestamp, h.last_offset
         self._next_offset = next_offset
         self._bytes_since_index = end - pos
-        return end
+        return end, last_start - pos
 
     def __repr__(self):
         return (f"LogSegment(base_offset={self.base_offset}, size={self._size}, "
