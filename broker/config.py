@@ -102,7 +102,7 @@ class BrokerConfig:
             if values[key] <= 0:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
         cfg = cls(values)
-        cfg.listen_address  # validates listeners
+        _ = cfg.listen_address  # parsing it validates `listeners`
         return cfg
 
     def __getitem__(self, key):

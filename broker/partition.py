@@ -81,7 +81,7 @@ async def wait_for_any(partitions, timeout_s):
         p.add_waiter(fut)
     try:
         await asyncio.wait_for(fut, timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     finally:
         for p in partitions:

@@ -7,9 +7,16 @@ decode as a request the broker supports close that connection and nothing else.
 import asyncio
 import logging
 
-from minilog.connector.protocol import (ApiKey, CorruptMessage, FrameReader, FrameTooLarge,
-                                        api_name, decode_request_header, encode_response)
-from minilog.connector.protocol import REQUESTS
+from minilog.connector.protocol import (
+    REQUESTS,
+    ApiKey,
+    CorruptMessage,
+    FrameReader,
+    FrameTooLarge,
+    api_name,
+    decode_request_header,
+    encode_response,
+)
 
 from .handlers import HANDLERS, NO_RESPONSE
 from .handlers.api_versions import unsupported_version_response

@@ -2,7 +2,8 @@
 
 ApiVersions advertises exactly this table, so a version is announced only once it is handled.
 """
-from typing import Awaitable, Callable, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 NO_RESPONSE = object()  # returned for acks=0 produce requests
 
@@ -22,5 +23,4 @@ def handles(api_key, lo, hi):
     return register
 
 
-from . import (api_versions, configs, fetch, list_offsets, metadata, produce,  # noqa: E402,F401
-               topics)
+from . import api_versions, configs, fetch, list_offsets, metadata, produce, topics  # noqa: F401

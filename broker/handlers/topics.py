@@ -98,10 +98,9 @@ async def init_producer_id(broker, header, req):
     if req.transactional_id is not None:
         # No transaction coordinator: transactional producers are refused, idempotent ones served.
         return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if req.producer_id >= 0 and req.producer_epoch >= 0:
+    if req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
         # A producer asking to bump its epoch (KIP-360): keep its id, fence older epochs.
-        if req.producer_epoch < 32766:
-            return _PID.cls(throttle_time_ms=0, error_code=0, producer_id=req.producer_id,
+        return _PID.cls(throttle_time_ms=0, error_code=0, producer_id=req.producer_id,
                             producer_epoch=req.producer_epoch + 1)
     return _PID.cls(throttle_time_ms=0, error_code=0,
                     producer_id=broker.topics.allocate_producer_id(), producer_epoch=0)

@@ -7,7 +7,7 @@ import struct
 
 from . import primitives as p
 from .errors import CorruptMessage
-from .messages import ApiKey, REQUESTS, RESPONSES
+from .messages import REQUESTS, RESPONSES, ApiKey
 
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
@@ -49,7 +49,7 @@ class FrameReader:
 
 
 class RequestHeader:
-    __slots__ = ("api_key", "api_version", "correlation_id", "client_id")
+    __slots__ = ("api_key", "api_version", "client_id", "correlation_id")
 
     def __init__(self, api_key, api_version, correlation_id, client_id=None):
         self.api_key, self.api_version = api_key, api_version
@@ -134,5 +134,14 @@ def decode_response(api_key, version, frame):
     return RESPONSES[api_key].decode(r, version)
 
 
-__all__ = ["FrameReader", "FrameTooLarge", "RequestHeader", "decode_request", "encode_request",
-           "encode_response", "decode_response", "decode_response_correlation", "CorruptMessage"]
+__all__ = [
+    "CorruptMessage",
+    "FrameReader",
+    "FrameTooLarge",
+    "RequestHeader",
+    "decode_request",
+    "decode_response",
+    "decode_response_correlation",
+    "encode_request",
+    "encode_response",
+]

@@ -16,7 +16,7 @@ ZERO_UUID = uuid.UUID(int=0)
 class Reader:
     """Sequential reader over one message; every read checks bounds and raises CorruptMessage."""
 
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "end", "pos")
 
     def __init__(self, buf, pos=0, end=None):
         self.buf = buf

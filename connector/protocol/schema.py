@@ -31,8 +31,17 @@ def _parse_range(spec):
 
 
 class Field:
-    __slots__ = ("name", "type", "versions", "nullable", "tag", "tagged", "default", "noflex",
-                 "struct")
+    __slots__ = (
+        "default",
+        "name",
+        "noflex",
+        "nullable",
+        "struct",
+        "tag",
+        "tagged",
+        "type",
+        "versions",
+    )
 
     def __init__(self, name, ftype, versions):
         self.name, self.type, self.versions = name, ftype, versions
@@ -373,4 +382,4 @@ def _camel(snake):
     return "".join(part.title() for part in snake.split("_"))
 
 
-__all__ = ["MessageSchema", "StructSchema", "Message", "parse_definitions", "uuid"]
+__all__ = ["Message", "MessageSchema", "StructSchema", "parse_definitions", "uuid"]
