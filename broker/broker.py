@@ -72,6 +72,7 @@ class Broker:
             self.logs.flush_due()
             if asyncio.get_running_loop().time() >= next_retention:
                 next_retention += interval
+                self.logs.expire_producers(self.config["producer.id.expiration.ms"])
                 deleted = self.logs.apply_retention()
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)

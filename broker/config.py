@@ -45,6 +45,7 @@ BROKER_KEYS = {
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
     "min.insync.replicas": (int, 1),
+    "producer.id.expiration.ms": (int, 86400000),
     "replica.lag.time.max.ms": (int, 30000),
 }
 

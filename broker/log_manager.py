@@ -77,6 +77,11 @@ class LogManager:
             deleted += lg.apply_retention()
         return deleted
 
+    def expire_producers(self, max_age_ms):
+        """Forget idempotent producers idle longer than producer.id.expiration.ms."""
+        now = int(time.time() * 1000)
+        return sum(lg.producer_state.remove_expired(now, max_age_ms) for lg in self.logs.values())
+
     def flush_due(self):
         for lg in list(self.logs.values()):
             maybe = getattr(lg, "flush_if_due", None)
