@@ -262,6 +262,8 @@ def encode_records(records, now_ms):
                 body += field
         _zigzag(body, len(headers))
         for hkey, hvalue in headers:
+            if not isinstance(hkey, str):
+                raise TypeError("header keys must be str")
             hkey = hkey.encode("utf-8")
             _zigzag(body, len(hkey))
             body += hkey
