@@ -6,7 +6,9 @@ import asyncio
 import logging
 import signal
 
+from .cleaner import LogCleaner
 from .config import BrokerConfig
+from .group_coordinator import GroupCoordinator
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .server import BrokerServer
@@ -27,6 +29,7 @@ class Broker:
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
         self.server = None
+        self.groups = self.cleaner = None
         self._tasks = []
         self._stopped = None
 
@@ -52,6 +55,8 @@ class Broker:
     async def start(self):
         self._stopped = asyncio.Event()
         self._open_logs()
+        self.groups = GroupCoordinator(self).start()
+        self.cleaner = LogCleaner(self).start()
         host, port = self.config.listen_address
         self.server = await BrokerServer(self, host, port).start()
         if port == 0:  # ephemeral listener: advertise the port actually bound
@@ -86,6 +91,10 @@ class Broker:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.groups:
+            await self.groups.stop()
+        if self.cleaner:
+            await self.cleaner.stop()
         if self.server:
             await self.server.close()
         self.logs.close()

@@ -425,6 +425,7 @@ class Log:
     # -- internals --------------------------------------------------------------------------
 
     def _open_segments(self, clean_shutdown, now_ms):
+        self._complete_interrupted_swap()
         bases = []
         for p in self.dir.iterdir():
             stem, suffix = p.name[:20], p.name[20:]
@@ -529,3 +530,71 @@ class Log:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+    # -- compaction hook (the cleaner is broker/cleaner.py) ---------------------------------
+
+    CLEANED_SUFFIX = ".cleaned"  # a cleaner's output being written: discarded by a restart
+    SWAP_SUFFIX = ".swap"        # complete output replacing segments: finished by a restart
+
+    def replace_segments(self, old_segments, cleaned_path):
+        """Swap contiguous non-active `old_segments` for one cleaned segment file.
+
+        `cleaned_path` is `<base>.log.cleaned` in this directory (base: the first old segment's
+        base offset) holding the retained batches at their original offsets and ending at the
+        old segments' next offset. As in Kafka, it is renamed to `.swap` before any old segment
+        is deleted, so a crash at any point leaves either the old segments or a swap that the
+        next open completes. Returns False, discarding the file, if the segments changed
+        meanwhile (truncated, deleted by retention, or one became the active segment).
+        """
+        cleaned = Path(cleaned_path)
+        with self._lock:
+            n = len(old_segments)
+            first = next((i for i, s in enumerate(self._segments) if s is old_segments[0]), -1)
+            if first < 0 or first + n >= len(self._segments) or any(
+                    a is not b for a, b in zip(self._segments[first:first + n], old_segments)):
+                cleaned.unlink(missing_ok=True)
+                return False
+            base = old_segments[0].base_offset
+            swap = self.dir / f"{base:020d}{LOG_SUFFIX}{self.SWAP_SUFFIX}"
+            os.replace(cleaned, swap)
+            _fsync_dir(self.dir)
+            for seg in old_segments:
+                seg.delete()
+            os.replace(swap, segment_file(self.dir, base))
+            _fsync_dir(self.dir)
+            seg = self._new_segment(base, existing=True)
+            seg.recover()  # builds the indexes of the new file
+            self._segments[first:first + n] = [seg]
+            self._bases[first:first + n] = [base]
+            return True
+
+    def _complete_interrupted_swap(self):
+        """Undo a cleaning that never reached `.swap`; finish one that did (see replace_segments)."""
+        from minilog.connector.batch import HEADER_SIZE, read_header
+        for p in self.dir.glob("*" + self.CLEANED_SUFFIX):
+            p.unlink()
+        for swap in sorted(self.dir.glob("*" + LOG_SUFFIX + self.SWAP_SUFFIX)):
+            base = end = int(swap.name[:20])
+            with open(swap, "rb") as f:  # the swap's next offset: headers only
+                pos, size = 0, os.fstat(f.fileno()).st_size
+                while size - pos >= HEADER_SIZE:
+                    h = read_header(os.pread(f.fileno(), HEADER_SIZE, pos))
+                    if h.batch_length <= 0 or pos + h.size > size:
+                        break
+                    end, pos = h.last_offset + 1, pos + h.size
+            for p in list(self.dir.glob("*" + LOG_SUFFIX)):
+                stem = p.name[:-len(LOG_SUFFIX)]
+                if len(stem) == 20 and stem.isdigit() and base <= int(stem) < max(end, base + 1):
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        segment_file(self.dir, int(stem), suffix).unlink(missing_ok=True)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # the old first segment's indexes
+                segment_file(self.dir, base, suffix).unlink(missing_ok=True)
+            os.replace(swap, segment_file(self.dir, base))
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -76,6 +76,7 @@ class BrokerServer:
             header, body_reader = decode_request_header(frame)
         except CorruptMessage as e:
             raise _CloseConnection(f"unreadable request header: {e}") from None
+        header.client_host = peer[0] if peer else None
         key, version = header.api_key, header.api_version
         entry = HANDLERS.get(key)
         if key == ApiKey.API_VERSIONS and not _in(entry.versions, version):

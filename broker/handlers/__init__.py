@@ -23,4 +23,13 @@ def handles(api_key, lo, hi):
     return register
 
 
-from . import api_versions, configs, fetch, list_offsets, metadata, produce, topics  # noqa: F401
+from . import (  # noqa: F401
+    api_versions,
+    configs,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    produce,
+    topics,
+)

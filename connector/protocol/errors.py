@@ -88,10 +88,12 @@ class ErrorCode(enum.IntEnum):
     OFFSET_NOT_AVAILABLE = 78
     MEMBER_ID_REQUIRED = 79
     PREFERRED_LEADER_NOT_AVAILABLE = 80
-    ELIGIBLE_LEADERS_NOT_AVAILABLE = 81
-    ELECTION_NOT_NEEDED = 82
-    NO_REASSIGNMENT_IN_PROGRESS = 83
-    GROUP_SUBSCRIBED_TO_TOPIC = 84
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
     THROTTLING_QUOTA_EXCEEDED = 89
@@ -133,8 +135,11 @@ class KafkaError(Exception):
     """An error a broker answered with, or one a client met, named as Kafka names it."""
 
     def __init__(self, code, message=None):
-        self.code = ErrorCode(code) if not isinstance(code, ErrorCode) else code
-        self.name = self.code.name
+        try:
+            self.code = ErrorCode(code)
+        except ValueError:  # a code newer than this table: keep the number, name it generically
+            self.code = int(code)
+        self.name = getattr(self.code, "name", f"KAFKA_ERROR_{int(code)}")
         self.retriable = self.code in RETRIABLE
         super().__init__(f"{self.name} ({int(self.code)})" + (f": {message}" if message else ""))
 

@@ -49,11 +49,15 @@ class FrameReader:
 
 
 class RequestHeader:
-    __slots__ = ("api_key", "api_version", "client_id", "correlation_id")
+    """The request header; `client_host` is not on the wire: a server sets it to the peer's
+    address so handlers can report where a request came from (e.g. group members' hosts)."""
 
-    def __init__(self, api_key, api_version, correlation_id, client_id=None):
+    __slots__ = ("api_key", "api_version", "client_host", "client_id", "correlation_id")
+
+    def __init__(self, api_key, api_version, correlation_id, client_id=None, client_host=None):
         self.api_key, self.api_version = api_key, api_version
         self.correlation_id, self.client_id = correlation_id, client_id
+        self.client_host = client_host
 
     def __repr__(self):
         return (f"RequestHeader({self.api_key}, v{self.api_version}, "

@@ -1,0 +1,290 @@
+"""Log compaction: keep the latest record per key in topics whose cleanup.policy has `compact`.
+
+Kafka's LogCleaner on one background thread. Every `log.cleaner.backoff.ms`, each compacted
+log whose dirty part (written since its last cleaning) is at least `min.cleanable.dirty.ratio`
+of its cleanable part is cleaned. Cleanable: the non-active segments below the high watermark
+whose newest record is older than `min.compaction.lag.ms`. A cleaning maps each key of the
+dirty part to its last offset, then rewrites the cleanable segments, in groups that fit
+`segment.bytes`, keeping a record only when no later record has its key. Tombstones (null
+values) also go once their segment is older than `delete.retention.ms`, and records without a
+key go too (as in Kafka). Offsets never change: a rewritten batch keeps its base offset and last
+offset delta, so it may hold fewer records than its offset span; a batch whose records all stay
+is copied byte for byte, and the last batch of a group stays (possibly empty) so the new
+segment ends where the old ones did. The swap itself is `Log.replace_segments`. How far each
+log has been cleaned is kept in Kafka's `cleaner-offset-checkpoint` file in the data directory.
+"""
+import asyncio
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from minilog.connector import batch as batch_format
+from minilog.connector import compression as codecs
+from minilog.connector.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
+
+from .log import Log
+
+CHECKPOINT = "cleaner-offset-checkpoint"
+DEFAULT_DELETE_RETENTION_MS = 24 * 3600 * 1000  # Kafka's log.cleaner.delete.retention.ms
+DEFAULT_MIN_CLEANABLE_RATIO = 0.5                # Kafka's log.cleaner.min.cleanable.ratio
+_INT32_MAX = (1 << 31) - 1
+_READ_BUFFER = 1 << 20
+
+log = logging.getLogger("minilog.broker.cleaner")
+
+
+class _Stopped(Exception):
+    pass
+
+
+class LogCleaner:
+    def __init__(self, broker):
+        self.broker = broker
+        self.backoff_s = broker.config["log.cleaner.backoff.ms"] / 1000
+        self.checkpoint_path = broker.config.data_dir / CHECKPOINT
+        self.cleaned_up_to = self._read_checkpoint()  # (topic, partition) -> first dirty offset
+        self._stop = threading.Event()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
+        self._task = None
+
+    def start(self):
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def stop(self):
+        """Stop between two batches and wait, so no cleaning outlives the logs."""
+        self._stop.set()
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.to_thread(self._executor.shutdown, True)
+
+    async def _run(self):
+        loop = asyncio.get_running_loop()
+        while not self._stop.is_set():
+            await asyncio.sleep(self.backoff_s)
+            await loop.run_in_executor(self._executor, self.clean_all)
+
+    def clean_all(self):
+        """One pass over every compacted log; returns the bytes compaction removed."""
+        saved = 0
+        for (topic, index), partition in list(self.broker.partitions.items()):
+            if self._stop.is_set():
+                break
+            lg = partition.log
+            if "compact" not in lg.config.cleanup_policy.split(","):
+                continue
+            try:
+                saved += self.clean_log((topic, index), lg, partition.high_watermark,
+                                        self._topic_configs(topic))
+            except _Stopped:
+                break
+            except Exception:
+                log.exception("cleaning %s-%d failed", topic, index)
+        return saved
+
+    def _topic_configs(self, topic):
+        configs = {k: v for k, (v, _) in self.broker.topics.effective_configs(topic).items()}
+        return (int(configs.get("delete.retention.ms", DEFAULT_DELETE_RETENTION_MS)),
+                int(configs.get("min.compaction.lag.ms", 0)),
+                float(configs.get("min.cleanable.dirty.ratio", DEFAULT_MIN_CLEANABLE_RATIO)))
+
+    def clean_log(self, key, lg, high_watermark, configs, now_ms=None):
+        """Clean one log if its dirty ratio asks for it; returns the bytes removed."""
+        delete_retention_ms, min_lag_ms, min_ratio = configs
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        cleanable = []
+        for seg in lg.segments[:-1]:
+            if seg.next_offset > high_watermark or (
+                    min_lag_ms > 0 and seg.largest_timestamp > now - min_lag_ms):
+                break
+            cleanable.append(seg)
+        if not cleanable:
+            return 0
+        end = cleanable[-1].next_offset
+        first_dirty = self.cleaned_up_to.get(key, 0)
+        if not lg.log_start_offset <= first_dirty <= lg.log_end_offset:
+            first_dirty = lg.log_start_offset
+        if first_dirty >= end:
+            return 0
+        dirty = [s for s in cleanable if s.next_offset > first_dirty]
+        total = sum(s.size for s in cleanable)
+        if not total or sum(s.size for s in dirty) / total < min_ratio:
+            return 0
+        keys = self._offset_map(dirty, first_dirty)
+        horizon_ns = (now - delete_retention_ms) * 1_000_000
+        saved = 0
+        for group in _groups(cleanable, lg.config.segment_bytes):
+            saved += self._clean_group(lg, group, keys, horizon_ns)
+        self.cleaned_up_to[key] = end
+        self._write_checkpoint()
+        if saved:
+            log.info("cleaned %s-%d up to offset %d: %d bytes removed", *key, end, saved)
+        return saved
+
+    def _offset_map(self, segments, first_dirty):
+        """key -> offset of its last record in the dirty segments."""
+        keys = {}
+        for seg in segments:
+            for raw, h in self._batches(seg):
+                if h.is_control or h.last_offset < first_dirty:
+                    continue
+                for _, _, _, delta, key, _ in _records(_payload(raw, h), h.record_count):
+                    if key is not None and h.base_offset + delta >= first_dirty:
+                        keys[key] = h.base_offset + delta
+        return keys
+
+    def _clean_group(self, lg, group, keys, horizon_ns):
+        """Rewrite one group of segments into one; returns the bytes removed (0 if unchanged)."""
+        base = group[0].base_offset
+        out_path = lg.dir / f"{base:020d}.log{Log.CLEANED_SUFFIX}"
+        mtimes = [os.stat(seg.log_path).st_mtime_ns for seg in group]
+        changed, written, last = False, 0, None
+        try:
+            with open(out_path, "wb") as out:
+                for seg, mtime in zip(group, mtimes):
+                    drop_tombstones = mtime <= horizon_ns
+                    for raw, h in self._batches(seg):
+                        kept = _filter_batch(raw, h, keys, drop_tombstones)
+                        changed |= kept is not raw
+                        last = (h, kept)
+                        if kept:
+                            out.write(kept)
+                            written += len(kept)
+                if last is not None and last[1] is None:  # keep where the old segments ended
+                    empty = _empty_batch(last[0])
+                    out.write(empty)
+                    written += len(empty)
+                out.flush()
+                os.fsync(out.fileno())
+            if not changed:
+                out_path.unlink()
+                return 0
+            os.utime(out_path, ns=(max(mtimes), max(mtimes)))  # tombstone clocks carry over
+        except BaseException:
+            out_path.unlink(missing_ok=True)
+            raise
+        if not lg.replace_segments(group, out_path):
+            return 0
+        return sum(seg.size for seg in group) - written
+
+    def _batches(self, seg):
+        """(bytes, header) of each whole batch in a segment file, streamed."""
+        with open(seg.log_path, "rb", buffering=_READ_BUFFER) as f:
+            while True:
+                if self._stop.is_set():
+                    raise _Stopped()
+                head = f.read(HEADER_SIZE)
+                if len(head) < HEADER_SIZE:
+                    return
+                h = read_header(head)
+                if h.batch_length <= 0:
+                    return
+                rest = f.read(h.size - HEADER_SIZE)
+                if len(rest) < h.size - HEADER_SIZE:
+                    return
+                yield head + rest, h
+
+    # -- checkpoint -----------------------------------------------------------------------------
+    def _read_checkpoint(self):
+        try:
+            lines = self.checkpoint_path.read_text().splitlines()
+            out = {}
+            for line in lines[2:2 + int(lines[1])] if lines and lines[0] == "0" else ():
+                topic, partition, offset = line.split()
+                out[(topic, int(partition))] = int(offset)
+            return out
+        except (OSError, ValueError, IndexError):
+            return {}
+
+    def _write_checkpoint(self):
+        entries = sorted(self.cleaned_up_to.items())
+        text = f"0\n{len(entries)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in entries)
+        tmp = self.checkpoint_path.with_name(CHECKPOINT + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.checkpoint_path)
+
+
+def _groups(segments, max_bytes):
+    """Consecutive segments whose total size fits one segment (and int32 relative offsets)."""
+    group, size = [], 0
+    for seg in segments:
+        if group and (size + seg.size > max_bytes or
+                      seg.next_offset - 1 - group[0].base_offset > _INT32_MAX):
+            yield group
+            group, size = [], 0
+        group.append(seg)
+        size += seg.size
+    if group:
+        yield group
+
+
+def _payload(raw, h):
+    data = raw[HEADER_SIZE:]
+    return codecs.decompress(h.compression, data) if h.compression else data
+
+
+def _varint(buf, pos):
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+
+
+def _records(payload, count):
+    """Yield (start, end, timestamp delta, offset delta, key, value is null) per record."""
+    pos = 0
+    for _ in range(count):
+        length, body = _varint(payload, pos)
+        end = body + length
+        ts_delta, p = _varint(payload, body + 1)  # after the attributes byte
+        offset_delta, p = _varint(payload, p)
+        key_len, p = _varint(payload, p)
+        key = payload[p:p + key_len] if key_len >= 0 else None
+        value_len, _ = _varint(payload, p + max(key_len, 0))
+        yield pos, end, ts_delta, offset_delta, key, value_len < 0
+        pos = end
+
+
+def _filter_batch(raw, h, keys, drop_tombstones):
+    """The batch with only the records to keep: `raw` itself if all stay, None if none do."""
+    if h.is_control:
+        return raw
+    payload = _payload(raw, h)
+    kept, max_ts_delta = [], None
+    for start, end, ts_delta, delta, key, tombstone in _records(payload, h.record_count):
+        if key is None or h.base_offset + delta < keys.get(key, -1) or (
+                tombstone and drop_tombstones):
+            continue
+        kept.append(payload[start:end])
+        max_ts_delta = ts_delta if max_ts_delta is None else max(max_ts_delta, ts_delta)
+    if len(kept) == h.record_count:
+        return raw
+    if not kept:
+        return None
+    body = b"".join(kept)
+    max_ts = h.max_timestamp if h.log_append_time else h.base_timestamp + max_ts_delta
+    return batch_format.build(
+        codecs.compress(h.compression, body) if h.compression else body, len(kept),
+        h.last_offset_delta, h.base_timestamp, max_ts, base_offset=h.base_offset,
+        attributes=h.attributes, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch)
+
+
+def _empty_batch(h):
+    """A batch with no records spanning h's offsets: it keeps the log's offsets where they were."""
+    return batch_format.build(b"", 0, h.last_offset_delta, h.base_timestamp, h.max_timestamp,
+                              base_offset=h.base_offset,
+                              attributes=h.attributes & ~COMPRESSION_MASK,
+                              producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                              base_sequence=h.base_sequence,
+                              partition_leader_epoch=h.partition_leader_epoch)

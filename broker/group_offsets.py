@@ -1,0 +1,316 @@
+"""Committed offsets and group administration: the half of the coordinator that is not membership.
+
+OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, ListGroups and DescribeGroups, loading a
+`__consumer_offsets` partition into groups and offsets, and the periodic expiry of offsets
+after `offsets.retention.minutes` (Kafka's semantics: for an empty group the clock starts when
+it became empty). A mixin of `GroupCoordinator`, which owns the groups, the store and timers.
+"""
+import asyncio
+import logging
+from typing import NamedTuple
+
+from minilog.connector.protocol import ErrorCode
+
+from . import group as g
+from .group import Group, Member
+from .group_records import (
+    OffsetKey,
+    group_key,
+    offset_key,
+    offset_value,
+    parse_group_value,
+    parse_offset_value,
+)
+from .group_store import now_ms
+
+OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
+
+log = logging.getLogger("minilog.broker.groups")
+
+
+class MemberSummary(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+class GroupSummary(NamedTuple):
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list
+
+
+DEAD_GROUP = GroupSummary(g.DEAD, "", "", [])
+
+
+class GroupOffsets:
+    # -- OffsetCommit ---------------------------------------------------------------------------
+    def commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets):
+        """Store {(topic, partition): OffsetAndMetadata}; returns {(topic, partition): error}."""
+        error = self.validate(group_id, allow_empty=True)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:  # a member of a generation this coordinator never saw
+                return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
+            group = self._add_group(group_id)  # a group using Kafka only to store offsets
+        error = self._validate_commit(group, member_id, instance_id, generation_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        member = group.members.get(member_id)
+        if member is not None and group.state in (g.STABLE, g.PREPARING_REBALANCE):
+            self._schedule_heartbeat(group, member)
+        results, valid = {}, {}
+        topics = self.broker.metadata.topics
+        for tp, om in offsets.items():
+            ts = topics.get(tp[0])
+            if ts is None or tp[1] not in ts.partitions:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif om.metadata is not None and len(om.metadata) > OFFSET_METADATA_MAX_BYTES:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = om
+        if valid:
+            error = self.store.append(
+                self.store.partition_for(group_id),
+                [(offset_key(group_id, t, p), offset_value(om)) for (t, p), om in valid.items()],
+                for_commit=True)
+            if not error:
+                group.offsets.update(valid)
+            results.update(dict.fromkeys(valid, error))
+        return results
+
+    @staticmethod
+    def _validate_commit(group, member_id, instance_id, generation_id):
+        """Kafka's validateOffsetCommit: members of the current generation, or anyone (admin
+        tools, `assign()` consumers) with generation -1 while the group is empty."""
+        if group.state == g.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.state == g.EMPTY:
+            return 0
+        if generation_id >= 0 or member_id or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif group.state != g.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state == g.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return 0
+
+    # -- OffsetFetch, OffsetDelete --------------------------------------------------------------
+    def fetch_offsets(self, group_id, partitions=None):
+        """(error, [((topic, partition), OffsetAndMetadata or None)]); all when `partitions` is None.
+
+        No transactional offsets are ever pending here, so require_stable needs no waiting.
+        """
+        error = self.validate(group_id, allow_empty=True)
+        if error:
+            return error, []
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            return 0, sorted(offsets.items())
+        return 0, [(tp, offsets.get(tp)) for tp in partitions]
+
+    def delete_offsets(self, group_id, partitions):
+        """OffsetDelete: (group error, {(topic, partition): error})."""
+        error = self.validate(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state == g.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        results = {}
+        if group.state == g.EMPTY:
+            eligible = list(partitions)
+        elif group.protocol_type == g.CONSUMER_PROTOCOL_TYPE:
+            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp[0])]
+            results = {tp: g.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp not in eligible}
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        if eligible:
+            doomed = [tp for tp in eligible if tp in group.offsets]
+            error = self.store.append(self.store.partition_for(group_id),
+                                      [(offset_key(group_id, t, p), None) for t, p in doomed]) \
+                if doomed else 0
+            if error:
+                return error, {}
+            for tp in doomed:
+                del group.offsets[tp]
+            results.update(dict.fromkeys(eligible, 0))
+        return 0, results
+
+    # -- DeleteGroups, ListGroups, DescribeGroups -----------------------------------------------
+    def delete_groups(self, group_ids):
+        """{group id: error}: only empty groups go, with tombstones for them and their offsets."""
+        results = {}
+        for group_id in group_ids:
+            error = self.validate(group_id, allow_empty=True)
+            group = self.groups.get(group_id)
+            if error:
+                results[group_id] = error
+            elif group is None or group.state == g.DEAD:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state != g.EMPTY:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                results[group_id] = self._remove_group(group, list(group.offsets))
+        return results
+
+    def _remove_group(self, group, offsets):
+        """Write tombstones for `offsets` and the group, then forget the group."""
+        entries = [(offset_key(group.group_id, t, p), None) for t, p in offsets]
+        entries.append((group_key(group.group_id), None))
+        error = self.store.append(self.store.partition_for(group.group_id), entries)
+        if error:
+            return error
+        group.transition(g.DEAD, now_ms())
+        self._unload(group)
+        self.groups.pop(group.group_id, None)
+        return 0
+
+    def list_groups(self, states=(), types=()):
+        """(error, [(group id, protocol type, state)]); filters are case-insensitive, and every
+        group here is of the "classic" type."""
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        wanted = {s.lower() for s in states}
+        if types and "classic" not in {t.lower() for t in types}:
+            return 0, []
+        return 0, [(gr.group_id, gr.protocol_type or "", gr.state) for gr in self.groups.values()
+                   if not wanted or gr.state.lower() in wanted]
+
+    def describe_group(self, group_id):
+        """(error, GroupSummary): metadata and assignments only once the group is stable."""
+        error = self.validate(group_id, allow_empty=True)
+        if error:
+            return error, GroupSummary("", "", "", [])
+        group = self.groups.get(group_id)
+        if group is None:
+            return 0, DEAD_GROUP
+        stable = group.state == g.STABLE
+        members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                 m.metadata(group.protocol_name) if stable else b"",
+                                 m.assignment if stable else b"")
+                   for m in group.members.values()]
+        return 0, GroupSummary(group.state, group.protocol_type or "",
+                               (group.protocol_name or "") if stable else "", members)
+
+    # -- loading and expiry ---------------------------------------------------------------------
+    def load_partition(self, index):
+        """Rebuild the groups of one `__consumer_offsets` partition from its records."""
+        self._loading.add(index)
+        offsets, records = {}, {}
+        try:
+            for key, value in self.store.replay(index):
+                try:
+                    if isinstance(key, OffsetKey):
+                        group_offsets = offsets.setdefault(key.group, {})
+                        tp = (key.topic, key.partition)
+                        if value is None:
+                            group_offsets.pop(tp, None)
+                        else:
+                            group_offsets[tp] = parse_offset_value(value)
+                    else:
+                        records[key.group] = None if value is None else parse_group_value(value)
+                except Exception as e:  # noqa: BLE001 - one bad record must not lose the rest
+                    log.warning("skipping unreadable record for %s in partition %d: %s",
+                                key, index, e)
+            for group_id in set(offsets) | set(records):
+                record, group_offsets = records.get(group_id), offsets.get(group_id, {})
+                if record is not None:
+                    self._restore_group(group_id, record, group_offsets)
+                elif group_offsets:
+                    group = Group(group_id, -1)
+                    group.offsets = group_offsets
+                    self.groups[group_id] = group
+        finally:
+            self._loading.discard(index)
+        self._owned.add(index)
+        if offsets or records:
+            log.info("loaded %d group(s) from partition %d", len(set(offsets) | set(records)), index)
+
+    def unload_partition(self, index):
+        """This broker stops coordinating the groups of partition `index` (Kafka's
+        onResignation): their parked requests get NOT_COORDINATOR and clients look again."""
+        self._owned.discard(index)
+        for group in [gr for gr in self.groups.values()
+                      if self.store.partition_for(gr.group_id) == index]:
+            self._unload(group)
+            del self.groups[group.group_id]
+
+    def _restore_group(self, group_id, record, offsets):
+        """A group as loaded from its metadata record; members must heartbeat to stay."""
+        group = Group(group_id, record.current_state_timestamp,
+                      g.STABLE if record.members else g.EMPTY)
+        group.generation_id = record.generation
+        group.protocol_type = record.protocol_type or None
+        group.protocol_name = record.protocol
+        group.leader_id = record.leader
+        group.persisted = True
+        for m in record.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.rebalance_timeout_ms, m.session_timeout_ms, group.protocol_type,
+                            [(record.protocol, m.subscription)])
+            member.assignment = m.assignment
+            group.members[m.member_id] = member
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members), None)
+        group.subscribed = group.subscribed_topics()
+        group.offsets = offsets
+        self.groups[group_id] = group
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        return group
+
+    async def _expire_offsets_periodically(self):
+        while True:
+            await asyncio.sleep(self.retention_check_ms / 1000)
+            try:
+                self.expire_offsets()
+            except Exception:
+                log.exception("offset expiry failed")
+
+    def expire_offsets(self, now=None):
+        """Tombstone offsets past retention, and those of deleted topics (Kafka removes them at
+        deletion; here within one check interval); empty groups left without offsets die.
+
+        Returns the number of offsets removed."""
+        now = now_ms() if now is None else now
+        topics = self.broker.metadata.topics
+        removed = 0
+        for group in list(self.groups.values()):
+            expired = set(group.expired_offsets(now, self.retention_ms))
+            expired |= {tp for tp in group.offsets if tp[0] not in topics}
+            dead = (group.state == g.EMPTY and not group.members and not group.pending_members
+                    and len(expired) == len(group.offsets))
+            if dead and (expired or group.persisted):
+                error = self._remove_group(group, expired)
+            elif dead:
+                group.transition(g.DEAD, now)
+                self.groups.pop(group.group_id, None)
+                error = 0
+            elif expired:
+                error = self.store.append(self.store.partition_for(group.group_id),
+                                          [(offset_key(group.group_id, t, p), None)
+                                           for t, p in expired])
+                if not error:
+                    for tp in expired:
+                        del group.offsets[tp]
+            else:
+                continue
+            if not error:
+                removed += len(expired)
+        if removed:
+            log.info("expired %d committed offset(s)", removed)
+        return removed

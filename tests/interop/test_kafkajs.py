@@ -1,0 +1,42 @@
+"""kafkajs 2.2, a client we did not write, against a real minilog broker (needs Node.js and npm;
+the test installs kafkajs itself into a cache folder)."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+NODE_DIR = HERE / ".node"
+
+
+@pytest.fixture(scope="module")
+def kafkajs():
+    if not shutil.which("node") or not shutil.which("npm"):
+        pytest.skip("Node.js is not installed")
+    if not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
+        NODE_DIR.mkdir(exist_ok=True)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix",
+                        str(NODE_DIR), "kafkajs@2.2.4"], check=True, timeout=180)
+    return NODE_DIR / "node_modules"
+
+
+def test_kafkajs_produces_and_consumes_in_a_group(broker, kafkajs):
+    r = subprocess.run(["node", str(HERE / "kafkajs_roundtrip.js"), broker.bootstrap, "js-topic", "50"],
+                       capture_output=True, text=True, timeout=90,
+                       env={"NODE_PATH": str(kafkajs), "PATH": shutil.os.environ["PATH"]})
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    got = out["got"]
+    assert sorted(int(m["value"][1:]) for m in got) == list(range(50))
+    for m in got:
+        i = int(m["value"][1:])
+        assert m["key"] == f"k{i % 5}" and m["n"] == str(i) and m["timestamp"] == 1700000000000 + i
+    per_partition = {}
+    for m in got:
+        per_partition.setdefault(m["partition"], []).append(m["offset"])
+    for offsets in per_partition.values():
+        assert offsets == list(range(len(offsets)))
+    committed = {p["partition"]: int(p["offset"]) for t in out["committed"] for p in t["partitions"]}
+    assert committed == {p: len(o) for p, o in per_partition.items()}
