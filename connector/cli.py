@@ -1,0 +1,382 @@
+"""`minilog`: the command line, in the style of Kafka's tools and kcat.
+
+    minilog broker start ...                   run a broker (see `minilog broker start --help`)
+    minilog topics create|list|describe|alter|delete
+    minilog produce TOPIC                      lines from stdin or --file become records
+    minilog consume TOPIC                      records to stdout, formatted with -f like kcat
+    minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
+
+Every client command takes `--bootstrap-server` (default 127.0.0.1:9092) and `-X key=value`
+(any client setting, Kafka's names). A user error (bad flag, bad setting, unknown topic,
+unreachable broker) prints one line to stderr and exits non-zero; tracebacks are for bugs.
+"""
+import argparse
+import os
+import sys
+import time
+
+from minilog.connector.client import (
+    AdminClient,
+    ConfigError,
+    Consumer,
+    KafkaConnectionError,
+    KafkaError,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
+from minilog.connector.client.config import parse_assignments
+from minilog.connector.client.serialization import SerializationError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_FORMAT = "%s\\n"
+
+
+class UserError(Exception):
+    """A mistake in how the command was called: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UserError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def build_parser():
+    common = _Parser(add_help=False)
+    common.add_argument("--bootstrap-server", "-b", default=argparse.SUPPRESS, metavar="HOST:PORT",
+                        help=f"broker(s) to bootstrap from, comma separated (default {DEFAULT_BOOTSTRAP})")
+    common.add_argument("-X", dest="settings", action="append", default=argparse.SUPPRESS,
+                        metavar="KEY=VALUE", help="client setting, Kafka's name (repeatable)")
+    parser = _Parser(prog="minilog", parents=[common],
+                     description="minilog: a Kafka-compatible log. Manage topics, produce, consume.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.add_parser("broker", help="run a broker: minilog broker start --help", add_help=False)
+
+    topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
+    tsub = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = tsub.add_parser("create", parents=[common], help="create a topic")
+    p.add_argument("topic")
+    p.add_argument("--partitions", "-p", type=int, default=1)
+    p.add_argument("--replication-factor", "-r", type=int, default=-1,
+                   help="default: the broker's default.replication.factor")
+    p.add_argument("--config", "-c", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic setting, e.g. retention.ms=60000 (repeatable)")
+    p.add_argument("--if-not-exists", action="store_true")
+    p = tsub.add_parser("list", parents=[common], help="list topic names")
+    p.add_argument("--internal", action="store_true", help="include internal topics")
+    p = tsub.add_parser("describe", parents=[common], help="partitions, leaders, replicas, configs")
+    p.add_argument("topics", nargs="*", help="default: every topic")
+    p = tsub.add_parser("alter", parents=[common], help="add partitions or change configs")
+    p.add_argument("topic")
+    p.add_argument("--partitions", "-p", type=int, help="new total partition count")
+    p.add_argument("--config", "-c", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                   help="reset a setting to its default (repeatable)")
+    p = tsub.add_parser("delete", parents=[common], help="delete topics")
+    p.add_argument("topics", nargs="+")
+    p.add_argument("--if-exists", action="store_true")
+
+    p = sub.add_parser("produce", parents=[common], help="produce lines from stdin or a file")
+    p.add_argument("topic")
+    p.add_argument("--file", "-F", help="read records from this file instead of stdin")
+    p.add_argument("--key-separator", "-K", metavar="SEP",
+                   help="split each line at the first SEP into key and value")
+    p.add_argument("--header", "-H", action="append", default=[], metavar="KEY=VALUE",
+                   help="header added to every record (repeatable)")
+    p.add_argument("--partition", "-p", type=int, help="write to this partition only")
+
+    p = sub.add_parser("consume", parents=[common], help="print records")
+    p.add_argument("topic")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    start.add_argument("--offset", "-o", type=int,
+                       help="start at this offset (negative: that many before the end)")
+    start.add_argument("--timestamp", type=int, metavar="MS",
+                       help="start at the first record at or after this time (ms since epoch)")
+    p.add_argument("--partition", "-p", type=int, action="append",
+                   help="consume only this partition (repeatable; default all)")
+    p.add_argument("--max-messages", "-c", type=int, help="stop after this many records")
+    p.add_argument("--format", "-f", default=DEFAULT_FORMAT,
+                   help="output format: %%t topic, %%p partition, %%o offset, %%k key, %%s value, "
+                        "%%T timestamp, %%h headers, %%K/%%S key/value length, \\n \\t "
+                        f"(default {DEFAULT_FORMAT.replace('%', '%%')!r})")
+    p.add_argument("--exit", "-e", action="store_true",
+                   help="exit once the end of every partition (as of start) is reached")
+
+    p = sub.add_parser("offsets", parents=[common], help="earliest/latest offsets or by time")
+    p.add_argument("topic")
+    p.add_argument("--partition", "-p", type=int, action="append")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--earliest", action="store_true")
+    which.add_argument("--latest", action="store_true")
+    which.add_argument("--timestamp", type=int, metavar="MS",
+                       help="first offset with a timestamp at or after MS")
+
+    # Consumer-group commands (list, describe, delete, reset-offsets) arrive with the
+    # consumer-groups work: add a `groups` subparser here dispatching to `_groups`.
+    return parser
+
+
+def _settings(args):
+    """The client config dict from --bootstrap-server and -X."""
+    conf = parse_assignments(getattr(args, "settings", None) or [])
+    conf.setdefault("bootstrap.servers", getattr(args, "bootstrap_server", DEFAULT_BOOTSTRAP))
+    return conf
+
+
+def _partitions(client, topic, only=None):
+    parts = client.partitions_for(topic)
+    if not parts:
+        raise KafkaError(3, f"topic {topic!r} has no partitions yet")
+    if only:
+        missing = sorted(set(only) - set(parts))
+        if missing:
+            raise UserError(f"topic {topic!r} has no partition {missing[0]} "
+                            f"(partitions 0-{max(parts)})")
+        return sorted(set(only))
+    return parts
+
+
+# ---- topics ----------------------------------------------------------------------------------
+def _topics(args, out):
+    with AdminClient(_settings(args)) as admin:
+        if args.action == "create":
+            cfg = parse_assignments(args.config)
+            try:
+                admin.create_topics([NewTopic(args.topic, args.partitions,
+                                              args.replication_factor, cfg)])
+            except KafkaError as e:
+                if not (args.if_not_exists and e.name == "TOPIC_ALREADY_EXISTS"):
+                    raise
+            out.write(f"Created topic {args.topic}.\n")
+        elif args.action == "list":
+            for name in admin.list_topics(internal=args.internal):
+                out.write(name + "\n")
+        elif args.action == "describe":
+            _describe(admin, args.topics or None, out)
+        elif args.action == "alter":
+            if args.partitions is None and not args.config and not args.delete_config:
+                raise UserError("minilog topics alter: nothing to change "
+                                "(give --partitions, --config or --delete-config)")
+            admin.describe_topics([args.topic])
+            if args.partitions is not None:
+                admin.create_partitions(args.topic, args.partitions)
+            if args.config or args.delete_config:
+                admin.alter_configs("topic", args.topic, set=parse_assignments(args.config),
+                                    delete=args.delete_config)
+            out.write(f"Altered topic {args.topic}.\n")
+        elif args.action == "delete":
+            for name in args.topics:
+                try:
+                    admin.delete_topics([name])
+                except KafkaError as e:
+                    if not (args.if_exists and e.name == "UNKNOWN_TOPIC_OR_PARTITION"):
+                        raise
+                out.write(f"Deleted topic {name}.\n")
+
+
+def _describe(admin, names, out):
+    for name, t in admin.describe_topics(names).items():
+        try:
+            configs = admin.describe_configs("topic", name)
+            shown = ",".join(f"{c.name}={c.value}" for c in configs.values()
+                             if c.source not in (5, -1) and not c.sensitive)
+        except KafkaError:
+            shown = "?"  # brokers without DescribeConfigs
+        rf = len(t.partitions[0].replicas) if t.partitions else 0
+        out.write(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
+                  f"ReplicationFactor: {rf}\tConfigs: {shown}\n")
+        for p in t.partitions:
+            out.write(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                      f"Replicas: {','.join(map(str, p.replicas))}\t"
+                      f"Isr: {','.join(map(str, p.isr))}\n")
+
+
+# ---- produce -----------------------------------------------------------------------------------
+class _Progress:
+    """A one-line progress bar on stderr (only drawn on a terminal)."""
+
+    def __init__(self, total, enabled):
+        self.total, self.enabled, self.last = total, enabled and total > 0, 0.0
+
+    def update(self, done, records, final=False):
+        now = time.monotonic()
+        if not self.enabled or (not final and now - self.last < 0.1):
+            return
+        self.last = now
+        frac = min(done / self.total, 1.0)
+        bar = "#" * int(frac * 30)
+        sys.stderr.write(f"\r[{bar:<30}] {frac:4.0%} {done / 1e6:.1f}/{self.total / 1e6:.1f} MB "
+                         f"{records:,} records" + ("\n" if final else ""))
+        sys.stderr.flush()
+
+
+def _produce(args, out):
+    headers = [(k, v.encode()) for k, v in parse_assignments(args.header).items()]
+    sep = args.key_separator.encode() if args.key_separator else None
+    failures = []
+
+    def on_delivery(err, _):
+        if err is not None and len(failures) < 1:
+            failures.append(err)
+    source = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
+    total = os.fstat(source.fileno()).st_size if args.file else 0
+    progress = _Progress(total, bool(args.file) and sys.stderr.isatty())
+    count = done = 0
+    try:
+        with Producer(_settings(args)) as producer:
+            known = producer.partitions_for(args.topic)  # unknown topics fail here, at once
+            if known is not None and args.partition is not None:
+                _partitions(producer, args.topic, [args.partition])
+            for n, line in enumerate(source, 1):
+                done += len(line)
+                line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+                key = None
+                if sep is not None:
+                    key, found, value = line.partition(sep)
+                    if not found:
+                        raise UserError(f"line {n} has no key separator {args.key_separator!r}")
+                else:
+                    value = line
+                producer.send(args.topic, value, key=key, partition=args.partition,
+                              headers=headers, on_delivery=on_delivery)
+                count += 1
+                progress.update(done, count)
+                if failures:
+                    break
+            producer.flush()
+    finally:
+        if args.file:
+            source.close()
+    progress.update(done, count, final=True)
+    if failures:
+        raise failures[0]
+
+
+# ---- consume -----------------------------------------------------------------------------------
+_FIELDS = {"t": lambda r: r.topic.encode(), "p": lambda r: b"%d" % r.partition,
+           "o": lambda r: b"%d" % r.offset, "k": lambda r: r.key or b"",
+           "s": lambda r: r.value or b"", "T": lambda r: b"%d" % r.timestamp,
+           "K": lambda r: b"%d" % len(r.key or b""), "S": lambda r: b"%d" % len(r.value or b""),
+           "h": lambda r: b",".join(k.encode() + b"=" + (v or b"") for k, v in r.headers)}
+_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
+
+
+def compile_format(fmt):
+    """A kcat-style format string as a function record -> bytes."""
+    parts, i = [], 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c in "%\\" and i + 1 < len(fmt):
+            nxt = fmt[i + 1]
+            if c == "%" and nxt == "%":
+                parts.append(b"%")
+            elif c == "%" and nxt in _FIELDS:
+                parts.append(_FIELDS[nxt])
+            elif c == "\\" and nxt in _ESCAPES:
+                parts.append(_ESCAPES[nxt])
+            else:
+                raise UserError(f"unknown format sequence {c + nxt!r} in --format")
+            i += 2
+        else:
+            parts.append(c.encode())
+            i += 1
+    return lambda r: b"".join(p if isinstance(p, bytes) else p(r) for p in parts)
+
+
+def _consume(args, out):
+    fmt = compile_format(args.format)
+    conf = _settings(args)
+    conf.setdefault("auto.offset.reset", "earliest")
+    with Consumer(conf) as consumer:
+        tps = [TopicPartition(args.topic, p)
+               for p in _partitions(consumer, args.topic, args.partition)]
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        if args.from_beginning:
+            consumer.seek_to_beginning(tps)
+        elif args.timestamp is not None:
+            found = consumer.offsets_for_times({tp: args.timestamp for tp in tps})
+            for tp in tps:
+                consumer.seek(tp, found[tp].offset if found.get(tp) else ends[tp])
+        elif args.offset is not None and args.offset >= 0:
+            for tp in tps:
+                consumer.seek(tp, args.offset)
+        else:
+            back = -(args.offset or 0)
+            starts = consumer.beginning_offsets(tps) if back else {}
+            for tp in tps:
+                consumer.seek(tp, max(ends[tp] - back, starts.get(tp, 0)))
+        left = args.max_messages
+        sink = out.buffer if hasattr(out, "buffer") else out
+        while left is None or left > 0:
+            if args.exit and all(consumer.position(tp) >= ends[tp] for tp in tps):
+                break
+            records = consumer.poll(0.5, max_records=left)
+            if records:
+                sink.write(b"".join(fmt(r) for r in records))
+                sink.flush()
+                if left is not None:
+                    left -= len(records)
+
+
+# ---- offsets -----------------------------------------------------------------------------------
+def _offsets(args, out):
+    with AdminClient(_settings(args)) as admin:
+        parts = admin.describe_topics([args.topic])[args.topic].partitions
+        tps = [TopicPartition(args.topic, p.partition) for p in parts
+               if not args.partition or p.partition in args.partition]
+        if args.partition and len(tps) != len(set(args.partition)):
+            raise UserError(f"topic {args.topic!r} has no partition "
+                            f"{min(set(args.partition) - {tp.partition for tp in tps})}")
+        spec = "earliest" if args.earliest else "latest" if args.latest else args.timestamp
+        if spec is not None:
+            found = admin.list_offsets({tp: spec for tp in tps})
+            for tp in tps:
+                o = found.get(tp)
+                out.write(f"{tp.topic}:{tp.partition}:{o.offset if o else -1}\n")
+            return
+        first = admin.list_offsets({tp: "earliest" for tp in tps})
+        last = admin.list_offsets({tp: "latest" for tp in tps})
+        out.write("TOPIC\tPARTITION\tEARLIEST\tLATEST\n")
+        for tp in tps:
+            out.write(f"{tp.topic}\t{tp.partition}\t{first[tp].offset}\t{last[tp].offset}\n")
+
+
+COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "broker":
+        from minilog.broker.main import main as broker_main
+        return broker_main(argv[1:], prog="minilog broker")
+    try:
+        args = build_parser().parse_args(argv)
+        COMMANDS[args.command](args, sys.stdout)
+        return 0
+    except UserError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except ConfigError as e:
+        print(f"minilog: bad client setting: {e}", file=sys.stderr)
+        return 2
+    except KafkaConnectionError as e:
+        print(f"minilog: cannot reach the cluster: {e.detail}", file=sys.stderr)
+        return 1
+    except (KafkaError, SerializationError) as e:
+        print(f"minilog: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):  # `minilog consume ... | head`
+            sys.stderr.close()
+            return 0
+        print(f"minilog: {e.strerror or e}" + (f": {e.filename}" if e.filename else ""),
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,397 @@
+"""The admin client: topics, partitions, configs, offsets, records and the cluster itself.
+
+`AsyncAdminClient` speaks the admin APIs over the shared `Cluster`; `AdminClient` is its
+synchronous face. Each call routes its request where Kafka wants it (topic changes to the
+controller, offsets and record deletion to each partition's leader, broker configs to that
+broker), retries what Kafka calls retriable (stale leader, not controller, lost connection)
+until `default.api.timeout.ms` (or the call's `timeout`), and raises a KafkaError carrying the
+broker's error name and message for everything else. Results are plain values, not futures.
+
+`list_offsets_by_leader` is shared with the consumer, which needs the same ListOffsets routing
+for `auto.offset.reset`, `seek_to_end` and `offsets_for_times`.
+"""
+import asyncio
+import time
+
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+from .cluster import STALE_METADATA, Cluster
+from .config import Config
+from .connection import LoopThread, add_blocking_methods, message_class
+from .types import (
+    BrokerInfo,
+    ClusterDescription,
+    ConfigEntry,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NewTopic,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+OFFSET_SPECS = {"earliest": EARLIEST, "beginning": EARLIEST, "latest": LATEST, "end": LATEST,
+                "max-timestamp": MAX_TIMESTAMP}
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
+_SET, _DELETE = 0, 1
+
+
+def _m(api_key, *path):
+    return message_class(request(api_key), *path)
+
+
+def _error(code, what, message=None):
+    return KafkaError(code, f"{what}: {message}" if message else what)
+
+
+def _retriable(exc):
+    """Worth another try. An unknown topic is an answer for admin calls, not a glitch."""
+    if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return False
+    return exc.retriable or isinstance(exc, KafkaConnectionError) or \
+        exc.code == ErrorCode.NOT_CONTROLLER
+
+
+async def by_leader(cluster, tps, send, deadline, what):
+    """Per-partition requests routed to each partition's leader, stale leaders retried.
+
+    `send(conn, [tp...])` returns {tp: (error_code, value)}; the result is {tp: value}.
+    """
+    remaining, results = set(tps), {}
+    backoff = cluster.config.seconds("retry.backoff.ms")
+    while remaining:
+        await cluster.maybe_refresh({tp.topic for tp in remaining})
+        groups = {}
+        for tp in remaining:
+            err = cluster.topic_error(tp.topic)
+            if err is not None:
+                raise err
+            parts = cluster.partitions_for(tp.topic)
+            if parts is not None and tp.partition not in parts:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"partition {tp.partition} of {tp.topic!r} does not exist")
+            leader = cluster.leader(*tp)
+            if leader is None:
+                cluster.request_update()
+            else:
+                groups.setdefault(leader, []).append(tp)
+
+        async def one(node, group):
+            conn = await cluster.connection(node)
+            return await send(conn, group)
+        answers = await asyncio.gather(*(one(n, g) for n, g in groups.items()),
+                                       return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, KafkaError) or not _retriable(answer):
+                    raise answer
+                cluster.request_update()
+                continue
+            for tp, (code, value) in answer.items():
+                if not code:
+                    results[tp] = value
+                    remaining.discard(tp)
+                elif code in STALE_METADATA or KafkaError(code).retriable:
+                    cluster.request_update()
+                else:
+                    raise _error(code, f"{what} {tp}")
+        if remaining:
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"{what} for {', '.join(map(str, sorted(remaining)))} "
+                                        "did not complete in time")
+            await asyncio.sleep(backoff)
+    return results
+
+
+async def list_offsets_by_leader(cluster, specs, deadline, isolation_level=0):
+    """{tp: timestamp or -1 latest / -2 earliest / -3 max-timestamp} -> {tp: OffsetAndTimestamp}.
+
+    A timestamp with no record at or after it maps to None (as Java's offsetsForTimes).
+    """
+    Req, Topic, Part = (_m(ApiKey.LIST_OFFSETS), _m(ApiKey.LIST_OFFSETS, "topics"),
+                        _m(ApiKey.LIST_OFFSETS, "topics", "partitions"))
+
+    async def send(conn, tps):
+        version = conn.version_for(ApiKey.LIST_OFFSETS)
+        if version < 7 and any(specs[tp] == MAX_TIMESTAMP for tp in tps):
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "max-timestamp needs ListOffsets v7")
+        topics = {}
+        for tp in tps:
+            topics.setdefault(tp.topic, []).append(Part(
+                partition_index=tp.partition, timestamp=specs[tp],
+                current_leader_epoch=cluster.leader_epoch(*tp)))
+        resp = await conn.send(ApiKey.LIST_OFFSETS, Req(
+            replica_id=-1, isolation_level=isolation_level,
+            topics=[Topic(name=t, partitions=p) for t, p in topics.items()]), version)
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                found = p.offset >= 0
+                out[TopicPartition(t.name, p.partition_index)] = (
+                    p.error_code, OffsetAndTimestamp(p.offset, p.timestamp) if found else None)
+        return out
+    return await by_leader(cluster, specs, send, deadline, "ListOffsets")
+
+
+class AsyncAdminClient:
+    """Admin operations for asyncio code; every method is a coroutine."""
+
+    def __init__(self, config=None, **overrides):
+        self.config = Config("admin", config, **overrides)
+        self._cluster = Cluster(self.config)
+
+    def _deadline(self, timeout):
+        return time.monotonic() + (self.config.seconds("default.api.timeout.ms")
+                                   if timeout is None else timeout)
+
+    async def _retry(self, fn, timeout, what):
+        """Run `fn()` until it succeeds, a non-retriable error, or the deadline."""
+        deadline = self._deadline(timeout)
+        await self._cluster.ensure_bootstrapped()
+        while True:
+            try:
+                return await fn()
+            except KafkaError as e:
+                if not _retriable(e) or time.monotonic() >= deadline:
+                    raise
+                self._cluster.request_update()
+                await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
+                await self._cluster.maybe_refresh()
+
+    async def _controller(self):
+        await self._cluster.ensure_bootstrapped()
+        node = self._cluster.controller_id
+        if node in self._cluster.brokers:
+            return await self._cluster.connection(node)
+        return await self._cluster.any_connection()
+
+    # ---- topics --------------------------------------------------------------------------
+    async def create_topics(self, topics, validate_only=False, timeout=None):
+        """Create topics (NewTopic, or names with the defaults); raise on the first failure.
+
+        Waits until the new topics appear in the metadata, so they are usable on return.
+        """
+        topics = [NewTopic(t) if isinstance(t, str) else t for t in topics]
+        Req, T, C = (_m(ApiKey.CREATE_TOPICS), _m(ApiKey.CREATE_TOPICS, "topics"),
+                     _m(ApiKey.CREATE_TOPICS, "topics", "configs"))
+        ms = int(self.config["request.timeout.ms"])
+        body = Req(timeout_ms=ms, validate_only=validate_only, topics=[T(
+            name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+            assignments=[], configs=[C(name=k, value=None if v is None else str(v))
+                                     for k, v in (t.config or {}).items()]) for t in topics])
+
+        async def attempt():
+            resp = await (await self._controller()).send(ApiKey.CREATE_TOPICS, body)
+            for r in resp.topics:
+                if r.error_code:
+                    raise _error(r.error_code, f"topic {r.name!r}", r.error_message)
+        await self._retry(attempt, timeout, "CreateTopics")
+        if not validate_only:
+            await self._wait_for(lambda: all(self._cluster.partitions_for(t.name) for t in topics),
+                                 [t.name for t in topics], timeout)
+
+    async def create_topic(self, name, num_partitions=1, replication_factor=-1, config=None,
+                           timeout=None):
+        await self.create_topics([NewTopic(name, num_partitions, replication_factor, config)],
+                                 timeout=timeout)
+
+    async def _wait_for(self, done, topics, timeout):
+        deadline = self._deadline(timeout)
+        while True:
+            await self._cluster.refresh(topics)
+            if done():
+                return
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"metadata for {', '.join(topics)} did not update in time")
+            await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
+
+    async def delete_topics(self, names, timeout=None):
+        names = [names] if isinstance(names, str) else list(names)
+        Req, T = _m(ApiKey.DELETE_TOPICS), _m(ApiKey.DELETE_TOPICS, "topics")
+
+        async def attempt():
+            conn = await self._controller()
+            version = conn.version_for(ApiKey.DELETE_TOPICS)
+            body = Req(timeout_ms=int(self.config["request.timeout.ms"]), topic_names=names,
+                       topics=[T(name=n) for n in names])
+            resp = await conn.send(ApiKey.DELETE_TOPICS, body, version)
+            for r in resp.responses:
+                if r.error_code:
+                    raise _error(r.error_code, f"topic {r.name!r}", r.error_message)
+        await self._retry(attempt, timeout, "DeleteTopics")
+        self._cluster.untrack(names)
+
+    async def delete_topic(self, name, timeout=None):
+        await self.delete_topics([name], timeout)
+
+    async def list_topics(self, internal=False, timeout=None):
+        """Sorted names of the cluster's topics (internal ones such as __consumer_offsets too
+        when `internal`)."""
+        await self._retry(lambda: self._cluster.refresh(all_topics=True), timeout, "Metadata")
+        return sorted(n for n, t in self._cluster.topics.items() if internal or not t.internal)
+
+    async def describe_topics(self, names=None, timeout=None):
+        """{name: TopicDescription} for `names` (all topics when None); unknown names raise."""
+        if names is None:
+            await self._retry(lambda: self._cluster.refresh(all_topics=True), timeout, "Metadata")
+            return dict(sorted(self._cluster.topics.items()))
+        names = [names] if isinstance(names, str) else list(names)
+        await self._retry(lambda: self._cluster.refresh(names), timeout, "Metadata")
+        for n in names:
+            err = self._cluster.topic_error(n)
+            if err is not None:
+                raise err
+        return {n: self._cluster.topics[n] for n in names}
+
+    async def create_partitions(self, name, total_count, validate_only=False, timeout=None):
+        """Grow topic `name` to `total_count` partitions."""
+        Req, T = _m(ApiKey.CREATE_PARTITIONS), _m(ApiKey.CREATE_PARTITIONS, "topics")
+        body = Req(topics=[T(name=name, count=total_count, assignments=None)],
+                   timeout_ms=int(self.config["request.timeout.ms"]), validate_only=validate_only)
+
+        async def attempt():
+            resp = await (await self._controller()).send(ApiKey.CREATE_PARTITIONS, body)
+            for r in resp.results:
+                if r.error_code:
+                    raise _error(r.error_code, f"topic {r.name!r}", r.error_message)
+        await self._retry(attempt, timeout, "CreatePartitions")
+        if not validate_only:
+            await self._wait_for(lambda: len(self._cluster.partitions_for(name) or ()) >= total_count,
+                                 [name], timeout)
+
+    # ---- configs -------------------------------------------------------------------------
+    async def _config_connection(self, rtype, name):
+        if rtype == RESOURCE_TYPES["broker"] and name not in ("", None):
+            await self._cluster.ensure_bootstrapped()
+            return await self._cluster.connection(int(name))
+        return await self._cluster.any_connection()
+
+    async def describe_configs(self, resource_type, name, keys=None, timeout=None):
+        """{config name: ConfigEntry} of a topic or broker (`resource_type` "topic"/"broker")."""
+        rtype = _resource_type(resource_type)
+        Req, R = _m(ApiKey.DESCRIBE_CONFIGS), _m(ApiKey.DESCRIBE_CONFIGS, "resources")
+        body = Req(resources=[R(resource_type=rtype, resource_name=str(name),
+                                configuration_keys=None if keys is None else list(keys))],
+                   include_synonyms=False, include_documentation=False)
+
+        async def attempt():
+            conn = await self._config_connection(rtype, str(name))
+            resp = await conn.send(ApiKey.DESCRIBE_CONFIGS, body)
+            r = resp.results[0]
+            if r.error_code:
+                raise _error(r.error_code, f"{resource_type} {name!r}", r.error_message)
+            return {c.name: ConfigEntry(c.name, c.value, c.read_only, c.config_source,
+                                        c.is_sensitive) for c in r.configs}
+        return await self._retry(attempt, timeout, "DescribeConfigs")
+
+    async def alter_configs(self, resource_type, name, set=None, delete=(), validate_only=False,
+                            timeout=None):
+        """IncrementalAlterConfigs: set the `set` dict's keys, reset `delete`'s to default."""
+        rtype = _resource_type(resource_type)
+        Req, R, C = (_m(ApiKey.INCREMENTAL_ALTER_CONFIGS),
+                     _m(ApiKey.INCREMENTAL_ALTER_CONFIGS, "resources"),
+                     _m(ApiKey.INCREMENTAL_ALTER_CONFIGS, "resources", "configs"))
+        ops = [C(name=k, config_operation=_SET, value=str(v)) for k, v in (set or {}).items()]
+        ops += [C(name=k, config_operation=_DELETE, value=None) for k in delete]
+        body = Req(resources=[R(resource_type=rtype, resource_name=str(name), configs=ops)],
+                   validate_only=validate_only)
+
+        async def attempt():
+            conn = await self._config_connection(rtype, str(name))
+            resp = await conn.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+            for r in resp.responses:
+                if r.error_code:
+                    raise _error(r.error_code, f"{resource_type} {name!r}", r.error_message)
+        await self._retry(attempt, timeout, "IncrementalAlterConfigs")
+
+    incremental_alter_configs = alter_configs
+
+    # ---- offsets and records -------------------------------------------------------------
+    async def list_offsets(self, specs, isolation_level="read_uncommitted", timeout=None):
+        """{tp: "earliest" | "latest" | "max-timestamp" | timestamp_ms} -> {tp: OffsetAndTimestamp}
+
+        A timestamp later than every record maps to None.
+        """
+        wanted = {TopicPartition(*tp): OFFSET_SPECS[s] if isinstance(s, str) else int(s)
+                  for tp, s in specs.items()}
+        level = 1 if isolation_level == "read_committed" else 0
+        await self._cluster.ensure_bootstrapped()
+        return await list_offsets_by_leader(self._cluster, wanted, self._deadline(timeout), level)
+
+    async def delete_records(self, offsets, timeout=None):
+        """Delete records before {tp: offset} (-1: the high watermark); {tp: new low watermark}."""
+        Req, T, P = (_m(ApiKey.DELETE_RECORDS), _m(ApiKey.DELETE_RECORDS, "topics"),
+                     _m(ApiKey.DELETE_RECORDS, "topics", "partitions"))
+        offsets = {TopicPartition(*tp): o for tp, o in offsets.items()}
+
+        async def send(conn, tps):
+            topics = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(P(partition_index=tp.partition,
+                                                         offset=offsets[tp]))
+            resp = await conn.send(ApiKey.DELETE_RECORDS, Req(
+                topics=[T(name=t, partitions=p) for t, p in topics.items()],
+                timeout_ms=int(self.config["request.timeout.ms"])))
+            return {TopicPartition(t.name, p.partition_index): (p.error_code, p.low_watermark)
+                    for t in resp.topics for p in t.partitions}
+        await self._cluster.ensure_bootstrapped()
+        return await by_leader(self._cluster, offsets, send, self._deadline(timeout),
+                               "DeleteRecords")
+
+    # ---- the cluster ---------------------------------------------------------------------
+    async def describe_cluster(self, timeout=None):
+        async def attempt():
+            conn = await self._cluster.any_connection()
+            if conn.supports(ApiKey.DESCRIBE_CLUSTER):
+                resp = await conn.send(ApiKey.DESCRIBE_CLUSTER, request(
+                    ApiKey.DESCRIBE_CLUSTER).cls(include_cluster_authorized_operations=False))
+                if resp.error_code:
+                    raise _error(resp.error_code, "DescribeCluster", resp.error_message)
+                return ClusterDescription(resp.cluster_id, resp.controller_id, tuple(
+                    BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers))
+            await self._cluster.refresh()
+            c = self._cluster
+            return ClusterDescription(c.cluster_id, c.controller_id, tuple(c.brokers.values()))
+        return await self._retry(attempt, timeout, "DescribeCluster")
+
+    # Consumer-group administration (list/describe/delete groups, group offsets) arrives with
+    # the consumer-groups issue; it will route through FindCoordinator like the consumer.
+
+    async def close(self):
+        self._cluster.close()
+
+
+def _resource_type(name):
+    try:
+        return RESOURCE_TYPES[name] if isinstance(name, str) else int(name)
+    except KeyError:
+        raise ValueError(f"resource type must be one of {', '.join(RESOURCE_TYPES)}") from None
+
+
+class AdminClient:
+    """Synchronous admin client: the same methods as AsyncAdminClient, blocking."""
+
+    def __init__(self, config=None, **overrides):
+        self._core = AsyncAdminClient(config, **overrides)
+        self._loop = LoopThread("minilog-admin")
+
+    @property
+    def config(self):
+        return self._core.config
+
+    def close(self):
+        if not self._loop.loop.is_closed():
+            self._loop.run(self._core.close())
+            self._loop.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+add_blocking_methods(AdminClient, AsyncAdminClient, (
+    "create_topics", "create_topic", "delete_topics", "delete_topic", "list_topics",
+    "describe_topics", "create_partitions", "describe_configs", "alter_configs",
+    "incremental_alter_configs", "list_offsets", "delete_records", "describe_cluster"))

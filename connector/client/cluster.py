@@ -1,0 +1,326 @@
+"""What the client knows about the cluster: brokers, topics, partition leaders, connections.
+
+One `Cluster` per client. It bootstraps from any server listed in `bootstrap.servers`, keeps one
+connection per broker (reused by every request to that broker), answers "who leads this
+partition" from the last Metadata response, and refreshes that picture when a caller reports a
+stale leader (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE) or a
+broken connection. Concurrent refreshes are coalesced: callers that asked while one was running
+share its answer.
+
+A client that never reached the cluster fails fast (`KafkaConnectionError` naming every server
+it tried) so a wrong address is reported at once; after the first success, connection failures
+are treated as transient and retried by the callers within their own deadlines.
+"""
+import asyncio
+import logging
+import random
+import time
+
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+from minilog.connector.protocol.primitives import ZERO_UUID
+
+from .connection import BrokerConnection
+from .types import BrokerInfo, KafkaConnectionError, PartitionInfo, TopicDescription
+
+log = logging.getLogger("minilog.client")
+
+# Partition errors after which the leader picture is stale.
+STALE_METADATA = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_CONTROLLER,
+})
+
+
+class Cluster:
+    def __init__(self, config, allow_auto_create=False):
+        self.config = config
+        self.allow_auto_create = allow_auto_create
+        self.brokers = {}         # node_id -> BrokerInfo
+        self.topics = {}          # name -> TopicDescription
+        self.topic_errors = {}    # name -> ErrorCode (unknown topic, authorization, ...)
+        self.cluster_id = None
+        self.controller_id = -1
+        self.has_metadata = False
+        self.last_refresh = 0.0
+        self._leaders = {}        # (topic, partition) -> node_id
+        self._ids = {}            # topic -> sorted partition ids (shared lists: do not mutate)
+        self._available = {}      # topic -> partition ids that have a leader
+        self._names_by_id = {}
+        self._conns = {}          # node_id or ("bootstrap", host, port) -> BrokerConnection
+        self._connecting = {}     # same keys -> Task
+        self._failed_at = {}      # same keys -> monotonic time of the last failed connect
+        self._wanted = set()      # topics whose metadata we keep current
+        self._lock = asyncio.Lock()
+        self._generation = 0
+        self._requested = set()   # topics the last refresh asked for (None: all)
+        self.needs_refresh = False
+
+    # ---- connections -------------------------------------------------------------------
+    def _new_connection(self, host, port, node_id):
+        c = self.config
+        return BrokerConnection(host, port, node_id=node_id, client_id=c["client.id"],
+                                connect_timeout=c.seconds("socket.connection.setup.timeout.ms"),
+                                request_timeout=c.seconds("request.timeout.ms"),
+                                max_response_size=c["receive.message.max.bytes"])
+
+    async def _open(self, key, host, port, node_id):
+        backoff = self.config.seconds("reconnect.backoff.ms")
+        wait = self._failed_at.get(key, -1e9) + backoff - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            conn = await self._new_connection(host, port, node_id).connect()
+        except KafkaError:
+            self._failed_at[key] = time.monotonic()
+            if isinstance(node_id, int):
+                self.needs_refresh = True
+            raise
+        self._conns[key] = conn
+        return conn
+
+    async def _connection_for(self, key, host, port, node_id):
+        conn = self._conns.get(key)
+        if conn is not None and conn.connected:
+            return conn
+        task = self._connecting.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._open(key, host, port, node_id))
+            self._connecting[key] = task
+            task.add_done_callback(lambda t: self._connecting.pop(key, None))
+            task.add_done_callback(_consume_exception)
+        return await asyncio.shield(task)
+
+    async def connection(self, node_id):
+        """The (single, reused) connection to broker `node_id`, opened if needed."""
+        if node_id not in self.brokers:
+            self.needs_refresh = True
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id} is not in the metadata")
+        b = self.brokers[node_id]
+        return await self._connection_for(node_id, b.host, b.port, node_id)
+
+    async def any_connection(self):
+        """A connection to some broker: an open one with the fewest requests in flight first."""
+        await self.ensure_bootstrapped()
+        live = [c for k, c in self._conns.items() if isinstance(k, int) and c.connected]
+        if live:
+            return min(live, key=lambda c: c.in_flight)
+        last = None
+        for node_id in random.sample(list(self.brokers), len(self.brokers)):
+            try:
+                return await self.connection(node_id)
+            except KafkaError as e:
+                last = e
+        raise last or KafkaConnectionError("no broker known")
+
+    async def send(self, node_id, api_key, body, **kwargs):
+        conn = await self.connection(node_id)
+        return await conn.send(api_key, body, **kwargs)
+
+    def close(self):
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        for task in self._connecting.values():
+            task.cancel()
+
+    # ---- metadata ----------------------------------------------------------------------
+    async def ensure_bootstrapped(self):
+        if not self.has_metadata:
+            await self.refresh()
+
+    async def refresh(self, topics=(), all_topics=False):
+        """Fetch Metadata for the tracked topics plus `topics` (every topic if `all_topics`)."""
+        self._wanted.update(topics)
+        gen = self._generation
+        async with self._lock:
+            if self._generation != gen and self._requested is not None and not all_topics \
+                    and self._wanted <= self._requested:
+                return  # a refresh that covered us finished while we waited
+            await self._refresh_locked(None if all_topics else set(self._wanted))
+
+    async def _refresh_locked(self, topics):
+        errors = []
+        for conn_getter, where in self._metadata_candidates():
+            try:
+                conn = await conn_getter()
+                version = conn.version_for(ApiKey.METADATA)
+                resp = await conn.send(ApiKey.METADATA, self._metadata_request(topics, version),
+                                       version)
+            except KafkaError as e:
+                errors.append(getattr(e, "detail", None) or f"{where}: {e}")
+                continue
+            self._apply(resp, topics)
+            return
+        raise KafkaConnectionError("; ".join(dict.fromkeys(errors)) or "no broker to ask")
+
+    def _metadata_candidates(self):
+        """Where to ask for metadata: connected brokers, then known brokers, then bootstrap."""
+        out = []
+        for key, conn in list(self._conns.items()):
+            if conn.connected:
+                out.append((lambda c=conn: _ready(c), conn.address))
+        for node_id, b in self.brokers.items():
+            out.append((lambda n=node_id: self.connection(n), f"{b.host}:{b.port}"))
+        for host, port in self.config["bootstrap.servers"]:
+            key = ("bootstrap", host, port)
+            out.append((lambda k=key, h=host, p=port: self._connection_for(k, h, p, None),
+                        f"{host}:{port}"))
+        return out
+
+    def _metadata_request(self, topics, version):
+        Req = request(ApiKey.METADATA).cls
+        Topic = request(ApiKey.METADATA).fields[0].struct.cls
+        if topics is None:
+            wanted = [] if version == 0 else None
+        else:
+            wanted = [Topic(name=t, topic_id=ZERO_UUID) for t in sorted(topics)]
+        return Req(topics=wanted, allow_auto_topic_creation=self.allow_auto_create,
+                   include_topic_authorized_operations=False)
+
+    def _apply(self, resp, requested):
+        self._generation += 1
+        self._requested = requested
+        self.has_metadata = True
+        self.needs_refresh = False
+        self.last_refresh = time.monotonic()
+        self.cluster_id = resp.cluster_id
+        self.controller_id = resp.controller_id
+        brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
+        for node_id, old in self.brokers.items():
+            new = brokers.get(node_id)
+            if new is None or (new.host, new.port) != (old.host, old.port):
+                conn = self._conns.pop(node_id, None)
+                if conn is not None:
+                    conn.close()
+        self.brokers = brokers
+        # Adopt a bootstrap connection as its broker's connection: one connection per broker.
+        for key in [k for k in self._conns if isinstance(k, tuple)]:
+            conn = self._conns[key]
+            for b in brokers.values():
+                if (b.host, b.port) == (key[1], key[2]) and b.node_id not in self._conns \
+                        and conn.connected:
+                    conn.node_id = b.node_id
+                    self._conns[b.node_id] = self._conns.pop(key)
+                    break
+        if requested is None:
+            self.topics.clear()
+            self._leaders.clear()
+            self._ids.clear()
+            self._available.clear()
+            self.topic_errors.clear()
+        seen = set()
+        for t in resp.topics:
+            name = t.name if t.name is not None else self._names_by_id.get(t.topic_id)
+            if name is None:
+                continue
+            seen.add(name)
+            self._drop_topic(name)
+            if t.error_code and t.error_code != ErrorCode.LEADER_NOT_AVAILABLE:
+                self.topic_errors[name] = ErrorCode(t.error_code)
+                continue
+            self.topic_errors.pop(name, None)
+            if t.error_code:  # LEADER_NOT_AVAILABLE: being created; ask again soon
+                self.needs_refresh = True
+                continue
+            parts = []
+            for p in t.partitions:
+                parts.append(PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch,
+                                           tuple(p.replica_nodes), tuple(p.isr_nodes),
+                                           tuple(p.offline_replicas or ()),
+                                           ErrorCode(p.error_code).name if p.error_code else None))
+                if p.leader_id >= 0 and p.leader_id in brokers:
+                    self._leaders[(name, p.partition_index)] = p.leader_id
+                else:
+                    self.needs_refresh = True
+            parts.sort()
+            self.topics[name] = TopicDescription(name, t.topic_id, t.is_internal, tuple(parts))
+            self._ids[name] = [p.partition for p in parts]
+            self._available[name] = [p.partition for p in parts
+                                     if (name, p.partition) in self._leaders]
+            if t.topic_id != ZERO_UUID:
+                self._names_by_id[t.topic_id] = name
+        for name in (requested or ()):
+            if name not in seen:
+                self._drop_topic(name)
+
+    def _drop_topic(self, name):
+        self._ids.pop(name, None)
+        self._available.pop(name, None)
+        old = self.topics.pop(name, None)
+        if old is not None:
+            for p in old.partitions:
+                self._leaders.pop((name, p.partition), None)
+
+    def request_update(self):
+        """Mark the metadata stale; the next `maybe_refresh` asks the cluster again."""
+        self.needs_refresh = True
+
+    async def maybe_refresh(self, topics=()):
+        """Refresh when marked stale, older than metadata.max.age.ms, or missing `topics`."""
+        age = time.monotonic() - self.last_refresh
+        missing = any(t not in self.topics for t in topics)
+        backoff = self.config.seconds("retry.backoff.ms")
+        if (missing or self.needs_refresh) and age < backoff:
+            await asyncio.sleep(backoff - age)
+        if not self.has_metadata or missing or self.needs_refresh or \
+                age > self.config.seconds("metadata.max.age.ms"):
+            await self.refresh(topics)
+
+    def track(self, topics):
+        self._wanted.update(topics)
+
+    def untrack(self, topics):
+        self._wanted.difference_update(topics)
+
+    # ---- questions ---------------------------------------------------------------------
+    def leader(self, topic, partition):
+        """Node id of the partition's leader, or None when unknown."""
+        return self._leaders.get((topic, partition))
+
+    def partitions_for(self, topic):
+        """Sorted partition ids of a known topic, or None (a shared list: do not mutate)."""
+        return self._ids.get(topic)
+
+    def available_partitions(self, topic):
+        """Partition ids of `topic` with a known leader (a shared list: do not mutate)."""
+        return self._available.get(topic, ())
+
+    def partition_info(self, topic, partition):
+        t = self.topics.get(topic)
+        if t is not None:
+            for p in t.partitions:
+                if p.partition == partition:
+                    return p
+        return None
+
+    def leader_epoch(self, topic, partition):
+        p = self.partition_info(topic, partition)
+        return -1 if p is None else p.leader_epoch
+
+    def topic_id(self, topic):
+        t = self.topics.get(topic)
+        return ZERO_UUID if t is None else t.topic_id
+
+    def topic_name(self, topic_id):
+        return self._names_by_id.get(topic_id)
+
+    def topic_error(self, topic):
+        """A KafkaError saying why `topic` is not usable, or None when it is."""
+        code = self.topic_errors.get(topic)
+        if code is not None:
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                return KafkaError(code, f"topic {topic!r} does not exist")
+            return KafkaError(code, f"topic {topic!r}")
+        return None
+
+
+async def _ready(conn):
+    return conn
+
+
+def _consume_exception(task):
+    if not task.cancelled():
+        task.exception()

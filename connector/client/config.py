@@ -1,0 +1,244 @@
+"""Client configuration: a dict of Kafka's dotted names, validated once when a client is built.
+
+Knowledge carries over from every other Kafka client, so the names (and mostly the defaults) are
+Kafka's. Values may be given as strings, as `-X key=value` on the command line passes them; each
+key has a type that coerces and checks them. Unknown keys are an error (with a did-you-mean
+hint) rather than silently ignored, because a mistyped key is one of the most common client
+configuration bugs. Keys that belong to another client role are accepted and ignored, so one
+dict can configure a producer and a consumer alike.
+"""
+import difflib
+from collections.abc import Mapping
+
+from .types import ConfigError
+
+_BOOL_TEXT = {"true": True, "1": True, "yes": True, "on": True,
+              "false": False, "0": False, "no": False, "off": False}
+
+P, C, A = "producer", "consumer", "admin"
+ALL = (P, C, A)
+
+
+def _int(v, name):
+    if isinstance(v, bool):
+        raise ConfigError(f"{name} must be an integer, got {v!r}")
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be an integer, got {v!r}") from None
+
+
+def _bool(v, name):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    b = _BOOL_TEXT.get(str(v).strip().lower())
+    if b is None:
+        raise ConfigError(f"{name} must be true or false, got {v!r}")
+    return b
+
+
+def _str(v, name):
+    if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+        raise ConfigError(f"{name} must be a string, got {v!r}")
+    return str(v)
+
+
+def _servers(v, name):
+    items = v.split(",") if isinstance(v, str) else list(v)
+    out = []
+    for item in (s.strip() for s in items):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{name}: {item!r} is not host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ConfigError(f"{name} must list at least one host:port")
+    return out
+
+
+def _acks(v, name):
+    text = str(v).strip().lower()
+    if text in ("all", "-1"):
+        return -1
+    if text in ("0", "1"):
+        return int(text)
+    raise ConfigError(f"{name} must be 0, 1 or all, got {v!r}")
+
+
+def _enum(*choices, aliases=None):
+    aliases = aliases or {}
+
+    def check(v, name):
+        text = aliases.get(str(v).strip().lower(), str(v).strip().lower())
+        if text not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {v!r}")
+        return text
+    return check
+
+
+def _callable_or(*choices):
+    names = _enum(*choices)
+
+    def check(v, name):
+        return v if callable(v) else names(v, name)
+    return check
+
+
+def _callable(v, name):
+    if v is not None and not callable(v):
+        raise ConfigError(f"{name} must be callable, got {v!r}")
+    return v
+
+
+def _list(v, name):
+    return [s.strip() for s in v.split(",") if s.strip()] if isinstance(v, str) else list(v)
+
+
+def _unsupported(what):
+    def check(v, name):
+        raise ConfigError(f"{name} is not supported by the minilog client ({what})")
+    return check
+
+
+# name: (coerce, default, roles, minimum)
+SPEC = {
+    # -- every client --
+    "bootstrap.servers": (_servers, None, ALL, None),
+    "client.id": (_str, "minilog", ALL, None),
+    "request.timeout.ms": (_int, 30000, ALL, 1),
+    "socket.connection.setup.timeout.ms": (_int, 10000, ALL, 1),
+    "retry.backoff.ms": (_int, 100, ALL, 0),
+    "reconnect.backoff.ms": (_int, 50, ALL, 0),
+    "metadata.max.age.ms": (_int, 300000, ALL, 0),
+    "default.api.timeout.ms": (_int, 60000, ALL, 1),
+    "receive.message.max.bytes": (_int, 100 * 1024 * 1024, ALL, 1024),
+    "allow.auto.create.topics": (_bool, None, (P, C), None),  # producer True, consumer False
+    "security.protocol": (_enum("plaintext"), "plaintext", ALL, None),
+    "transactional.id": (_unsupported("transactions are not implemented"), None, (P,), None),
+    # -- producer --
+    "acks": (_acks, -1, (P,), None),
+    "linger.ms": (_int, 5, (P,), 0),
+    "batch.size": (_int, 16384, (P,), 1),
+    "compression.type": (_enum("none", "gzip", "snappy", "lz4", "zstd"), "none", (P,), None),
+    "enable.idempotence": (_bool, None, (P,), None),  # None: on when acks=all, as modern clients do
+    "retries": (_int, 2147483647, (P,), 0),
+    "delivery.timeout.ms": (_int, 120000, (P,), 1),
+    "max.in.flight.requests.per.connection": (_int, 5, (P,), 1),
+    "max.block.ms": (_int, 60000, (P,), 0),
+    "buffer.memory": (_int, 32 * 1024 * 1024, (P,), 1024),
+    "max.request.size": (_int, 1024 * 1024, (P,), 1024),
+    "partitioner": (_callable_or("murmur2_random", "murmur2", "random"), "murmur2_random", (P,), None),
+    "key.serializer": (_callable, None, (P,), None),
+    "value.serializer": (_callable, None, (P,), None),
+    # -- consumer --
+    "group.id": (_str, None, (C,), None),
+    "group.instance.id": (_str, None, (C,), None),
+    "enable.auto.commit": (_bool, True, (C,), None),
+    "auto.commit.interval.ms": (_int, 5000, (C,), 0),
+    "session.timeout.ms": (_int, 45000, (C,), 1),
+    "heartbeat.interval.ms": (_int, 3000, (C,), 1),
+    "max.poll.interval.ms": (_int, 300000, (C,), 1),
+    "partition.assignment.strategy": (_list, ["range", "cooperative-sticky"], (C,), None),
+    "auto.offset.reset": (_enum("earliest", "latest", "none",
+                                aliases={"smallest": "earliest", "beginning": "earliest",
+                                         "largest": "latest", "end": "latest", "error": "none"}),
+                          "latest", (C,), None),
+    "isolation.level": (_enum("read_uncommitted", "read_committed"), "read_uncommitted", (C,), None),
+    "fetch.min.bytes": (_int, 1, (C,), 0),
+    "fetch.max.wait.ms": (_int, 500, (C,), 0),
+    "fetch.max.bytes": (_int, 52428800, (C,), 1),
+    "max.partition.fetch.bytes": (_int, 1048576, (C,), 1),
+    "max.poll.records": (_int, 500, (C,), 1),
+    "check.crcs": (_bool, True, (C,), None),
+    "client.rack": (_str, "", (C,), None),
+    "key.deserializer": (_callable, None, (C,), None),
+    "value.deserializer": (_callable, None, (C,), None),
+}
+
+
+class Config(Mapping):
+    """Validated settings for one client role; read like a dict: `config["linger.ms"]`."""
+
+    def __init__(self, role, settings=None, **overrides):
+        if role not in ALL:
+            raise ValueError(f"unknown client role {role!r}")
+        self.role = role
+        given = dict(settings or {})
+        given.update(overrides)
+        values = {name: spec[1] for name, spec in SPEC.items() if role in spec[2]}
+        for name, raw in given.items():
+            spec = SPEC.get(name)
+            if spec is None:
+                close = difflib.get_close_matches(name, SPEC, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown configuration key {name!r}{hint}")
+            if role not in spec[2]:
+                continue  # another role's key: shared config dicts are common
+            coerce, _, _, minimum = spec
+            value = coerce(raw, name) if raw is not None else None
+            if minimum is not None and value is not None and value < minimum:
+                raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+            values[name] = value
+        if values.get("bootstrap.servers") is None:
+            raise ConfigError("bootstrap.servers is required (host:port[,host:port...])")
+        self._values = values
+        getattr(self, f"_check_{role}")()
+
+    def _check_producer(self):
+        v = self._values
+        if v["allow.auto.create.topics"] is None:
+            v["allow.auto.create.topics"] = True
+        if v["enable.idempotence"] is None:
+            v["enable.idempotence"] = v["acks"] == -1 and v["max.in.flight.requests.per.connection"] <= 5
+        elif v["enable.idempotence"]:
+            if v["acks"] != -1:
+                raise ConfigError("enable.idempotence=true requires acks=all")
+            if v["max.in.flight.requests.per.connection"] > 5:
+                raise ConfigError("enable.idempotence=true requires "
+                                  "max.in.flight.requests.per.connection <= 5")
+            if v["retries"] == 0:
+                raise ConfigError("enable.idempotence=true requires retries > 0")
+        if v["delivery.timeout.ms"] < v["linger.ms"] + v["request.timeout.ms"]:
+            raise ConfigError("delivery.timeout.ms must be at least linger.ms + request.timeout.ms")
+
+    def _check_consumer(self):
+        v = self._values
+        if v["allow.auto.create.topics"] is None:
+            v["allow.auto.create.topics"] = False
+        if v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
+            raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
+
+    def _check_admin(self):
+        pass
+
+    def __getitem__(self, name):
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+    def seconds(self, name):
+        """A `.ms` setting in seconds, as asyncio wants it."""
+        return self._values[name] / 1000.0
+
+    def __repr__(self):
+        return f"Config({self.role!r}, {self._values!r})"
+
+
+def parse_assignments(pairs):
+    """['key=value', ...] (the CLI's -X options) as a dict; raises ConfigError on a bad item."""
+    out = {}
+    for item in pairs or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"expected key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out

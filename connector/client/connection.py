@@ -1,0 +1,362 @@
+"""One asyncio connection to one broker, and the event-loop thread behind the sync APIs.
+
+`BrokerConnection` is a thin shell around the sans-IO codec: it writes encoded requests in
+call order (so the correlation id order is the write order, which pipelined produce relies on),
+keeps a map of in-flight requests, and a single reader task matches each response frame to its
+request by correlation id. ApiVersions is negotiated once at connect and every later request is
+sent at the highest version both sides speak.
+
+Failure model, kept deliberately simple: any transport error, a broker closing the socket, or a
+request timing out closes the whole connection and fails every in-flight request with
+`KafkaConnectionError` (timeouts with `KafkaTimeoutError`). A timed-out connection cannot be
+trusted to answer in order any more; the Java client and librdkafka drop it for the same reason.
+The cluster layer opens a fresh connection on the next request.
+"""
+import asyncio
+import concurrent.futures
+import functools
+import itertools
+import logging
+import os
+import socket
+import struct
+import threading
+
+from minilog.connector.protocol import (
+    REQUESTS,
+    ApiKey,
+    ErrorCode,
+    FrameReader,
+    KafkaError,
+    RequestHeader,
+    api_name,
+    decode_response,
+    decode_response_correlation,
+    encode_request,
+    request,
+)
+
+from .types import KafkaConnectionError, KafkaTimeoutError
+
+log = logging.getLogger("minilog.client")
+
+SOFTWARE_NAME = "minilog-python"
+SOFTWARE_VERSION = "0.1.0"
+_INT16 = struct.Struct(">h")
+
+
+async def wait_set(event, timeout=None):
+    """Wait until `event` is set or `timeout` seconds pass; return whether it is set.
+
+    asyncio.wait_for (Python 3.11) swallows a cancellation that arrives just as the awaited
+    thing completes; a background loop waiting on its wake-up event then survives `cancel()`
+    and `close()` hangs. asyncio.wait never swallows it, so every timed wait here uses it.
+    """
+    if event.is_set():
+        return True
+    if timeout is not None and timeout <= 0:
+        return False
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait((waiter,), timeout=timeout)
+    finally:
+        waiter.cancel()
+    return event.is_set()
+
+
+class BrokerConnection:
+    """A pipelined request/response channel to one broker.
+
+    Use `await BrokerConnection(...).connect()`, then `await conn.send(api_key, body)`.
+    `versions` maps each API key the broker supports to its (min, max) versions.
+    """
+
+    def __init__(self, host, port, *, node_id=None, client_id="minilog", connect_timeout=10.0,
+                 request_timeout=30.0, max_response_size=100 * 1024 * 1024):
+        self.host, self.port, self.node_id = host, port, node_id
+        self.client_id = client_id
+        self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
+        self.versions = {}
+        self._frames = FrameReader(max_response_size)
+        self._pending = {}
+        self._corr = itertools.count(1)
+        self._reader = self._writer = self._read_task = None
+        self._closed = None  # the exception that closed us, once closed
+
+    def __repr__(self):
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
+
+    @property
+    def address(self):
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self):
+        return self._writer is not None and self._closed is None
+
+    @property
+    def in_flight(self):
+        return len(self._pending)
+
+    async def connect(self):
+        """Open the socket and negotiate API versions; raise KafkaConnectionError on failure."""
+        opening = asyncio.ensure_future(asyncio.open_connection(self.host, self.port,
+                                                                limit=1 << 20))
+        try:
+            done, _ = await asyncio.wait((opening,), timeout=self.connect_timeout)  # see wait_set
+        except asyncio.CancelledError:
+            opening.cancel()
+            raise
+        if not done:
+            opening.cancel()
+            raise KafkaConnectionError(
+                f"connecting to {self.address} timed out after {self.connect_timeout:g}s")
+        try:
+            self._reader, self._writer = opening.result()
+        except OSError as e:
+            if isinstance(e, socket.gaierror) or not e.errno:
+                why = e.strerror or str(e)
+            else:
+                why = os.strerror(e.errno)
+            raise KafkaConnectionError(f"cannot connect to {self.address}: {why}") from None
+        sock = self._writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        try:
+            await self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    async def _negotiate(self):
+        version = REQUESTS[ApiKey.API_VERSIONS].versions[1]
+        body = request(ApiKey.API_VERSIONS).cls(client_software_name=SOFTWARE_NAME,
+                                                client_software_version=SOFTWARE_VERSION)
+        for _ in range(3):
+            resp = await self.send(ApiKey.API_VERSIONS, body, version,
+                                   timeout=self.connect_timeout)
+            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                # The broker answered in v0 with the versions it does speak; retry at its best.
+                theirs = {k.api_key: k.max_version for k in resp.api_keys}
+                version = min(version - 1, theirs.get(ApiKey.API_VERSIONS, 0))
+                continue
+            if resp.error_code:
+                raise KafkaError(resp.error_code, f"ApiVersions refused by {self.address}")
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            return
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"no common ApiVersions version with {self.address}")
+
+    def version_for(self, api_key, max_version=None):
+        """Highest version of `api_key` both sides speak (capped at `max_version`)."""
+        ours = REQUESTS[api_key].versions
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                             f"broker {self.address} does not support {api_name(api_key)}")
+        hi = min(ours[1], theirs[1], 1 << 15 if max_version is None else max_version)
+        if hi < max(ours[0], theirs[0]):
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                             f"no common {api_name(api_key)} version with {self.address} "
+                             f"(ours {ours[0]}-{ours[1]}, broker's {theirs[0]}-{theirs[1]})")
+        return hi
+
+    def supports(self, api_key, min_version=None):
+        try:
+            v = self.version_for(api_key)
+        except KafkaError:
+            return False
+        return min_version is None or v >= min_version
+
+    def write_request(self, api_key, body, version=None, expect_response=True):
+        """Write one request now (no await between call and write); return (corr, future).
+
+        The future is None when no response is expected (Produce with acks=0).
+        """
+        if self._closed is not None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed: {self._closed}")
+        if version is None:
+            version = self.version_for(api_key)
+        corr = next(self._corr) & 0x7FFFFFFF
+        chunks = encode_request(RequestHeader(api_key, version, corr, self.client_id), body)
+        fut = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[corr] = (fut, api_key, version)
+        self._writer.writelines(chunks)
+        return corr, fut
+
+    async def wait_response(self, corr, fut, api_key, timeout=None):
+        """The response to a request written by `write_request`, within `timeout` seconds."""
+        timeout = self.request_timeout if timeout is None else timeout
+        try:
+            await asyncio.wait((fut,), timeout=timeout)  # not wait_for: see wait_set
+        except asyncio.CancelledError:
+            self._pending.pop(corr, None)
+            fut.cancel()
+            raise
+        if fut.done():
+            return fut.result()
+        self._pending.pop(corr, None)
+        fut.cancel()
+        err = KafkaTimeoutError(f"{api_name(api_key)} to {self.address} got no answer "
+                                f"in {timeout:g}s")
+        self._fail(KafkaConnectionError(f"closed after a request timed out: {err}"))
+        raise err
+
+    async def send(self, api_key, body, version=None, *, timeout=None, expect_response=True):
+        """Send one request and return its decoded response (None when none is expected).
+
+        The request is written before this coroutine first yields, so concurrent callers'
+        requests go out in call order.
+        """
+        corr, fut = self.write_request(api_key, body, version, expect_response)
+        if self._writer.transport.get_write_buffer_size() > 1 << 20:
+            try:
+                await self._writer.drain()
+            except (OSError, ConnectionError) as e:
+                self._fail(KafkaConnectionError(f"write to {self.address} failed: {e}"))
+        if fut is None:
+            return None
+        return await self.wait_response(corr, fut, api_key, timeout)
+
+    async def _read_loop(self):
+        try:
+            while True:
+                data = await self._reader.read(1 << 20)
+                if not data:
+                    raise KafkaConnectionError(f"connection closed by broker {self.address}")
+                for frame in self._frames.feed(data):
+                    self._dispatch(frame)
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as e:
+            self._fail(e)
+        except Exception as e:  # noqa: BLE001 - socket errors, oversized frames: all end the connection
+            self._fail(KafkaConnectionError(f"connection to {self.address} failed: {e}"))
+
+    def _dispatch(self, frame):
+        entry = self._pending.pop(decode_response_correlation(frame), None)
+        if entry is None:
+            return  # a response to a request we stopped waiting for
+        fut, api_key, version = entry
+        if fut.done():
+            return
+        try:
+            if api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and \
+                    _INT16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
+                version = 0  # brokers answer unsupported ApiVersions requests in v0
+            fut.set_result(decode_response(api_key, version, frame))
+        except Exception as e:  # noqa: BLE001 - any decode failure is reported to the caller
+            fut.set_exception(KafkaError(ErrorCode.CORRUPT_MESSAGE,
+                                         f"undecodable {api_name(api_key)} v{version} response "
+                                         f"from {self.address}: {e}"))
+
+    def _fail(self, exc):
+        if self._closed is None:
+            self._closed = exc
+            log.debug("%r closed: %s", self, exc)
+        pending, self._pending = self._pending, {}
+        for fut, _, _ in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        if self._writer is not None:
+            self._writer.close()
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    def close(self):
+        self._fail(KafkaConnectionError(f"connection to {self.address} closed by the client"))
+
+
+def message_class(schema, *path):
+    """The class of a nested struct of a request/response schema, by field names.
+
+    `message_class(request(ApiKey.PRODUCE), "topic_data", "partition_data")` builds the
+    partition entries of a ProduceRequest.
+    """
+    for name in path:
+        schema = next(f.struct for f in schema.fields if f.name == name)
+    return schema.cls
+
+
+def add_blocking_methods(sync_cls, async_cls, names):
+    """Give `sync_cls` blocking versions of `async_cls`'s methods `names`.
+
+    Instances of `sync_cls` have `_core` (an `async_cls`) and `_loop` (a LoopThread).
+    Coroutine methods are awaited on the loop; plain ones also run there, because the
+    cores are not thread-safe and belong to their loop thread.
+    """
+    def make(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            if asyncio.iscoroutinefunction(method):
+                return self._loop.run(method(self._core, *args, **kwargs))
+
+            async def run_plain():
+                return method(self._core, *args, **kwargs)
+            return self._loop.run(run_plain())
+        return call
+    for name in names:
+        setattr(sync_cls, name, make(getattr(async_cls, name)))
+
+
+class LoopThread:
+    """An asyncio event loop running in a daemon thread: the engine under the sync APIs.
+
+    The sync `Producer`, `Consumer` and `AdminClient` each own one and submit coroutines to it.
+    """
+
+    def __init__(self, name="minilog-client"):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    @property
+    def in_loop_thread(self):
+        return threading.get_ident() == self._thread.ident
+
+    def submit(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro, timeout=None):
+        """Run a coroutine on the loop and wait for its result (or its exception)."""
+        if self.in_loop_thread:
+            coro.close()
+            raise RuntimeError("blocking client calls cannot be made from a client callback")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise KafkaTimeoutError(f"operation did not complete in {timeout:g}s") from None
+
+    def call_soon(self, fn, *args):
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def stop(self, timeout=10.0):
+        """Cancel what still runs on the loop, stop it and join the thread."""
+        if self.loop.is_closed():
+            return
+
+        async def shutdown():
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self._thread.is_alive() and not self.in_loop_thread:
+            try:
+                asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout)
+            except (concurrent.futures.TimeoutError, RuntimeError) as e:
+                log.debug("client loop shutdown: %r", e)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.loop.close()

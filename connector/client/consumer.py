@@ -1,0 +1,488 @@
+"""The consumer: assigned partitions, positions, prefetching, records or Arrow batches out.
+
+`AsyncConsumer` is the asyncio core; `Consumer` its synchronous face on a background loop
+thread. A background task keeps one Fetch in flight per broker for the assigned, unpaused
+partitions while the application processes what it already has; each answer is kept as raw
+record bytes (a chunk) and decoded only when `poll` (Python records) or `poll_arrow`
+(`pyarrow.RecordBatch`es, no Python object per record) hands it out.
+
+API choice: `poll(timeout, max_records)` returns a *list* of ConsumerRecord (Java-style batch
+poll, up to `max.poll.records`), which suits both scripts and the per-batch hot path;
+`poll_arrow` returns a list of RecordBatch in the schema of Spark's Kafka source.
+`fetch_range_arrow(tp, start, end)` reads an offset range independently of the assignment
+(the Spark source's executors use it), pipelining the next fetch while decoding.
+
+Positions: a partition without a position gets one from `auto.offset.reset` (earliest/latest;
+none raises from `poll`), also after OFFSET_OUT_OF_RANGE. Consumer groups arrive with the
+consumer-groups issue through one seam: `self._group`, an object with `poll()`, `committed(tps)`,
+`commit(offsets)` and `close()`, created when `group.id` is set and `subscribe` is called.
+Until then `subscribe`, `commit` and `committed` raise a clear error.
+"""
+import asyncio
+import logging
+import time
+
+from minilog.connector.protocol import ErrorCode, KafkaError
+
+from .admin import EARLIEST, LATEST, list_offsets_by_leader
+from .cluster import Cluster
+from .config import Config
+from .connection import LoopThread, add_blocking_methods, wait_set
+from .fetcher import (
+    RETRY_LATER,
+    Chunk,
+    PartitionState,
+    fetch_once,
+    fetch_range_arrow,
+)
+from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
+
+log = logging.getLogger("minilog.client")
+_STUCK = "stuck"  # out of range with auto.offset.reset=none: waits for a seek
+_GROUPS_LATER = ("consumer groups (subscribe, commit, committed) arrive with the consumer-groups "
+                 "work; use assign() and seek() meanwhile")
+
+
+class AsyncConsumer:
+    """The asyncio consumer. `await start()` (or `async with`), then assign/seek/poll."""
+
+    def __init__(self, config=None, **overrides):
+        self.config = cfg = Config("consumer", config, **overrides)
+        self._cluster = Cluster(cfg, allow_auto_create=cfg["allow.auto.create.topics"])
+        self._states = {}
+        self._group = None  # the consumer-groups seam (see the module docstring)
+        self._fetching = set()
+        self._not_before = {}  # node -> monotonic time of its next fetch
+        self._wakeup, self._data = asyncio.Event(), asyncio.Event()
+        self._isolation = 1 if cfg["isolation.level"] == "read_committed" else 0
+        self._tasks = set()
+        self._reset_task = self._meta_task = self._runner = None
+        self._rotate = 0
+        self._kd, self._vd = cfg["key.deserializer"], cfg["value.deserializer"]
+
+    async def start(self):
+        await self._cluster.refresh()
+        self._runner = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    # ---- assignment and positions --------------------------------------------------------
+    def assign(self, partitions):
+        """Consume exactly these partitions (replacing the previous assignment)."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        self._states = {tp: self._states.get(tp) or PartitionState() for tp in wanted}
+        self._cluster.track({tp.topic for tp in wanted})
+        self._wakeup.set()
+
+    def unassign(self):
+        self.assign([])
+
+    def assignment(self):
+        return list(self._states)
+
+    def _state(self, tp):
+        st = self._states.get(TopicPartition(*tp))
+        if st is None:
+            raise ValueError(f"{TopicPartition(*tp)} is not assigned to this consumer")
+        return st
+
+    def seek(self, tp, offset):
+        """Next poll returns records from `offset` (-2 beginning, -1 end, as librdkafka)."""
+        st = self._state(tp)
+        if offset in (EARLIEST, LATEST):
+            st.set_position(None)
+            st.reset = offset
+        elif offset < 0:
+            raise ValueError(f"invalid offset {offset}")
+        else:
+            st.set_position(int(offset))
+        st.error = None
+        self._wakeup.set()
+
+    def seek_to_beginning(self, partitions=None):
+        for tp in partitions or list(self._states):
+            self.seek(tp, EARLIEST)
+
+    def seek_to_end(self, partitions=None):
+        for tp in partitions or list(self._states):
+            self.seek(tp, LATEST)
+
+    async def position(self, tp, timeout=None):
+        """The offset of the next record `poll` returns for `tp` (resolving resets first)."""
+        st = self._state(tp)
+        deadline = self._deadline(timeout)
+        while st.position is None:
+            self._raise_errors()
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"position of {TopicPartition(*tp)} unknown after timeout")
+            self._wakeup.set()
+            self._data.clear()
+            await wait_set(self._data, max(0.0, deadline - time.monotonic()))
+        return st.position
+
+    def pause(self, partitions):
+        for tp in partitions:
+            self._state(tp).paused = True
+
+    def resume(self, partitions):
+        for tp in partitions:
+            self._state(tp).paused = False
+        self._wakeup.set()
+
+    def paused(self):
+        return [tp for tp, st in self._states.items() if st.paused]
+
+    def _deadline(self, timeout):
+        return time.monotonic() + (self.config.seconds("default.api.timeout.ms")
+                                   if timeout is None else timeout)
+
+    # ---- offsets lookups -----------------------------------------------------------------
+    async def _list_offsets(self, specs, timeout):
+        specs = {TopicPartition(*tp): v for tp, v in specs.items()}
+        return await list_offsets_by_leader(self._cluster, specs, self._deadline(timeout),
+                                            self._isolation)
+
+    async def offsets_for_times(self, timestamps, timeout=None):
+        """{tp: ms} -> {tp: OffsetAndTimestamp of the first record at or after ms, or None}."""
+        return await self._list_offsets(timestamps, timeout)
+
+    async def beginning_offsets(self, partitions, timeout=None):
+        got = await self._list_offsets({tp: EARLIEST for tp in partitions}, timeout)
+        return {tp: o.offset for tp, o in got.items()}
+
+    async def end_offsets(self, partitions, timeout=None):
+        """Log end offsets (the last stable offset under read_committed)."""
+        got = await self._list_offsets({tp: LATEST for tp in partitions}, timeout)
+        return {tp: o.offset for tp, o in got.items()}
+
+    async def partitions_for(self, topic):
+        await self._cluster.maybe_refresh([topic])
+        err = self._cluster.topic_error(topic)
+        if err is not None:
+            raise err
+        return self._cluster.partitions_for(topic)
+
+    # ---- consumer groups: the seam -------------------------------------------------------
+    def subscribe(self, topics, on_assign=None, on_revoke=None, on_lost=None):
+        raise NotImplementedError(_GROUPS_LATER)
+
+    async def commit(self, offsets=None, asynchronous=False):
+        raise NotImplementedError(_GROUPS_LATER)
+
+    async def committed(self, partitions, timeout=None):
+        raise NotImplementedError(_GROUPS_LATER)
+
+    # ---- polling -------------------------------------------------------------------------
+    async def poll(self, timeout=0.0, max_records=None):
+        """Up to `max_records` (default max.poll.records) records, waiting up to `timeout` s."""
+        limit = max_records or self.config["max.poll.records"]
+        return await self._poll(timeout, lambda: self._collect(limit))
+
+    async def poll_arrow(self, timeout=0.0, max_records=None, include_headers=True):
+        """Buffered data as RecordBatches (one per partition chunk), up to `max_records` rows."""
+        return await self._poll(timeout, lambda: self._collect_arrow(max_records, include_headers))
+
+    async def _poll(self, timeout, collect):
+        if self._group is not None:
+            await self._group.poll()
+        deadline = time.monotonic() + timeout
+        while True:
+            self._raise_errors()
+            out = collect()
+            if out:
+                self._wakeup.set()
+                return out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            self._data.clear()
+            await wait_set(self._data, left)
+
+    def _raise_errors(self):
+        for st in self._states.values():
+            if st.error is not None:
+                err, st.error = st.error, None
+                raise err
+
+    def _ready(self):
+        """Assigned partitions with buffered data at their position, in rotating order."""
+        items = [(tp, st) for tp, st in self._states.items()
+                 if st.chunks and not st.paused and st.position is not None]
+        self._rotate += 1
+        if items:
+            k = self._rotate % len(items)
+            items = items[k:] + items[:k]
+        return items
+
+    def _collect(self, limit):
+        out = []
+        check = self.config["check.crcs"]
+        for tp, st in self._ready():
+            if len(out) >= limit:
+                break
+            out.extend(st.take_records(tp, limit - len(out), check))
+        if out and (self._kd or self._vd):
+            kd, vd = self._kd, self._vd
+            out = [r._replace(key=kd(r.key, r.topic) if kd else r.key,
+                              value=vd(r.value, r.topic) if vd else r.value) for r in out]
+        return out
+
+    def _collect_arrow(self, limit, include_headers):
+        out, rows = [], 0
+        check = self.config["check.crcs"]
+        for tp, st in self._ready():
+            if limit is not None and rows >= limit:
+                break
+            got = st.take_arrow(tp, None if limit is None else limit - rows, include_headers,
+                                check)
+            out.extend(got)
+            rows += sum(b.num_rows for b in got)
+        return out
+
+    # ---- background fetching ---------------------------------------------------------------
+    async def _run(self):
+        while True:
+            self._wakeup.clear()
+            try:
+                delay = self._schedule(time.monotonic())
+            except Exception:
+                log.exception("consumer fetch scheduling failed")
+                delay = self.config.seconds("retry.backoff.ms")
+            await wait_set(self._wakeup, delay)
+
+    def _spawn(self, coro):
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _schedule(self, now):
+        cluster, backoff = self._cluster, self.config.seconds("retry.backoff.ms")
+        delay = None
+        topics = {tp.topic for tp, st in self._states.items() if st.reset != _STUCK}
+        if self._meta_task is None and (cluster.needs_refresh or
+                                        any(t not in cluster.topics for t in topics)):
+            self._meta_task = self._spawn(self._refresh_metadata(topics))
+        if self._reset_task is None and any(
+                st.position is None and st.error is None and st.reset != _STUCK
+                for st in self._states.values()):
+            self._reset_task = self._spawn(self._reset_positions())
+        groups = {}
+        for tp, st in self._states.items():
+            if st.paused or st.position is None or st.in_fetch or len(st.chunks) >= 2 \
+                    or st.error is not None:
+                continue
+            node = cluster.leader(*tp)
+            if node is None:
+                cluster.request_update()
+                delay = backoff
+            elif node not in self._fetching:
+                groups.setdefault(node, []).append(tp)
+        for node, tps in groups.items():
+            wait = self._not_before.get(node, 0) - now
+            if wait > 0:
+                delay = min(delay or wait, wait)
+                continue
+            self._fetching.add(node)
+            for tp in tps:
+                self._states[tp].in_fetch = True
+            self._spawn(self._fetch(node, tps))
+        return delay
+
+    async def _fetch(self, node, tps):
+        cfg, cluster = self.config, self._cluster
+        offsets = {tp: self._states[tp].fetch_offset for tp in tps}
+        epochs = {tp: self._states[tp].epoch for tp in tps}
+        started = time.monotonic()
+        results = {}
+        try:
+            conn = await cluster.connection(node)
+            results = await fetch_once(
+                conn, cluster, offsets, max_wait_ms=cfg["fetch.max.wait.ms"],
+                min_bytes=cfg["fetch.min.bytes"], max_bytes=cfg["fetch.max.bytes"],
+                partition_max_bytes=cfg["max.partition.fetch.bytes"],
+                isolation_level=self._isolation, rack=cfg["client.rack"])
+        except KafkaError as e:
+            log.debug("fetch from broker %s failed: %s", node, e)
+            cluster.request_update()
+            self._not_before[node] = time.monotonic() + cfg.seconds("retry.backoff.ms")
+        finally:
+            self._fetching.discard(node)
+            for tp in tps:
+                if tp in self._states:
+                    self._states[tp].in_fetch = False
+        got_data = False
+        for tp, pd in results.items():
+            st = self._states.get(tp)
+            if st is None or st.epoch != epochs.get(tp):
+                continue  # unassigned or sought meanwhile: this answer is stale
+            if pd.error == ErrorCode.NONE:
+                st.high_watermark, st.log_start_offset = pd.high_watermark, pd.log_start_offset
+                st.last_stable_offset = pd.last_stable_offset
+                if pd.next_offset is not None and pd.next_offset > st.fetch_offset:
+                    st.chunks.append(Chunk(pd.records, pd.next_offset))
+                    st.fetch_offset = pd.next_offset
+                    got_data = True
+            elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                self._out_of_range(tp, st, offsets[tp])
+            elif pd.error in RETRY_LATER:
+                cluster.request_update()
+            else:
+                st.error = KafkaError(pd.error, f"fetching {tp}")
+        if got_data or any(st.error is not None for st in self._states.values()):
+            self._data.set()
+        elif results:  # brokers that answer at once with nothing must not make us spin
+            pause = min(cfg.seconds("fetch.max.wait.ms"), 0.1)
+            self._not_before[node] = max(self._not_before.get(node, 0), started + pause)
+        self._wakeup.set()
+
+    def _out_of_range(self, tp, st, offset):
+        policy = self.config["auto.offset.reset"]
+        st.set_position(None)
+        if policy == "none":
+            st.reset = _STUCK
+            st.error = KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                  f"offset {offset} of {tp} is out of range "
+                                  "(auto.offset.reset=none: seek to continue)")
+        else:
+            st.reset = EARLIEST if policy == "earliest" else LATEST
+        self._data.set()
+
+    async def _refresh_metadata(self, topics):
+        try:
+            await self._cluster.maybe_refresh(topics)
+            for tp, st in self._states.items():
+                err = self._cluster.topic_error(tp.topic)
+                if err is not None and st.reset != _STUCK:
+                    st.set_position(None)
+                    st.error, st.reset = err, _STUCK  # reported once; a seek tries again
+                    self._data.set()
+        except KafkaError as e:
+            log.debug("metadata refresh failed: %s", e)
+            await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
+        finally:
+            self._meta_task = None
+            self._wakeup.set()
+
+    async def _reset_positions(self):
+        try:
+            need = {tp: st for tp, st in self._states.items()
+                    if st.position is None and st.error is None and st.reset != _STUCK}
+            committed = await self._group.committed(list(need)) if self._group else {}
+            specs, policy = {}, self.config["auto.offset.reset"]
+            for tp, st in need.items():
+                if st.reset is not None:
+                    specs[tp] = st.reset
+                elif committed.get(tp) is not None:
+                    st.set_position(committed[tp])
+                elif policy == "none":
+                    st.reset = _STUCK
+                    st.error = KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                          f"no position for {tp} and auto.offset.reset=none")
+                else:
+                    specs[tp] = EARLIEST if policy == "earliest" else LATEST
+            epochs = {tp: need[tp].epoch for tp in specs}
+            found = await self._list_offsets(specs, None) if specs else {}
+            for tp, ot in found.items():
+                st = self._states.get(tp)
+                if st is not None and st.epoch == epochs[tp] and st.position is None:
+                    st.set_position(ot.offset if ot is not None else 0)
+        except KafkaError as e:
+            if e.retriable or isinstance(e, KafkaConnectionError):
+                await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
+            else:
+                for st in self._states.values():
+                    if st.position is None and st.error is None:
+                        st.error, st.reset = e, _STUCK
+        finally:
+            self._reset_task = None
+            self._data.set()
+            self._wakeup.set()
+
+    # ---- offset ranges -------------------------------------------------------------------
+    def fetch_range_arrow(self, tp, start, end, timeout=None, include_headers=True):
+        """Async iterator of RecordBatches with the records of `tp` in [start, end).
+
+        Independent of the assignment (see `fetcher.fetch_range_arrow`).
+        """
+        return fetch_range_arrow(self._cluster, self.config, TopicPartition(*tp), start, end,
+                                 timeout=timeout, include_headers=include_headers,
+                                 isolation_level=self._isolation)
+
+    async def close(self):
+        if self._group is not None:
+            await self._group.close()
+        for task in [t for t in (self._runner, *self._tasks) if t is not None]:
+            task.cancel()
+        await asyncio.gather(*(t for t in (self._runner, *self._tasks) if t is not None),
+                             return_exceptions=True)
+        self._cluster.close()
+
+
+
+class Consumer:
+    """Synchronous consumer for scripts; the same methods as AsyncConsumer, blocking.
+
+    `poll(timeout=1.0, max_records=None)` -> list of ConsumerRecord (empty on timeout);
+    `poll_arrow(...)` -> list of pyarrow.RecordBatch; `fetch_range_arrow(tp, start, end)` ->
+    iterator of RecordBatch.
+    """
+
+    def __init__(self, config=None, **overrides):
+        self._core = AsyncConsumer(config, **overrides)
+        self._loop = LoopThread("minilog-consumer")
+        try:
+            self._loop.run(self._core.start())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    @property
+    def config(self):
+        return self._core.config
+
+    def poll(self, timeout=1.0, max_records=None):
+        return self._loop.run(self._core.poll(timeout, max_records))
+
+    def poll_arrow(self, timeout=1.0, max_records=None, include_headers=True):
+        return self._loop.run(self._core.poll_arrow(timeout, max_records, include_headers))
+
+    def fetch_range_arrow(self, tp, start, end, timeout=None, include_headers=True):
+        """Iterator of RecordBatches with the records of `tp` in [start, end)."""
+        agen = self._core.fetch_range_arrow(tp, start, end, timeout, include_headers)
+
+        async def step():
+            return await agen.__anext__()
+        try:
+            while True:
+                try:
+                    yield self._loop.run(step())
+                except StopAsyncIteration:
+                    return
+        finally:
+            if not self._loop.loop.is_closed():
+                self._loop.run(agen.aclose())
+
+    def close(self):
+        if not self._loop.loop.is_closed():
+            try:
+                self._loop.run(self._core.close())
+            finally:
+                self._loop.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+add_blocking_methods(Consumer, AsyncConsumer, (
+    "assign", "unassign", "assignment", "seek", "seek_to_beginning", "seek_to_end", "position",
+    "pause", "resume", "paused", "offsets_for_times", "beginning_offsets", "end_offsets",
+    "partitions_for", "subscribe", "commit", "committed"))

@@ -1,0 +1,284 @@
+"""Fetch requests and what comes back: the consumer's network half.
+
+Split from `consumer.py` (positions, assignment, public API) the way the Java client splits
+Fetcher from KafkaConsumer. This module builds Fetch requests for a set of (partition, offset)
+at the highest version both sides speak (v13+ names topics by id, so it falls back to v12 when
+the cluster has no topic ids), and turns each partition's answer into a `Chunk`: the raw record
+bytes exactly as fetched, plus the offset to fetch next. Nothing here walks records: decoding
+happens later, once per chunk, into Python records or straight into Arrow columns.
+
+read_committed: records of aborted transactions are dropped here, per batch, using the aborted
+transaction list of the response (Kafka's algorithm, KIP-98), so both decoding paths see only
+committed data.
+"""
+import asyncio
+import collections
+import heapq
+import time
+from typing import NamedTuple
+
+from minilog.connector import batch as _batch
+from minilog.connector.arrow import decode_to_arrow
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+from minilog.connector.protocol.primitives import ZERO_UUID
+from minilog.connector.records import CorruptRecord, decode_batches, next_offset_after
+
+from .connection import message_class
+from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
+
+_FETCH = request(ApiKey.FETCH)
+_Topic = message_class(_FETCH, "topics")
+_Partition = message_class(_FETCH, "topics", "partitions")
+_LAST_VERSION_WITHOUT_IDS = 12
+
+
+class Chunk:
+    """One partition's fetched bytes, decoded at most once (lazily) into Python records."""
+    __slots__ = ("data", "index", "next_offset", "records")
+
+    def __init__(self, data, next_offset):
+        self.data, self.next_offset, self.records, self.index = data, next_offset, None, 0
+
+
+class PartitionState:
+    """A consumer's view of one assigned partition.
+
+    `position` is the next offset handed to the application; `fetch_offset` (>= position) the
+    next one to fetch, ahead of it by the chunks buffered in between. `epoch` changes on every
+    seek, so answers to fetches sent before it are recognised as stale and dropped.
+    """
+    __slots__ = ("chunks", "epoch", "error", "fetch_offset", "high_watermark", "in_fetch",
+                 "last_stable_offset", "log_start_offset", "paused", "position", "reset")
+
+    def __init__(self):
+        self.position = self.fetch_offset = self.reset = self.error = None
+        self.chunks = collections.deque()
+        self.epoch, self.paused, self.in_fetch = 0, False, False
+        self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
+
+    def set_position(self, offset):
+        self.position = self.fetch_offset = offset
+        self.reset = None
+        self.chunks.clear()
+        self.epoch += 1
+
+    def take_records(self, tp, limit, check_crc=True):
+        """Up to `limit` buffered records from the position on, advancing it."""
+        out = []
+        while self.chunks and len(out) < limit:
+            chunk = self.chunks[0]
+            if chunk.records is None:
+                chunk.records = decode(chunk.data, tp, self.position, check_crc)
+                chunk.index = 0
+            take = chunk.records[chunk.index:chunk.index + limit - len(out)]
+            chunk.index += len(take)
+            if take:
+                out.extend(take)
+                self.position = take[-1].offset + 1
+            if chunk.index >= len(chunk.records):
+                self.chunks.popleft()
+                self.position = max(self.position, chunk.next_offset)
+        return out
+
+    def take_arrow(self, tp, limit, include_headers=True, check_crc=True):
+        """Buffered records (up to `limit` offsets; None: all) as RecordBatches, advancing."""
+        out, rows = [], 0
+        while self.chunks and (limit is None or rows < limit):
+            chunk = self.chunks[0]
+            end = None if limit is None else self.position + (limit - rows)
+            batch = decode_arrow(chunk.data, tp, self.position, end, include_headers, check_crc)
+            chunk.records = None  # a cached Python decoding no longer starts at the position
+            if end is not None and end < chunk.next_offset:
+                self.position = end
+            else:
+                self.chunks.popleft()
+                self.position = max(self.position, chunk.next_offset)
+            if batch.num_rows:
+                out.append(batch)
+                rows += batch.num_rows
+        return out
+
+
+class PartitionData(NamedTuple):
+    """One partition's answer to a Fetch."""
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes          # whole batches (aborted ones removed under read_committed)
+    next_offset: object     # the offset after the last whole batch, or None if none
+
+
+def fetch_version(conn, cluster, topics):
+    """Fetch version for `topics`: v13+ only when every topic has a topic id."""
+    cap = None
+    if any(cluster.topic_id(t) == ZERO_UUID for t in topics):
+        cap = _LAST_VERSION_WITHOUT_IDS
+    return conn.version_for(ApiKey.FETCH, cap)
+
+
+def build_request(cluster, offsets, version, *, max_wait_ms, min_bytes, max_bytes,
+                  partition_max_bytes, isolation_level, rack=""):
+    """A full (session-less) Fetch for {TopicPartition: offset}."""
+    topics = {}
+    for tp, offset in offsets.items():
+        topics.setdefault(tp.topic, []).append(_Partition(
+            partition=tp.partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes,
+            current_leader_epoch=cluster.leader_epoch(*tp), log_start_offset=-1))
+    return _FETCH.cls(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+        isolation_level=isolation_level, session_id=0, session_epoch=-1, rack_id=rack,
+        forgotten_topics_data=[],
+        topics=[_Topic(topic=t, topic_id=cluster.topic_id(t), partitions=p)
+                for t, p in topics.items()])
+
+
+def parse_response(cluster, resp, read_committed):
+    """{TopicPartition: PartitionData}. A top-level error raises KafkaError."""
+    if resp.error_code:
+        raise KafkaError(resp.error_code, "Fetch")
+    out = {}
+    for t in resp.responses:
+        name = t.topic or cluster.topic_name(t.topic_id)
+        if name is None:
+            continue
+        for p in t.partitions:
+            data = p.records or b""
+            if read_committed and p.aborted_transactions and data:
+                data = drop_aborted(data, p.aborted_transactions)
+            out[TopicPartition(name, p.partition_index)] = PartitionData(
+                p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                data, next_offset_after(data) if data else None)
+    return out
+
+
+async def fetch_once(conn, cluster, offsets, *, max_wait_ms, min_bytes, max_bytes,
+                     partition_max_bytes, isolation_level, rack="", timeout=None):
+    """One Fetch to `conn` for {tp: offset}; returns {tp: PartitionData}."""
+    version = fetch_version(conn, cluster, {tp.topic for tp in offsets})
+    body = build_request(cluster, offsets, version, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                         max_bytes=max_bytes, partition_max_bytes=partition_max_bytes,
+                         isolation_level=isolation_level, rack=rack)
+    wait = conn.request_timeout + max_wait_ms / 1000.0 if timeout is None else timeout
+    resp = await conn.send(ApiKey.FETCH, body, version, timeout=wait)
+    return parse_response(cluster, resp, isolation_level == 1)
+
+
+def drop_aborted(data, aborted):
+    """`data` without the batches of aborted transactions and without control batches.
+
+    Walks batch headers only. A producer's transaction is aborted from its first offset up to
+    that producer's next control batch (its ABORT marker): producers run one transaction at
+    a time, so the first marker after the first offset ends that very transaction.
+    """
+    pending = sorted((a.first_offset, a.producer_id) for a in aborted)
+    heapq.heapify(pending)
+    aborting = set()
+    keep = []
+    view = memoryview(data)
+    for pos, h in _batch.iter_batches(view):
+        while pending and pending[0][0] <= h.last_offset:
+            aborting.add(heapq.heappop(pending)[1])
+        if h.is_control:
+            aborting.discard(h.producer_id)
+            continue
+        if h.is_transactional and h.producer_id in aborting:
+            continue
+        keep.append(view[pos:pos + h.size])
+    return b"".join(keep)
+
+
+RETRY_LATER = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NETWORK_EXCEPTION, ErrorCode.CORRUPT_MESSAGE,
+})
+
+
+def decode(data, tp, start, check_crc=True):
+    """Python records of `data` from offset `start`; corrupt data raises KafkaError."""
+    try:
+        return decode_batches(data, tp.topic, tp.partition, start, check_crc)
+    except CorruptRecord as e:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
+
+
+def decode_arrow(data, tp, start, end, include_headers=True, check_crc=True):
+    """An Arrow RecordBatch of `data`'s records in [start, end); corrupt data raises KafkaError."""
+    try:
+        return decode_to_arrow(data, tp.topic, tp.partition, start, end, include_headers,
+                               check_crc)
+    except CorruptRecord as e:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
+
+
+async def fetch_single(cluster, cfg, tp, offset, deadline, isolation_level=0):
+    """Fetch `tp` at `offset` from its leader, retrying stale leaders until `deadline`."""
+    while True:
+        try:
+            await cluster.maybe_refresh([tp.topic])
+            err = cluster.topic_error(tp.topic)
+            if err is not None:
+                raise err
+            node = cluster.leader(*tp)
+            if node is not None:
+                pd = (await fetch_once(
+                    await cluster.connection(node), cluster, {tp: offset},
+                    max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=1,
+                    max_bytes=cfg["fetch.max.bytes"],
+                    partition_max_bytes=cfg["max.partition.fetch.bytes"],
+                    isolation_level=isolation_level, rack=cfg["client.rack"])).get(tp)
+                if pd is not None and not pd.error:
+                    return pd
+                if pd is not None and pd.error not in RETRY_LATER:
+                    raise KafkaError(pd.error, f"fetching {tp} at offset {offset}")
+            cluster.request_update()
+        except KafkaError as e:
+            fatal = not (e.retriable or isinstance(e, KafkaConnectionError)) or (
+                e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and cluster.topic_error(tp.topic))
+            if fatal:
+                raise
+            cluster.request_update()
+        if time.monotonic() >= deadline:
+            raise KafkaTimeoutError(f"fetching {tp} at offset {offset}: no answer in time")
+        await asyncio.sleep(cfg.seconds("retry.backoff.ms"))
+
+
+async def fetch_range_arrow(cluster, cfg, tp, start, end, timeout=None, include_headers=True,
+                            isolation_level=0):
+    """Yield RecordBatches holding the records of `tp` with offsets in [start, end).
+
+    The next fetch is in flight while the current answer is decoded. Raises KafkaError (e.g.
+    OFFSET_OUT_OF_RANGE when retention removed part of the range) and KafkaTimeoutError when
+    no progress is made for `timeout` seconds (default.api.timeout.ms by default).
+    """
+    span = cfg.seconds("default.api.timeout.ms") if timeout is None else timeout
+    loop = asyncio.get_running_loop()
+    pos, deadline = start, time.monotonic() + span
+
+    def fetch(offset):
+        return loop.create_task(fetch_single(cluster, cfg, tp, offset, deadline, isolation_level))
+    pending = fetch(start) if start < end else None
+    try:
+        while pending is not None:
+            pd = await pending
+            pending = None
+            nxt = pd.next_offset
+            if nxt is not None and nxt > pos:
+                deadline = time.monotonic() + span
+                if nxt < end:
+                    pending = fetch(nxt)
+                batch = decode_arrow(pd.records, tp, pos, end, include_headers, cfg["check.crcs"])
+                pos = min(nxt, end)
+                if batch.num_rows:
+                    yield batch
+            elif time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"offsets {pos}..{end} of {tp} not available "
+                                        f"(high watermark {pd.high_watermark})")
+            else:
+                pending = fetch(pos)
+    finally:
+        if pending is not None:
+            pending.cancel()

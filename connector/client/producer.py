@@ -1,0 +1,319 @@
+"""The producer's public faces: `AsyncProducer` for asyncio code, `Producer` for scripts.
+
+One asyncio core does the work (`sender.py`: batching per partition, idempotent pipelined
+sends, retries that keep order); `Producer` runs it on a background event-loop thread and hands
+records over in bulk, so a script's `send` costs a deque append, not a thread round trip.
+Records wait in one open batch per partition until it is full (`batch.size`), `linger.ms`
+passes, or a flush asks. Errors are never swallowed: every record's future ends with a
+RecordMetadata or the KafkaError that stopped it.
+"""
+import asyncio
+import collections
+import logging
+import threading
+import time
+
+from minilog.connector.protocol import ErrorCode, KafkaError
+
+from .config import Config
+from .connection import LoopThread, wait_set
+from .sender import ProducerCore
+from .types import KafkaTimeoutError
+
+log = logging.getLogger("minilog.client")
+
+
+class DeliveryFuture:
+    """The outcome of one `Producer.send`: `result(timeout)` returns RecordMetadata or raises.
+
+    Lighter than concurrent.futures.Future (no lock per record); completed on the producer's
+    loop thread, where `add_done_callback` callbacks run too.
+    """
+
+    __slots__ = ("_callbacks", "_done", "_event", "_exc", "_result")
+
+    def __init__(self):
+        self._result = self._exc = self._event = self._callbacks = None
+        self._done = False
+
+    def done(self):
+        return self._done
+
+    def set_result(self, value):
+        self._result = value
+        self._finish()
+
+    def set_exception(self, exc):
+        self._exc = exc
+        self._finish()
+
+    def _finish(self):
+        self._done = True
+        if self._event is not None:
+            self._event.set()
+        for cb in self._callbacks or ():
+            try:
+                cb(self)
+            except Exception:
+                log.exception("delivery callback failed")
+
+    def add_done_callback(self, fn):
+        if self._done:
+            fn(self)
+        else:
+            self._callbacks = (self._callbacks or []) + [fn]
+
+    def _wait(self, timeout):
+        if not self._done:
+            self._event = self._event or threading.Event()
+            if not self._done and not self._event.wait(timeout):
+                raise KafkaTimeoutError(f"delivery not reported in {timeout:g}s")
+
+    def result(self, timeout=None):
+        self._wait(timeout)
+        if self._exc is not None:
+            raise self._exc
+        return self._result
+
+    def exception(self, timeout=None):
+        self._wait(timeout)
+        return self._exc
+
+
+def _to_bytes(v, what):
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise TypeError(f"{what} must be bytes, str or None (or set {what}.serializer), "
+                    f"got {type(v).__name__}")
+
+
+def _headers(headers):
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, dict) else headers
+    return [(str(k), _to_bytes(v, "header value")) for k, v in items]
+
+
+class AsyncProducer(ProducerCore):
+    """The asyncio producer. `await start()` (or `async with`), `await send(...)` returns an
+    asyncio future of RecordMetadata, `await flush()`, `await close()`."""
+
+    def __init__(self, config=None, **overrides):
+        explicit = "enable.idempotence" in (config or {}) or "enable.idempotence" in overrides
+        super().__init__(Config("producer", config, **overrides), explicit)
+
+    async def start(self):
+        """Reach the cluster (fails fast when no bootstrap server answers) and start sending."""
+        await self._cluster.refresh()
+        self._sender = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def __aenter__(self):
+        return await self.start()
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    # ---- accepting records -------------------------------------------------------------
+    def prepare(self, topic, value, key, partition, timestamp, headers):
+        """Validate and serialize one record (in the caller's thread): (record, size)."""
+        if not isinstance(topic, str) or not topic:
+            raise TypeError("topic must be a non-empty string")
+        if self._closed:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer is closed")
+        key = _to_bytes(self._key_ser(key, topic) if self._key_ser else key, "key")
+        value = _to_bytes(self._value_ser(value, topic) if self._value_ser else value, "value")
+        hdrs = _headers(headers) if headers else []
+        ts = int(time.time() * 1000) if timestamp is None else int(timestamp)
+        size = 24 + (len(key) if key else 0) + (len(value) if value else 0)
+        if hdrs:
+            size += sum(len(k) + 8 + (len(v) if v else 0) for k, v in hdrs)
+        return (ts, key, value, hdrs), size
+
+    async def send(self, topic, value=None, key=None, partition=None, timestamp=None,
+                   headers=None, on_delivery=None):
+        """Queue one record; returns an asyncio future of its RecordMetadata.
+
+        `on_delivery(error, metadata)` is called too, once, with error None on success.
+        """
+        rec, size = self.prepare(topic, value, key, partition, timestamp, headers)
+        fut = asyncio.get_running_loop().create_future()
+        if on_delivery is not None:
+            fut.add_done_callback(_callback_adapter(on_delivery))
+        self.enqueue(topic, partition, rec, size, fut)
+        return fut
+
+    async def send_and_wait(self, topic, value=None, key=None, **kwargs):
+        return await (await self.send(topic, value, key, **kwargs))
+
+    def enqueue(self, topic, partition, rec, size, fut):
+        """Hand a prepared record to the core (on the loop thread)."""
+        if not self._unfinished:
+            self._idle.clear()
+        self._unfinished += 1
+        if size > self._max_request:
+            return self._fail([fut], KafkaError(ErrorCode.MESSAGE_TOO_LARGE, (
+                f"record of about {size} bytes exceeds max.request.size")), size)
+        if self._closed:
+            return self._fail([fut], KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                "producer is closed"), size)
+        if topic in self._waiting or self._cluster.partitions_for(topic) is None:
+            deadline = time.monotonic() + self._max_block
+            self._waiting[topic].append((partition, rec, fut, size, deadline))
+            self._wakeup.set()
+            return
+        self._append(topic, partition, rec, fut, size)
+
+    # ---- flush, close, introspection -----------------------------------------------------
+    async def flush(self, timeout=None):
+        """Send everything queued now, and wait until every record is acknowledged or failed.
+
+        Returns the number of records still undelivered when `timeout` (seconds) ran out.
+        """
+        self._flushing += 1
+        self._wakeup.set()
+        try:
+            await wait_set(self._idle, timeout)
+        finally:
+            self._flushing -= 1
+        return max(self._unfinished, 0)
+
+    async def close(self, timeout=None):
+        """Flush (within `timeout`), then fail what is left and release connections."""
+        if self._sender is None or self._closed:
+            self._closed = True
+            self._cluster.close()
+            return
+        remaining = await self.flush(timeout)
+        self._closed = True
+        self._fail_everything(KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, (
+            f"producer closed with {remaining} record(s) undelivered")))
+        for task in [self._sender, *self._tasks]:
+            task.cancel()
+        await asyncio.gather(self._sender, *self._tasks, return_exceptions=True)
+        self._cluster.close()
+
+    async def partitions_for(self, topic):
+        await self._cluster.maybe_refresh([topic])
+        err = self._cluster.topic_error(topic)
+        if err is not None:
+            raise err
+        return self._cluster.partitions_for(topic)
+
+
+def _callback_adapter(on_delivery):
+    def call(fut):
+        exc = fut.exception()
+        on_delivery(exc, None if exc is not None else fut.result())
+    return call
+
+
+class Producer:
+    """Synchronous producer for scripts: `send` queues and returns a DeliveryFuture at once.
+
+    Delivery callbacks and futures complete on the producer's background thread.
+    """
+
+    def __init__(self, config=None, **overrides):
+        self._core = AsyncProducer(config, **overrides)
+        self._loop = LoopThread("minilog-producer")
+        self._pending = collections.deque()
+        self._scheduled = False
+        self._space = threading.Event()
+        self._reserved = self._released = 0
+        self._limit = self._core.config["buffer.memory"]
+        self._core.on_release = self._release
+        try:
+            self._loop.run(self._core.start())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    @property
+    def config(self):
+        return self._core.config
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp=None, headers=None,
+             on_delivery=None):
+        """Queue one record. Returns a DeliveryFuture (`.result(timeout)` -> RecordMetadata).
+
+        `on_delivery(error, metadata)` runs on the producer thread when the outcome is known.
+        Blocks up to max.block.ms while buffer.memory is exhausted.
+        """
+        rec, size = self._core.prepare(topic, value, key, partition, timestamp, headers)
+        fut = DeliveryFuture()
+        if on_delivery is not None:
+            fut.add_done_callback(_callback_adapter(on_delivery))
+        self._reserve(size)
+        self._pending.append((topic, partition, rec, size, fut))
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._hand_over)
+        return fut
+
+    def _hand_over(self):
+        self._scheduled = False  # before draining: a record appended later schedules again
+        pending, enqueue = self._pending, self._core.enqueue
+        while pending:
+            topic, partition, rec, size, fut = pending.popleft()
+            enqueue(topic, partition, rec, size, fut)
+
+    def _reserve(self, size):
+        """Account for `size` buffered bytes, blocking while buffer.memory is exhausted.
+
+        Lock-free on the common path: this thread only adds to `_reserved`, the loop thread
+        only adds to `_released`, so their difference is the buffered amount.
+        """
+        if self._reserved - self._released + size > self._limit and \
+                self._reserved > self._released:
+            if self._loop.in_loop_thread:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 "buffer.memory full inside a delivery callback")
+            wait = self._core.config.seconds("max.block.ms")
+            deadline = time.monotonic() + wait
+            while self._reserved - self._released + size > self._limit and \
+                    self._reserved > self._released:
+                self._space.clear()
+                if self._reserved - self._released + size <= self._limit:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._space.wait(left):
+                    raise KafkaTimeoutError(f"buffer.memory full for {wait * 1000:g} ms "
+                                            "(max.block.ms): the brokers are not keeping up")
+        self._reserved += size
+
+    def _release(self, n, size):
+        self._released += size
+        self._space.set()
+
+    def flush(self, timeout=None):
+        """Wait until every queued record is delivered or failed; return how many are left."""
+        async def flush():
+            self._hand_over()
+            return await self._core.flush(timeout)
+        return self._loop.run(flush())
+
+    def partitions_for(self, topic):
+        return self._loop.run(self._core.partitions_for(topic))
+
+    def close(self, timeout=None):
+        """Flush (up to `timeout` seconds), fail whatever is left, stop the thread."""
+        if self._loop.loop.is_closed():
+            return
+        async def close():
+            self._hand_over()
+            await self._core.close(timeout)
+        try:
+            self._loop.run(close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

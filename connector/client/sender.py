@@ -1,0 +1,396 @@
+"""The producer's engine: queued batches per partition, and the task that sends them.
+
+Split from `producer.py` the way the Java client splits RecordAccumulator/Sender from
+KafkaProducer: this module owns the state that changes as batches fill, leave, answer and
+retry; `producer.py` holds the public faces (async and sync) that feed it.
+
+Ordering with retries: with idempotence, each batch carries a producer id, epoch and
+per-partition sequence number fixed when it is first sent, and its encoded bytes are kept so a
+retry is byte-identical (the broker drops duplicates). When a batch of a partition fails
+retriably, that partition sends nothing more until its in-flight batches have all answered; the
+failed ones (and any rejected as out of order behind them) go back to the front of the queue in
+sequence order, so records of a partition are written in the order they were sent.
+"""
+import asyncio
+import collections
+import logging
+import time
+
+from minilog.connector import records as _records
+from minilog.connector.compression import CODECS
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+from .cluster import STALE_METADATA, Cluster
+from .connection import message_class, wait_set
+from .partitioner import Partitioner
+from .types import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    RecordMetadata,
+    TopicPartition,
+)
+
+log = logging.getLogger("minilog.client")
+
+_PRODUCE = request(ApiKey.PRODUCE)
+_TopicData = message_class(_PRODUCE, "topic_data")
+_PartitionData = message_class(_PRODUCE, "topic_data", "partition_data")
+_SEQ_WRAP = 1 << 31
+_IDEMPOTENCE_WINDOW = 5  # the broker remembers the last five batches per producer/partition
+_PID_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID,
+                         ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+
+class _Batch:
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "created",
+        "data",
+        "deadline",
+        "futures",
+        "last_error",
+        "open",
+        "pid",
+        "records",
+        "retry_at",
+        "size",
+        "tp",
+    )
+
+    def __init__(self, tp, now, deadline):
+        self.tp, self.created, self.deadline = tp, now, deadline
+        self.records, self.futures = [], []
+        self.size, self.open, self.attempts, self.retry_at = 0, True, 0, 0.0
+        self.data = self.base_sequence = self.pid = self.last_error = None
+
+
+class _PartitionState:
+    __slots__ = ("in_flight", "next_sequence", "retry")
+
+    def __init__(self):
+        self.next_sequence, self.in_flight, self.retry = 0, 0, []
+
+class ProducerCore:
+    """Batches, sequence numbers, in-flight accounting and the sender task (loop thread only)."""
+
+    def __init__(self, cfg, idempotence_explicit):
+        self.config = cfg
+        self._idempotent = cfg["enable.idempotence"]
+        self._idempotence_explicit = idempotence_explicit
+        self._cluster = Cluster(cfg, allow_auto_create=cfg["allow.auto.create.topics"])
+        self._partitioner = Partitioner(cfg["partitioner"])
+        self._codec = CODECS[cfg["compression.type"]]
+        self._key_ser, self._value_ser = cfg["key.serializer"], cfg["value.serializer"]
+        self._queues = {}                      # TopicPartition -> deque of _Batch
+        self._parts = collections.defaultdict(_PartitionState)
+        self._waiting = collections.defaultdict(list)  # topic -> [(partition, record, fut, size, deadline)]
+        self._node_in_flight = collections.Counter()
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._unfinished = 0
+        self._flushing = 0
+        self._pid, self._epoch, self._pid_reset = -1, -1, False
+        self._tasks = set()
+        self._meta_task = self._pid_task = self._sender = None
+        self._closed = False
+        self.on_release = None  # called with (records, bytes) when a batch completes
+        # read once: these are consulted for every record
+        self._batch_size, self._max_request = cfg["batch.size"], cfg["max.request.size"]
+        self._delivery_timeout = cfg.seconds("delivery.timeout.ms")
+        self._max_block = cfg.seconds("max.block.ms")
+
+    def _append(self, topic, partition, rec, fut, size):
+        partitions = self._cluster.partitions_for(topic)
+        if partition is None:
+            partition = self._partitioner.partition(
+                topic, rec[1], partitions, self._cluster.available_partitions(topic))
+        elif partition not in partitions:
+            return self._fail([fut], KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, (
+                f"partition {partition} of {topic!r} does not exist "
+                f"(it has {len(partitions)})")), size)
+        tp = TopicPartition(topic, partition)
+        q = self._queues.get(tp)
+        if q is None:
+            q = self._queues[tp] = collections.deque()
+        b = q[-1] if q and q[-1].open else None
+        limit = self._batch_size
+        if b is None or b.size + size > limit:
+            if b is not None:
+                b.open = False
+            now = time.monotonic()
+            b = _Batch(tp, now, now + self._delivery_timeout)
+            q.append(b)
+            self._wakeup.set()
+        b.records.append(rec)
+        b.futures.append(fut)
+        b.size += size
+        if b.size >= limit:
+            b.open = False
+            self._wakeup.set()
+
+    # ---- the sender ----------------------------------------------------------------------
+    async def _run(self):
+        while True:
+            self._wakeup.clear()
+            try:
+                delay = self._drain(time.monotonic())
+            except Exception:  # a bug here must not silently stop all deliveries
+                log.exception("producer sender failed; retrying")
+                delay = self.config.seconds("retry.backoff.ms")
+            if delay is not None and delay <= 0:
+                await asyncio.sleep(0)
+            else:
+                await wait_set(self._wakeup, delay)
+
+    def _spawn(self, coro):
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _drain(self, now):
+        """Send every ready batch we may send; return seconds until the next thing to do."""
+        cfg, cluster = self.config, self._cluster
+        backoff = cfg.seconds("retry.backoff.ms")
+        wake = []
+        if self._waiting or cluster.needs_refresh:
+            if self._meta_task is None:
+                self._meta_task = self._spawn(self._refresh_metadata())
+            wake.append(backoff)
+        if self._idempotent and (self._pid < 0 or self._pid_reset):
+            if self._pid_task is None and not any(self._node_in_flight.values()):
+                self._pid_task = self._spawn(self._init_producer_id())
+            self._expire_queued(now)
+            return backoff if self._pid_task is None else None
+        linger = cfg.seconds("linger.ms")
+        max_in_flight = cfg["max.in.flight.requests.per.connection"]
+        max_request = cfg["max.request.size"]
+        by_node = {}
+        for tp, q in list(self._queues.items()):
+            if not q:
+                del self._queues[tp]
+                continue
+            b = q[0]
+            if b.deadline <= now:
+                self._expire_queued(now)
+                q = self._queues.get(tp)
+                if not q:
+                    continue
+                b = q[0]
+            ready_at = b.created + linger
+            if b.open and ready_at > now and not self._flushing and not self._closed:
+                wake.append(ready_at - now)
+                continue
+            if b.retry_at > now:
+                wake.append(b.retry_at - now)
+                continue
+            part = self._parts[tp]
+            if part.retry or (self._idempotent and part.in_flight >= _IDEMPOTENCE_WINDOW):
+                continue  # woken when in-flight batches answer
+            node = cluster.leader(tp.topic, tp.partition)
+            if node is None:
+                cluster.request_update()
+                wake.append(backoff)
+                continue
+            if self._node_in_flight[node] >= max_in_flight:
+                continue
+            batches = by_node.setdefault(node, [])
+            if batches and sum(len(x.data or b"") for x in batches) + b.size > max_request:
+                continue
+            q.popleft()
+            b.open = False
+            self._seal(b, part)
+            batches.append(b)
+            self._partitioner.batch_sent(tp.topic, tp.partition,
+                                         cluster.available_partitions(tp.topic))
+        for node, batches in by_node.items():
+            self._node_in_flight[node] += 1
+            for b in batches:
+                self._parts[b.tp].in_flight += 1
+            self._spawn(self._produce(node, batches))
+        if by_node:
+            return 0  # more batches of the same partitions may be ready: look again
+        return min(wake) if wake else None
+
+    def _seal(self, b, part):
+        """Fix the batch's sequence and bytes at its first send; retries resend the same bytes."""
+        if b.data is not None and b.pid == self._pid:
+            return
+        if self._idempotent:
+            b.base_sequence = part.next_sequence
+            part.next_sequence = (part.next_sequence + len(b.records)) % _SEQ_WRAP
+        b.pid = self._pid
+        b.data = _records.encode_batch(
+            b.records, compression=self._codec, producer_id=self._pid,
+            producer_epoch=self._epoch if self._idempotent else -1,
+            base_sequence=b.base_sequence if self._idempotent else -1)
+
+    async def _produce(self, node, batches):
+        cfg = self.config
+        acks = cfg["acks"]
+        by_topic = {}
+        for b in batches:
+            by_topic.setdefault(b.tp.topic, []).append(
+                _PartitionData(index=b.tp.partition, records=b.data))
+        body = _PRODUCE.cls(transactional_id=None, acks=acks, timeout_ms=cfg["request.timeout.ms"],
+                            topic_data=[_TopicData(name=t, partition_data=p)
+                                        for t, p in by_topic.items()])
+        resp = err = None
+        try:
+            conn = await self._cluster.connection(node)
+            corr, fut = conn.write_request(ApiKey.PRODUCE, body, expect_response=acks != 0)
+            for b in batches:
+                b.attempts += 1
+            if fut is not None:
+                resp = await conn.wait_response(corr, fut, ApiKey.PRODUCE)
+        except KafkaError as e:
+            err = e
+        finally:
+            self._node_in_flight[node] -= 1
+        results = {}
+        if resp is not None:
+            for t in resp.responses:
+                for p in t.partition_responses:
+                    results[(t.name, p.index)] = p
+        for b in batches:
+            self._parts[b.tp].in_flight -= 1
+            if err is not None:
+                self._on_error(b, err.code, str(err), err)
+            elif resp is None:  # acks=0: written is all we will ever know
+                self._complete(b, -1, -1)
+            else:
+                p = results.get(b.tp)
+                if p is None:
+                    self._on_error(b, ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for partition")
+                elif p.error_code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                    self._complete(b, p.base_offset if not p.error_code else -1,
+                                   p.log_append_time_ms)
+                else:
+                    msg = p.error_message or "; ".join(
+                        e.batch_index_error_message or "" for e in p.record_errors or ())
+                    self._on_error(b, p.error_code, msg)
+            self._requeue_retries(b.tp)
+        self._wakeup.set()
+
+    def _on_error(self, b, code, message, exc=None):
+        part = self._parts[b.tp]
+        code = ErrorCode(code)
+        exc = exc if exc is not None else KafkaError(code, f"{b.tp}: {message}" if message else str(b.tp))
+        b.last_error = exc
+        if code in STALE_METADATA or isinstance(exc, KafkaConnectionError):
+            self._cluster.request_update()
+        retriable = exc.retriable or isinstance(exc, KafkaConnectionError) or (
+            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and part.retry)
+        if retriable and b.attempts <= self.config["retries"] and time.monotonic() < b.deadline:
+            part.retry.append(b)
+            return
+        if self._idempotent and code in _PID_ERRORS:
+            self._pid_reset = True  # sequences are broken: new producer id, sequences from 0
+        self._fail(b.futures, exc, b.size, len(b.records))
+
+    def _requeue_retries(self, tp):
+        part = self._parts[tp]
+        if part.retry and part.in_flight == 0:
+            retry = sorted(part.retry, key=lambda x: (x.base_sequence or 0, x.created))
+            part.retry = []
+            at = time.monotonic() + self.config.seconds("retry.backoff.ms")
+            q = self._queues.setdefault(tp, collections.deque())
+            for b in reversed(retry):
+                b.retry_at = at
+                q.appendleft(b)
+
+    def _expire_queued(self, now):
+        for tp, q in self._queues.items():
+            while q and q[0].deadline <= now:
+                b = q.popleft()
+                why = f"; last error: {b.last_error}" if b.last_error else ""
+                self._fail(b.futures, KafkaTimeoutError(
+                    f"{len(b.records)} record(s) for {tp} expired after "
+                    f"{self.config['delivery.timeout.ms']} ms (delivery.timeout.ms){why}"),
+                    b.size, len(b.records))
+
+    async def _refresh_metadata(self):
+        try:
+            await self._cluster.maybe_refresh(list(self._waiting))
+        except KafkaError as e:
+            log.debug("metadata refresh failed: %s", e)
+        finally:
+            self._meta_task = None
+        now = time.monotonic()
+        for topic in list(self._waiting):
+            if self._cluster.partitions_for(topic) is not None:
+                for partition, rec, fut, size, _ in self._waiting.pop(topic):
+                    self._append(topic, partition, rec, fut, size)
+                continue
+            keep = [w for w in self._waiting[topic] if w[4] > now]
+            expired = [w for w in self._waiting[topic] if w[4] <= now]
+            if expired:
+                cause = self._cluster.topic_error(topic)
+                err = KafkaError(cause.code if cause else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"topic {topic!r} not present in metadata after "
+                                 f"{self.config['max.block.ms']} ms"
+                                 + (" (it does not exist)" if cause else ""))
+                for _, _, fut, size, _ in expired:
+                    self._fail([fut], err, size)
+            if keep:
+                self._waiting[topic] = keep
+            else:
+                del self._waiting[topic]
+        self._wakeup.set()
+
+    async def _init_producer_id(self):
+        req = request(ApiKey.INIT_PRODUCER_ID).cls(transactional_id=None, transaction_timeout_ms=60000)
+        try:
+            conn = await self._cluster.any_connection()
+            resp = await conn.send(ApiKey.INIT_PRODUCER_ID, req)
+            if resp.error_code:
+                raise KafkaError(resp.error_code, "InitProducerId")
+            self._pid, self._epoch, self._pid_reset = resp.producer_id, resp.producer_epoch, False
+            for part in self._parts.values():
+                part.next_sequence = 0
+        except KafkaError as e:
+            if e.code == ErrorCode.UNSUPPORTED_VERSION and not self._idempotence_explicit:
+                log.warning("broker has no InitProducerId: sending without idempotence")
+                self._idempotent = False
+            elif not e.retriable and not isinstance(e, KafkaConnectionError):
+                self._fail_everything(e)
+            else:
+                log.debug("InitProducerId failed, will retry: %s", e)
+        finally:
+            self._pid_task = None
+            self._wakeup.set()
+
+    # ---- completion ----------------------------------------------------------------------
+    def _complete(self, b, base_offset, log_append_time):
+        topic, partition = b.tp
+        for i, (fut, rec) in enumerate(zip(b.futures, b.records)):
+            if not fut.done():
+                fut.set_result(RecordMetadata(
+                    topic, partition, base_offset + i if base_offset >= 0 else -1,
+                    log_append_time if log_append_time is not None and log_append_time >= 0
+                    else rec[0]))
+        self._finished(len(b.records), b.size)
+
+    def _fail(self, futures, exc, size, n=1):
+        for fut in futures:
+            if not fut.done():
+                fut.set_exception(exc)
+        self._finished(n, size)
+
+    def _finished(self, n, size):
+        self._unfinished -= n
+        if self._unfinished <= 0:
+            self._idle.set()
+        if self.on_release is not None:
+            self.on_release(n, size)
+
+    def _fail_everything(self, exc):
+        for q in self._queues.values():
+            for b in q:
+                self._fail(b.futures, exc, b.size, len(b.records))
+        self._queues.clear()
+        for waits in self._waiting.values():
+            for _, _, fut, size, _ in waits:
+                self._fail([fut], exc, size)
+        self._waiting.clear()

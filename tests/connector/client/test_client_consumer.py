@@ -1,0 +1,248 @@
+"""Our consumer against real brokers, reading what confluent-kafka (and our producer) wrote."""
+import asyncio
+import time
+from collections import Counter
+
+import confluent_kafka
+import pyarrow as pa
+import pytest
+from clienttools import make_topic, unique
+from minilog.connector import batch as batch_format
+from minilog.connector import records as records_format
+from minilog.connector.client import (
+    AsyncConsumer,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+from minilog.connector.client.fetcher import drop_aborted
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _consume(consumer, count, timeout=30.0):
+    """Exactly up to `count` records (fewer only when `timeout` runs out)."""
+    out, deadline = [], time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        out += consumer.poll(0.5, max_records=count - len(out))
+    return out
+
+
+def _confluent_produce(bootstrap, topic, n, **conf):
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  "partitioner": "murmur2_random", **conf})
+    sent = []
+    for i in range(n):
+        key = None if i % 9 == 0 else f"user-{i % 17}".encode()
+        value = None if i % 13 == 4 else f"payload {i}".encode() * (1 + i % 4)
+        headers = [("trace", f"t{i}".encode()), ("none", None)] if i % 2 else None
+        ts = 1_650_000_000_000 + 10 * i
+        p.produce(topic, value, key, headers=headers, timestamp=ts)
+        sent.append((key, value, headers or [], ts))
+    assert p.flush(30) == 0
+    return sent
+
+
+def test_records_from_confluent_producer_arrive_identically(cluster):
+    topic = make_topic(cluster.bootstrap, 3)
+    sent = _confluent_produce(cluster.bootstrap, topic, 400)
+    with Consumer({"bootstrap.servers": cluster.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([TopicPartition(topic, p) for p in range(3)])
+        got = _consume(c, len(sent))
+    assert Counter((r.key, r.value, tuple(r.headers), r.timestamp) for r in got) == \
+        Counter((k, v, tuple(h), ts) for k, v, h, ts in sent)
+    assert all(r.topic == topic and r.timestamp_type == 0 for r in got)
+    for p in range(3):  # offsets dense and in order within each partition
+        offsets = [r.offset for r in got if r.partition == p]
+        assert offsets == list(range(len(offsets)))
+
+
+def test_arrow_path_equals_poll(cluster):
+    topic = make_topic(cluster.bootstrap, 2)
+    _confluent_produce(cluster.bootstrap, topic, 300, **{"compression.type": "lz4"})
+    conf = {"bootstrap.servers": cluster.bootstrap, "auto.offset.reset": "earliest"}
+    tps = [TopicPartition(topic, p) for p in range(2)]
+    with Consumer(conf) as c:
+        c.assign(tps)
+        polled = _consume(c, 300)
+    with Consumer(conf) as c:
+        c.assign(tps)
+        batches, deadline = [], time.monotonic() + 30
+        while sum(b.num_rows for b in batches) < 300 and time.monotonic() < deadline:
+            batches += c.poll_arrow(0.5, max_records=70)
+        assert all(b.num_rows <= 70 for b in batches)
+        ranged = list(c.fetch_range_arrow(tps[0], 5, 100))
+    rows = pa.Table.from_batches(batches).to_pylist()
+
+    def as_rows(records):
+        return {(r.partition, r.offset): (r.key, r.value, r.timestamp * 1000, r.timestamp_type,
+                                          [(k, v) for k, v in r.headers] or None)
+                for r in records}
+    arrow_rows = {(r["partition"], r["offset"]): (
+        r["key"], r["value"], int(r["timestamp"].timestamp() * 1_000_000), r["timestampType"],
+        [(h["key"], h["value"]) for h in r["headers"]] if r["headers"] else None) for r in rows}
+    assert len(rows) == len(polled) == 300
+    assert arrow_rows == as_rows(polled)
+    in_range = pa.Table.from_batches(ranged).column("offset").to_pylist()
+    p0 = sorted(r.offset for r in polled if r.partition == 0)
+    assert in_range == [o for o in p0 if 5 <= o < 100]
+
+
+def test_seek_position_pause_resume(cluster):
+    topic = make_topic(cluster.bootstrap, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": cluster.bootstrap}) as p:
+        for i in range(100):
+            p.send(topic, b"%d" % i)
+        p.flush(30)
+    with Consumer({"bootstrap.servers": cluster.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([tp])
+        assert c.assignment() == [tp]
+        assert c.position(tp) == 0
+        c.seek(tp, 42)
+        first = _consume(c, 1)[0]
+        assert first.offset == 42 and first.value == b"42"
+        c.pause([tp])
+        assert c.paused() == [tp]
+        time.sleep(0.3)
+        assert c.poll(0.5) == []
+        c.resume([tp])
+        rest = _consume(c, 100 - 42 - 1)
+        assert rest[-1].offset == 99 and c.position(tp) == 100
+        c.seek_to_beginning()
+        assert _consume(c, 1)[0].offset == 0
+        with pytest.raises(ValueError):
+            c.seek(TopicPartition(topic, 9), 0)
+
+
+def test_seek_to_end_and_latest_reset(broker):
+    # Tansu answers ListOffsets(latest) with the base offset of the last batch + 1, so this
+    # behaviour is checked against minilog only.
+    topic = make_topic(broker.bootstrap, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+        for i in range(10):
+            p.send(topic, b"old")
+        p.flush(30)
+        with Consumer({"bootstrap.servers": broker.bootstrap}) as c:  # latest by default
+            c.assign([tp])
+            assert c.position(tp) == 10
+            assert c.end_offsets([tp]) == {tp: 10} and c.beginning_offsets([tp]) == {tp: 0}
+            p.send(topic, b"new").result(10)
+            assert [r.value for r in _consume(c, 1)] == [b"new"]
+            c.seek_to_beginning()
+            c.seek_to_end()
+            assert c.position(tp) == 11
+
+
+def test_offsets_for_times(cluster):
+    if cluster.kind == "tansu":
+        pytest.skip("Tansu answers ListOffsets by timestamp with offset 0 and the current time")
+    topic = make_topic(cluster.bootstrap, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0}) as p:
+        for i in range(10):
+            p.send(topic, b"x", timestamp=1000 * (i + 1)).result(10)
+    with Consumer({"bootstrap.servers": cluster.bootstrap}) as c:
+        found = c.offsets_for_times({tp: 2500})
+        assert found[tp].offset == 2 and found[tp].timestamp == 3000
+        assert c.offsets_for_times({tp: 10**13})[tp] is None
+
+
+def test_out_of_range_follows_auto_offset_reset(broker):
+    topic = make_topic(broker.bootstrap, 1)
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+        for i in range(5):
+            p.send(topic, b"%d" % i)
+        p.flush(30)
+    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([tp])
+        c.seek(tp, 1000)
+        assert [r.offset for r in _consume(c, 5)] == [0, 1, 2, 3, 4]
+    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "none"}) as c:
+        c.assign([tp])
+        with pytest.raises(KafkaError, match="auto.offset.reset=none"):
+            _consume(c, 1, timeout=10)
+        c.seek(tp, 1000)
+        with pytest.raises(KafkaError) as err:
+            _consume(c, 1, timeout=10)
+        assert err.value.name == "OFFSET_OUT_OF_RANGE"
+        c.seek(tp, 3)
+        assert [r.offset for r in _consume(c, 2)] == [3, 4]
+
+
+def test_unknown_topic_is_reported(cluster):
+    missing = unique("missing")
+    with Consumer({"bootstrap.servers": cluster.bootstrap}) as c:
+        with pytest.raises(KafkaError) as err:
+            c.partitions_for(missing)
+        assert err.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
+        c.assign([TopicPartition(missing, 0)])
+        with pytest.raises(KafkaError) as err:
+            _consume(c, 1, timeout=10)
+        assert err.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def test_groups_are_not_there_yet_and_say_so(cluster):
+    with Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g"}) as c:
+        with pytest.raises(NotImplementedError, match="consumer groups"):
+            c.subscribe(["x"])
+        with pytest.raises(NotImplementedError):
+            c.commit()
+
+
+def test_async_consumer(cluster):
+    topic = make_topic(cluster.bootstrap, 1)
+    _confluent_produce(cluster.bootstrap, topic, 20)
+
+    async def main():
+        async with AsyncConsumer({"bootstrap.servers": cluster.bootstrap,
+                                  "auto.offset.reset": "earliest"}) as c:
+            c.assign([TopicPartition(topic, 0)])
+            out = []
+            while len(out) < 20:
+                out += await c.poll(1.0)
+            return out
+    assert len(asyncio.run(asyncio.wait_for(main(), 30))) == 20
+
+
+def test_read_committed_drops_aborted_transactions():
+    """The per-batch filter, on batches built as a transactional producer writes them."""
+    def txn(pid, base, n):
+        return records_format.encode_batch([(0, None, b"p%d" % pid, [])] * n, base_offset=base,
+                                           producer_id=pid, producer_epoch=0, base_sequence=0,
+                                           transactional=True)
+
+    def marker(pid, offset):
+        return batch_format.build(b"", 1, 0, 0, 0, base_offset=offset, producer_id=pid,
+                                  attributes=batch_format.TRANSACTIONAL | batch_format.CONTROL)
+
+    class Aborted:
+        def __init__(self, producer_id, first_offset):
+            self.producer_id, self.first_offset = producer_id, first_offset
+    data = txn(1, 0, 2) + txn(2, 2, 2) + marker(1, 4) + txn(1, 5, 1) + marker(2, 6)
+    kept = drop_aborted(data, [Aborted(1, 0)])
+    values = [r.value for r in records_format.decode_batches(kept)]
+    assert values == [b"p2", b"p2", b"p1"]
+
+
+def test_consumer_carries_on_after_a_broker_restart(make_broker):
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    tp = TopicPartition(topic, 0)
+    with Consumer({"bootstrap.servers": f"127.0.0.1:1,{b.bootstrap}",
+                   "auto.offset.reset": "earliest", "reconnect.backoff.ms": 50}) as c:
+        c.assign([tp])
+        with Producer({"bootstrap.servers": b.bootstrap}) as p:
+            for i in range(10):
+                p.send(topic, b"%d" % i)
+            p.flush(30)
+        assert [r.offset for r in _consume(c, 10)] == list(range(10))
+        b.restart()
+        with Producer({"bootstrap.servers": b.bootstrap}) as p:
+            for i in range(10, 20):
+                p.send(topic, b"%d" % i)
+            p.flush(30)
+        assert [r.value for r in _consume(c, 10)] == [b"%d" % i for i in range(10, 20)]

@@ -1,0 +1,187 @@
+"""Our producer against real brokers, read back by confluent-kafka (a client we did not write)."""
+import asyncio
+import threading
+import time
+
+import confluent_kafka
+import pytest
+from clienttools import confluent_consume, make_topic, unique
+from minilog.connector import batch as batch_format
+from minilog.connector.client import (
+    AsyncProducer,
+    Consumer,
+    KafkaConnectionError,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+
+pytestmark = pytest.mark.timeout(120)
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def _records(n):
+    out = []
+    for i in range(n):
+        key = None if i % 7 == 0 else f"key-{i % 13}".encode()
+        value = None if i % 11 == 5 else (b"v" * (i % 50)) + str(i).encode()
+        headers = [] if i % 3 else [("h1", f"x{i}".encode()), ("empty", b""), ("null", None)]
+        out.append((key, value, headers, 1_700_000_000_000 + i))
+    return out
+
+
+def test_records_reach_confluent_consumer_identically(cluster):
+    topic = make_topic(cluster.bootstrap, 3)
+    sent = _records(300)
+    with Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 2}) as p:
+        futs = [p.send(topic, v, key=k, headers=h, timestamp=ts) for k, v, h, ts in sent]
+        assert p.flush(30) == 0
+        metas = [f.result(0) for f in futs]
+    got = confluent_consume(cluster.bootstrap, topic, range(3), len(sent))
+    by_pos = {(m.partition(), m.offset()): m for m in got}
+    assert len(by_pos) == len(sent)
+    for (key, value, headers, ts), md in zip(sent, metas):
+        m = by_pos[(md.partition, md.offset)]
+        assert (m.key(), m.value(), m.timestamp()[1]) == (key, value, ts)
+        assert (m.headers() or []) == headers
+        assert md.timestamp == ts and md.topic == topic
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec_round_trips_with_confluent(cluster, codec):
+    topic = make_topic(cluster.bootstrap, 1)
+    values = [f"value {i} ".encode() * (1 + i % 20) for i in range(500)]
+    with Producer({"bootstrap.servers": cluster.bootstrap, "compression.type": codec}) as p:
+        for v in values:
+            p.send(topic, v, key=b"k")
+        assert p.flush(30) == 0
+    got = confluent_consume(cluster.bootstrap, topic, [0], len(values))
+    assert [m.value() for m in got] == values
+    # and the other way: confluent-kafka compresses, our consumer decompresses
+    cp = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap,
+                                   "compression.type": codec, "linger.ms": 5})
+    for v in values:
+        cp.produce(topic, v, key=b"k")
+    assert cp.flush(30) == 0
+    with Consumer({"bootstrap.servers": cluster.bootstrap}) as c:
+        c.assign([TopicPartition(topic, 0)])
+        c.seek(TopicPartition(topic, 0), len(values))
+        out, deadline = [], time.monotonic() + 30
+        while len(out) < len(values) and time.monotonic() < deadline:
+            out += c.poll(1.0)
+    assert [r.value for r in out] == values
+
+
+def test_delivery_callback_reports_every_record(cluster):
+    topic = make_topic(cluster.bootstrap, 2)
+    seen, done = [], threading.Event()
+
+    def on_delivery(err, md):
+        seen.append((err, md))
+        if len(seen) == 100:
+            done.set()
+    with Producer({"bootstrap.servers": cluster.bootstrap}) as p:
+        for i in range(100):
+            p.send(topic, b"x", key=str(i), on_delivery=on_delivery)
+        p.flush(30)
+    assert done.wait(5)
+    assert all(err is None for err, _ in seen)
+    assert len({(md.partition, md.offset) for _, md in seen}) == 100
+
+
+def test_errors_reach_the_future_not_silence(cluster):
+    topic = make_topic(cluster.bootstrap, 2)
+    with Producer({"bootstrap.servers": cluster.bootstrap, "max.request.size": 2048,
+                   "allow.auto.create.topics": False, "max.block.ms": 1000}) as p:
+        with pytest.raises(KafkaError) as bad_partition:
+            p.send(topic, b"x", partition=7).result(10)
+        assert bad_partition.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
+        with pytest.raises(KafkaError) as too_large:
+            p.send(topic, b"x" * 4096).result(10)
+        assert too_large.value.name == "MESSAGE_TOO_LARGE"
+        t0 = time.monotonic()
+        with pytest.raises(KafkaError) as unknown:
+            p.send(unique("missing"), b"x").result(10)
+        assert unknown.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
+        assert time.monotonic() - t0 < 5
+        with pytest.raises(TypeError):
+            p.send(topic, 12345)
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_acks_levels_deliver(cluster, acks):
+    topic = make_topic(cluster.bootstrap, 1)
+    with Producer({"bootstrap.servers": cluster.bootstrap, "acks": acks}) as p:
+        futs = [p.send(topic, str(i)) for i in range(50)]
+        assert p.flush(30) == 0
+    offsets = [f.result(0).offset for f in futs]
+    assert offsets == ([-1] * 50 if acks == "0" else list(range(50)))
+    assert [m.value() for m in confluent_consume(cluster.bootstrap, topic, [0], 50)] == \
+        [str(i).encode() for i in range(50)]
+
+
+def test_idempotent_batches_carry_producer_id_and_sequences(broker):
+    topic = make_topic(broker.bootstrap, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "batch.size": 1000,
+                   "linger.ms": 0}) as p:
+        assert p.config["enable.idempotence"] is True
+        for i in range(300):
+            p.send(topic, b"%05d" % i)
+        assert p.flush(30) == 0
+    with Consumer({"bootstrap.servers": broker.bootstrap}) as c:
+        # the raw batches, as stored: read them through the range reader's fetch
+        from minilog.connector.client.fetcher import fetch_single
+
+        async def raw():
+            cl = c._core._cluster
+            pd = await fetch_single(cl, c.config, TopicPartition(topic, 0), 0,
+                                    time.monotonic() + 10)
+            return pd.records
+        data = c._loop.run(raw())
+    headers = [h for _, h in batch_format.iter_batches(data)]
+    assert len(headers) > 1
+    assert all(h.producer_id >= 0 and h.producer_id == headers[0].producer_id for h in headers)
+    assert [h.base_sequence for h in headers] == [h.base_offset for h in headers]
+
+
+def test_sends_keep_order_across_a_broker_restart(make_broker):
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 1, "retry.backoff.ms": 50,
+                  "delivery.timeout.ms": 60000})
+    futs = []
+    try:
+        for i in range(400):
+            futs.append(p.send(topic, b"%05d" % i))
+            if i == 200:
+                p.flush(30)
+                b.restart()
+            time.sleep(0.001)
+        assert p.flush(60) == 0
+        errors = {i: f.exception(0) for i, f in enumerate(futs) if f.exception(0)}
+        assert not errors, (list(errors.items())[:5], b.log()[-3000:])
+        assert [f.result(0).offset for f in futs] == list(range(400))
+    finally:
+        p.close(10)
+    got = confluent_consume(b.bootstrap, topic, [0], 400)
+    assert [m.value() for m in got] == [b"%05d" % i for i in range(400)]
+
+
+def test_async_producer_for_asyncio_code(cluster):
+    topic = make_topic(cluster.bootstrap, 1)
+
+    async def main():
+        async with AsyncProducer({"bootstrap.servers": cluster.bootstrap}) as p:
+            first = await p.send_and_wait(topic, b"a", key=b"k")
+            futs = [await p.send(topic, b"b%d" % i) for i in range(10)]
+            await p.flush(10)
+            return first, [f.result() for f in futs]
+    first, rest = asyncio.run(asyncio.wait_for(main(), 30))
+    assert first.offset == 0 and [m.offset for m in rest] == list(range(1, 11))
+
+
+def test_unreachable_cluster_fails_at_once():
+    t0 = time.monotonic()
+    with pytest.raises(KafkaConnectionError, match="Connection refused"):
+        Producer({"bootstrap.servers": "127.0.0.1:1"})
+    assert time.monotonic() - t0 < 5

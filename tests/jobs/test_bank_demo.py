@@ -1,0 +1,11 @@
+"""The demo the README's first command runs: a local broker, transactions, replayed balances."""
+import subprocess
+import sys
+
+
+def test_bank_demo_replays_balances_that_match_what_was_written():
+    r = subprocess.run([sys.executable, "-m", "minilog.jobs.bank_demo", "--transactions", "3000",
+                        "--accounts", "5"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replayed balances match the transactions written" in r.stdout
+    assert sum(line.startswith("account-") for line in r.stdout.splitlines()) == 5
