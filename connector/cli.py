@@ -51,6 +51,8 @@ def build_parser():
                      description="minilog: a Kafka-compatible log. Manage topics, produce, consume.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     sub.add_parser("broker", help="run a broker: minilog broker start --help", add_help=False)
+    sub.add_parser("demo", help="the bank-balance demo on a local cluster: minilog demo --help",
+                   add_help=False)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
     tsub = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -351,6 +353,9 @@ def main(argv=None):
     if argv and argv[0] == "broker":
         from minilog.broker.main import main as broker_main
         return broker_main(argv[1:], prog="minilog broker")
+    if argv and argv[0] == "demo":
+        from minilog.jobs.bank_demo import main as demo_main
+        return demo_main(argv[1:])
     try:
         args = build_parser().parse_args(argv)
         COMMANDS[args.command](args, sys.stdout)
