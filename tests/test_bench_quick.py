@@ -1,0 +1,61 @@
+"""The benchmarks keep working: each one runs in --quick mode and prints its ratios.
+
+`python -m bench <name> --quick --out <tmp>` is run as a user would run it, from the repository
+root, in its own process (it starts and stops its own brokers). The figures of a quick run mean
+nothing; what is checked is that it finishes, exits 0, prints its `ratio ... = x` lines and
+writes its results file (and plots, when matplotlib is installed).
+"""
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RATIO = re.compile(r"^ratio .+ = (\S+)", re.MULTILINE)
+BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale"]
+
+
+def _run(name, out, timeout=150):
+    return subprocess.run([sys.executable, "-m", "bench", name, "--quick", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_quick_benchmark_runs_and_prints_its_ratios(name, tmp_path):
+    proc = _run(name, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ratios = RATIO.findall(proc.stdout)
+    assert ratios, proc.stdout[-3000:]
+    assert all(float(r.replace(",", "")) > 0 for r in ratios), proc.stdout[-3000:]
+    results = json.loads((tmp_path / "bench-results" / f"{name}.json").read_text())
+    assert results["quick"] is True and results["ratios"]
+    assert results["machine"]["nproc"] >= 1
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert list((tmp_path / "img").glob(f"{name}-*.png"))
+
+
+def test_spark_benchmark_says_it_waits_for_the_connector(tmp_path):
+    proc = _run("spark", tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "not yet" in proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")
+def test_quick_profile_runs(tmp_path):
+    proc = _run("profile", tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    profiles = json.loads((tmp_path / "bench-results" / "profile.json").read_text())
+    assert {p["process"] for p in profiles} == {"broker", "client"}
+    assert all(p["samples"] > 0 for p in profiles)
+
+
+def test_unknown_benchmark_is_an_error():
+    proc = subprocess.run([sys.executable, "-m", "bench", "nope"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert "unknown benchmark" in proc.stderr
