@@ -161,7 +161,7 @@ class Log:
                 max_ts = max(max_ts, ts)
                 records += h.record_count
                 offset = last + 1
-            payload = b"".join(stamped)
+            payload = stamped[0] if len(stamped) == 1 else b"".join(stamped)
             self._roll_if_needed(len(payload), max_ts, first, offset - 1, now).append(payload)
             if staged is not None:
                 staged.commit()

@@ -80,9 +80,9 @@ async def wait_for_any(partitions, timeout_s):
     for p in partitions:
         p.add_waiter(fut)
     try:
-        await asyncio.wait_for(fut, timeout_s)
-    except TimeoutError:
-        pass
+        # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancellation that
+        # arrives as the future completes, and a shutting-down fetch must see it.
+        await asyncio.wait({fut}, timeout=timeout_s)
     finally:
         for p in partitions:
             p.remove_waiter(fut)

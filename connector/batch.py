@@ -139,10 +139,12 @@ def split_batches(data, max_size=None):
 
 
 def stamp(batch, base_offset, log_append_time=None, partition_leader_epoch=None):
-    """Return the batch with the broker-assigned base offset (and LogAppendTime, epoch) set.
+    """Return a copy of the batch (a bytearray) with the broker-assigned base offset (and
+    LogAppendTime, epoch) set.
 
     The base offset and leader epoch sit outside the CRC; LogAppendTime changes attributes and
-    max_timestamp, so the CRC is recomputed once for the batch. Records are never re-encoded.
+    max_timestamp, so the CRC is recomputed once for the batch. Records are never re-encoded,
+    and the one copy made here is the only one on the way to the segment file.
     """
     out = bytearray(batch)
     _OFFSET.pack_into(out, 0, base_offset)
@@ -153,7 +155,7 @@ def stamp(batch, base_offset, log_append_time=None, partition_leader_epoch=None)
         struct.pack_into(">h", out, 21, attrs)
         _INT64.pack_into(out, 35, log_append_time)
         struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    return out
 
 
 def build(records_payload, record_count, last_offset_delta, base_timestamp, max_timestamp,

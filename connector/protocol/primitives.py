@@ -111,6 +111,18 @@ class Reader:
             raise CorruptMessage("null in non-nullable bytes")
         return self.raw(n)
 
+    def records(self, compact=False):
+        """A `records` field as a zero-copy memoryview of the message (None when null):
+        record sets are the bulk of produce requests and fetch responses."""
+        n = self.length(compact)
+        if n < 0:
+            return None
+        if self.pos + n > self.end:
+            raise CorruptMessage(f"records of {n} bytes overrun the message")
+        pos = self.pos
+        self.pos = pos + n
+        return memoryview(self.buf)[pos:pos + n]
+
 
 def uvarint(v):
     out = bytearray()

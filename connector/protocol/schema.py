@@ -237,8 +237,10 @@ def _field_reader(f, version, compact):
 def _primitive_reader(t, compact, nullable):
     if t in ("string",):
         return lambda r: r.string(compact, nullable)
-    if t in ("bytes", "records"):
-        return lambda r: r.bytes(compact, nullable or t == "records")
+    if t == "records":
+        return lambda r: r.records(compact)
+    if t == "bytes":
+        return lambda r: r.bytes(compact, nullable)
     return {"bool": p.Reader.bool, "int8": p.Reader.int8, "int16": p.Reader.int16,
             "int32": p.Reader.int32, "int64": p.Reader.int64, "uint16": p.Reader.uint16,
             "float64": p.Reader.float64, "uuid": p.Reader.uuid}[t]
