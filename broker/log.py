@@ -13,6 +13,7 @@ import bisect
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -30,6 +31,13 @@ from .segment import (
 )
 
 LOG_START_CHECKPOINT = "log-start-offset.checkpoint"
+# Offsets below the recovery point are in segments known to be fsynced: an unclean restart
+# recovers only the segments at or above it.
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset.checkpoint"
+
+# Rolled segments are fsynced here, off the caller's thread, as Kafka's scheduler does: an
+# fsync of a 1 GiB segment would otherwise stall every connection of the broker.
+_FLUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilog-log-flusher")
 def _now_ms():
     return time.time_ns() // 1_000_000
 
@@ -63,9 +71,9 @@ class Log:
     def __init__(self, dir, config=None, clean_shutdown=False, *, now_ms=None):
         """Open (or create) the log in `dir`.
 
-        After an unclean shutdown the segments from the last non-empty one on are recovered
-        (CRC-checked batch by batch, cut at the first invalid one, indexes rebuilt); earlier
-        segments were fsynced when the log rolled past them. In both cases any segment whose
+        After an unclean shutdown the segments from the recovery point on (and at least the
+        last non-empty one) are recovered (CRC-checked batch by batch, cut at the first invalid
+        one, indexes rebuilt); earlier segments were fsynced after the log rolled past them. In both cases any segment whose
         indexes contradict its log, or whose tail is torn, is recovered too.
         `recovered_bytes` tells how many bytes recovery cut off.
         """
@@ -77,6 +85,8 @@ class Log:
         now = _now_ms() if now_ms is None else now_ms
         self.recovered_bytes = 0
         self._segments, self._bases = [], []
+        self._pending_flushes = set()
+        self._recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT) or 0
         self._open_segments(clean_shutdown, now)
         self._leo = self._segments[-1].next_offset
         checkpoint = self._read_checkpoint()
@@ -217,12 +227,27 @@ class Log:
                 self._segments.pop().delete()
                 self._bases.pop()
             else:
-                active.on_become_inactive()
+                active.seal()
+                self._flush_in_background(active, base)
             seg = self._new_segment(base, now_ms)
             self._segments.append(seg)
             self._bases.append(base)
             self.producer_state.snapshot(self._leo)
             return seg
+
+    def _flush_in_background(self, segment, recovery_point):
+        def flush():
+            try:
+                segment.flush()
+            except (OSError, ValueError, TypeError):
+                return  # deleted or closed meanwhile (retention, truncation): nothing to keep
+            with self._lock:
+                if not self._closed and recovery_point > self._recovery_point:
+                    self._recovery_point = recovery_point
+                    self._write_checkpoint(recovery_point, RECOVERY_POINT_CHECKPOINT)
+        future = _FLUSHER.submit(flush)
+        self._pending_flushes.add(future)
+        future.add_done_callback(self._pending_flushes.discard)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -399,7 +424,14 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            pending = list(self._pending_flushes)
+        wait(pending)  # outside the lock: a flush takes it to move the recovery point
+        with self._lock:
+            if self._closed:
+                return
             self._segments[-1].on_become_inactive()  # seals the time index, fsyncs
+            self._recovery_point = self._leo
+            self._write_checkpoint(self._leo, RECOVERY_POINT_CHECKPOINT)
             self.producer_state.snapshot(self._leo)
             for seg in self._segments:
                 seg.close()
@@ -436,6 +468,8 @@ class Log:
             elif suffix.endswith(".tmp"):
                 p.unlink()  # an interrupted atomic write
         bases.sort()
+        for p in self.dir.glob("*.checkpoint.*.tmp"):  # a checkpoint write cut short
+            p.unlink()
         known = set(bases)
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # left behind by an interrupted delete
             for p in self.dir.glob("*" + suffix):
@@ -445,8 +479,18 @@ class Log:
         segments = [self._new_segment(b, now_ms, existing=True) for b in bases]
         last_data = max((i for i, s in enumerate(segments) if s.size), default=0)
         for i, seg in enumerate(segments):
-            if seg.problem is not None or (not clean_shutdown and i >= last_data):
-                self.recovered_bytes += seg.recover()
+            unflushed = seg.next_offset > self._recovery_point or i >= last_data
+            if seg.problem is not None or (not clean_shutdown and unflushed):
+                cut = seg.recover()
+                self.recovered_bytes += cut
+                if cut and i + 1 < len(segments):
+                    # Everything after a torn batch was written after it: drop it too, as Kafka
+                    # does, rather than leave a hole in the offsets.
+                    for later in segments[i + 1:]:
+                        self.recovered_bytes += later.size
+                        later.delete()
+                    del segments[i + 1:]
+                    break
         # An empty segment left past a tail that recovery cut (a crash just after a roll)
         # would put the log end beyond the data: drop it.
         while len(segments) > 1 and segments[-1].size == 0 and \
@@ -515,16 +559,16 @@ class Log:
         first = self._bases[0]
         ps.rebuild_from(self, first if snap is None else max(snap, first))
 
-    def _read_checkpoint(self):
+    def _read_checkpoint(self, name=LOG_START_CHECKPOINT):
         try:
-            lines = (self.dir / LOG_START_CHECKPOINT).read_text().split()
+            lines = (self.dir / name).read_text().split()
             return int(lines[1]) if lines and lines[0] == "0" else None
         except (OSError, ValueError, IndexError):
             return None
 
-    def _write_checkpoint(self, offset):
-        path = self.dir / LOG_START_CHECKPOINT
-        tmp = path.with_name(path.name + ".tmp")
+    def _write_checkpoint(self, offset, name=LOG_START_CHECKPOINT):
+        path = self.dir / name
+        tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")  # one per writer thread
         with open(tmp, "w") as f:
             f.write(f"0\n{offset}\n")
             f.flush()

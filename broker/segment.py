@@ -202,9 +202,13 @@ class LogSegment:
         self.problem = None
         return truncated
 
-    def on_become_inactive(self):
-        """Called when the log rolls past this segment: seal the time index and fsync."""
+    def seal(self):
+        """The log rolled past this segment: record its largest timestamp in the time index."""
         self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+
+    def on_become_inactive(self):
+        """Seal and fsync now (closing the log); a roll fsyncs in the background instead."""
+        self.seal()
         self.flush()
 
     def flush(self):
