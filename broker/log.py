@@ -13,8 +13,8 @@ import bisect
 import os
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import NamedTuple
 
