@@ -86,19 +86,27 @@ def test_offsets_for_times_finds_first_record_at_or_after_timestamp(broker, prod
     c.close()
 
 
-def test_kafka_python_producer_and_consumer_round_trip(broker):
+def _kafka_python_codecs():
+    from kafka import codec
+    return [name for name, ok in [("gzip", codec.has_gzip()), ("snappy", codec.has_snappy()),
+                                  ("lz4", codec.has_lz4()), ("zstd", codec.has_zstd())] if ok]
+
+
+@pytest.mark.parametrize("compression", [None, *_kafka_python_codecs()])
+def test_kafka_python_producer_and_consumer_round_trip(broker, compression):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
-    _create(broker.bootstrap, "kp-topic", partitions=2)
+    topic = f"kp-{compression or 'none'}"
+    _create(broker.bootstrap, topic, partitions=2)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
-                             compression_type="gzip", enable_idempotence=True)
-    futures = [producer.send("kp-topic", key=b"k%d" % (i % 3), value=b"v%d" % i,
+                             compression_type=compression, enable_idempotence=True)
+    futures = [producer.send(topic, key=b"k%d" % (i % 3), value=b"v%d" % i,
                              headers=[("h", b"%d" % i)], timestamp_ms=1_600_000_000_000 + i)
                for i in range(100)]
     metas = [f.get(timeout=15) for f in futures]
     producer.close(5)
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
                              auto_offset_reset="earliest", consumer_timeout_ms=3000)
-    consumer.assign([KTP("kp-topic", 0), KTP("kp-topic", 1)])
+    consumer.assign([KTP(topic, 0), KTP(topic, 1)])
     records = list(consumer)
     consumer.close()
     assert len(records) == 100
@@ -110,7 +118,7 @@ def test_kafka_python_producer_and_consumer_round_trip(broker):
         assert r.headers == [("h", b"%d" % i)]
         assert r.timestamp == 1_600_000_000_000 + i
     # offsets_for_times through kafka-python's ListOffsets, on the partition holding record 50
-    tp = KTP("kp-topic", by_value[b"v50"].partition)
+    tp = KTP(topic, by_value[b"v50"].partition)
     c2 = KafkaConsumer(bootstrap_servers=broker.bootstrap)
     found = c2.offsets_for_times({tp: 1_600_000_000_050})
     c2.close()
