@@ -5,7 +5,7 @@ import time
 import traceback
 
 BENCHMARKS = ("produce", "consume", "latency", "constant_cost", "scale", "spark")
-EXTRA = ("profile",)  # runs on request only: needs py-spy, and is a diagnosis, not a figure
+EXTRA = ("profile", "kernel")  # on request only: a diagnosis (profile) and a micro-benchmark
 USAGE = (f"usage: python -m bench {{{'|'.join(BENCHMARKS + EXTRA)}|all}} "
          "[--quick] [--out DIR] [--repeats N]")
 

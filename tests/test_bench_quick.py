@@ -59,3 +59,10 @@ def test_unknown_benchmark_is_an_error():
                           text=True, timeout=60, check=False)
     assert proc.returncode == 2
     assert "unknown benchmark" in proc.stderr
+
+
+def test_kernel_micro_benchmark_compares_c_with_the_python_reference():
+    proc = subprocess.run([sys.executable, "-m", "bench", "kernel", "--records", "20000"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "python decode_to_arrow" in proc.stdout
