@@ -5,6 +5,7 @@
     minilog produce TOPIC                      lines from stdin or --file become records
     minilog consume TOPIC                      records to stdout, formatted with -f like kcat
     minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
+    minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092) and `-X key=value`
 (any client setting, Kafka's names). A user error (bad flag, bad setting, unknown topic,
@@ -15,6 +16,7 @@ import os
 import sys
 import time
 
+from minilog.connector import cli_groups
 from minilog.connector.client import (
     AdminClient,
     ConfigError,
@@ -104,6 +106,9 @@ def build_parser():
                         f"(default {DEFAULT_FORMAT.replace('%', '%%')!r})")
     p.add_argument("--exit", "-e", action="store_true",
                    help="exit once the end of every partition (as of start) is reached")
+    p.add_argument("--group", "-G", metavar="GROUP",
+                   help="consume as a member of this consumer group: its partitions, from its "
+                        "committed offsets (else the earliest), committing as it goes")
 
     p = sub.add_parser("offsets", parents=[common], help="earliest/latest offsets or by time")
     p.add_argument("topic")
@@ -114,8 +119,7 @@ def build_parser():
     which.add_argument("--timestamp", type=int, metavar="MS",
                        help="first offset with a timestamp at or after MS")
 
-    # Consumer-group commands (list, describe, delete, reset-offsets) arrive with the
-    # consumer-groups work: add a `groups` subparser here dispatching to `_groups`.
+    cli_groups.add_parser(sub, common)
     return parser
 
 
@@ -290,6 +294,8 @@ def _consume(args, out):
     fmt = compile_format(args.format)
     conf = _settings(args)
     conf.setdefault("auto.offset.reset", "earliest")
+    if args.group is not None:
+        return _consume_group(args, conf, fmt, out)
     with Consumer(conf) as consumer:
         tps = [TopicPartition(args.topic, p)
                for p in _partitions(consumer, args.topic, args.partition)]
@@ -322,6 +328,37 @@ def _consume(args, out):
                     left -= len(records)
 
 
+def _consume_group(args, conf, fmt, out):
+    """`consume --group`: subscribe, print, auto-commit; close commits and leaves."""
+    given = [flag for flag, v in (("--offset", args.offset), ("--timestamp", args.timestamp),
+                                  ("--partition", args.partition),
+                                  ("--from-beginning", args.from_beginning or None))
+             if v is not None]
+    if given:
+        raise UserError(f"minilog consume: {given[0]} cannot be combined with --group "
+                        "(the group decides partitions and positions; see groups reset-offsets)")
+    conf["group.id"] = args.group
+    with Consumer(conf) as consumer:
+        _partitions(consumer, args.topic)  # an unknown topic fails here, at once
+        consumer.subscribe([args.topic])
+        ends, left = {}, args.max_messages
+        sink = out.buffer if hasattr(out, "buffer") else out
+        while left is None or left > 0:
+            records = consumer.poll(0.5, max_records=left)
+            if records:
+                sink.write(b"".join(fmt(r) for r in records))
+                sink.flush()
+                if left is not None:
+                    left -= len(records)
+            elif args.exit:
+                mine = consumer.assignment()
+                missing = [tp for tp in mine if tp not in ends]
+                if missing:
+                    ends.update(consumer.end_offsets(missing))
+                if mine and all(consumer.position(tp) >= ends[tp] for tp in mine):
+                    break
+
+
 # ---- offsets -----------------------------------------------------------------------------------
 def _offsets(args, out):
     with AdminClient(_settings(args)) as admin:
@@ -345,7 +382,12 @@ def _offsets(args, out):
             out.write(f"{tp.topic}\t{tp.partition}\t{first[tp].offset}\t{last[tp].offset}\n")
 
 
-COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets}
+def _groups(args, out):
+    cli_groups.run(args, out, sys.stderr, _settings(args))
+
+
+COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
+            "groups": _groups}
 
 
 def main(argv=None):

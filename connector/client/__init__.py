@@ -4,12 +4,18 @@ The synchronous classes suit scripts and tests; `AsyncProducer`, `AsyncConsumer`
 `AsyncAdminClient` are the cores themselves, for asyncio applications. Configuration is a dict
 of Kafka's dotted names (`bootstrap.servers`, `acks`, `auto.offset.reset`, ...); every failure
 is a `KafkaError` carrying Kafka's error name and code.
+
+Consumer groups: `Consumer.subscribe` with `group.id` (assignors `range`, `roundrobin`,
+`cooperative-sticky`), `commit`/`committed` with `OffsetAndMetadata`, and the AdminClient's
+`list_groups`, `describe_groups`, `reset_group_offsets` and friends.
 """
 from minilog.connector.records import ConsumerRecord
 
 from .admin import AdminClient, AsyncAdminClient
+from .admin_groups import GroupDescription, GroupListing, MemberDescription
 from .config import Config
 from .consumer import AsyncConsumer, Consumer
+from .group_api import OffsetAndMetadata
 from .partitioner import murmur2, murmur2_partition
 from .producer import AsyncProducer, DeliveryFuture, Producer
 from .types import (
@@ -31,6 +37,7 @@ from .types import (
 
 __all__ = ["AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncProducer", "BrokerInfo",
            "ClusterDescription", "Config", "ConfigEntry", "ConfigError", "Consumer",
-           "ConsumerRecord", "DeliveryFuture", "ErrorCode", "KafkaConnectionError", "KafkaError",
-           "KafkaTimeoutError", "NewTopic", "OffsetAndTimestamp", "PartitionInfo", "Producer",
+           "ConsumerRecord", "DeliveryFuture", "ErrorCode", "GroupDescription", "GroupListing",
+           "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "MemberDescription",
+           "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "Producer",
            "RecordMetadata", "TopicDescription", "TopicPartition", "murmur2", "murmur2_partition"]

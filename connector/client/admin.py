@@ -7,6 +7,9 @@ broker), retries what Kafka calls retriable (stale leader, not controller, lost 
 until `default.api.timeout.ms` (or the call's `timeout`), and raises a KafkaError carrying the
 broker's error name and message for everything else. Results are plain values, not futures.
 
+Consumer-group administration (list/describe/delete groups, group offsets, reset offsets) is
+the `GroupAdmin` mixin of `admin_groups.py`; it routes through each group's coordinator.
+
 `list_offsets_by_leader` is shared with the consumer, which needs the same ListOffsets routing
 for `auto.offset.reset`, `seek_to_end` and `offsets_for_times`.
 """
@@ -15,6 +18,7 @@ import time
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
+from .admin_groups import GroupAdmin
 from .cluster import STALE_METADATA, Cluster
 from .config import Config
 from .connection import LoopThread, add_blocking_methods, message_class
@@ -133,12 +137,13 @@ async def list_offsets_by_leader(cluster, specs, deadline, isolation_level=0):
     return await by_leader(cluster, specs, send, deadline, "ListOffsets")
 
 
-class AsyncAdminClient:
+class AsyncAdminClient(GroupAdmin):
     """Admin operations for asyncio code; every method is a coroutine."""
 
     def __init__(self, config=None, **overrides):
         self.config = Config("admin", config, **overrides)
         self._cluster = Cluster(self.config)
+        self._group_coordinators = {}  # group id -> Coordinator (admin_groups.py)
 
     def _deadline(self, timeout):
         return time.monotonic() + (self.config.seconds("default.api.timeout.ms")
@@ -354,10 +359,8 @@ class AsyncAdminClient:
             return ClusterDescription(c.cluster_id, c.controller_id, tuple(c.brokers.values()))
         return await self._retry(attempt, timeout, "DescribeCluster")
 
-    # Consumer-group administration (list/describe/delete groups, group offsets) arrives with
-    # the consumer-groups issue; it will route through FindCoordinator like the consumer.
-
     async def close(self):
+        self._close_group_coordinators()
         self._cluster.close()
 
 
@@ -394,4 +397,6 @@ class AdminClient:
 add_blocking_methods(AdminClient, AsyncAdminClient, (
     "create_topics", "create_topic", "delete_topics", "delete_topic", "list_topics",
     "describe_topics", "create_partitions", "describe_configs", "alter_configs",
-    "incremental_alter_configs", "list_offsets", "delete_records", "describe_cluster"))
+    "incremental_alter_configs", "list_offsets", "delete_records", "describe_cluster",
+    "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
+    "delete_group_offsets", "reset_group_offsets"))

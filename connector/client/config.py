@@ -10,6 +10,7 @@ dict can configure a producer and a consumer alike.
 import difflib
 from collections.abc import Mapping
 
+from .assignors import ASSIGNORS
 from .types import ConfigError
 
 _BOOL_TEXT = {"true": True, "1": True, "yes": True, "on": True,
@@ -143,7 +144,10 @@ SPEC = {
     "session.timeout.ms": (_int, 45000, (C,), 1),
     "heartbeat.interval.ms": (_int, 3000, (C,), 1),
     "max.poll.interval.ms": (_int, 300000, (C,), 1),
+    # Java's default: range, unless every member also offers cooperative-sticky; with range in
+    # the list the rebalance protocol is eager (cooperative only when all assignors are).
     "partition.assignment.strategy": (_list, ["range", "cooperative-sticky"], (C,), None),
+    "on_commit": (_callable, None, (C,), None),  # confluent-kafka's: fn(error, offsets)
     "auto.offset.reset": (_enum("earliest", "latest", "none",
                                 aliases={"smallest": "earliest", "beginning": "earliest",
                                          "largest": "latest", "end": "latest", "error": "none"}),
@@ -212,6 +216,14 @@ class Config(Mapping):
             v["allow.auto.create.topics"] = False
         if v["heartbeat.interval.ms"] >= v["session.timeout.ms"]:
             raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
+        for name in v["partition.assignment.strategy"]:
+            if name not in ASSIGNORS:
+                raise ConfigError(f"partition.assignment.strategy: unknown assignor {name!r} "
+                                  f"(one of {', '.join(ASSIGNORS)})")
+        if not v["partition.assignment.strategy"]:
+            raise ConfigError("partition.assignment.strategy must name at least one assignor")
+        if v["group.instance.id"] is not None and v["group.id"] is None:
+            raise ConfigError("group.instance.id needs group.id")
 
     def _check_admin(self):
         pass

@@ -12,11 +12,10 @@ poll, up to `max.poll.records`), which suits both scripts and the per-batch hot 
 `fetch_range_arrow(tp, start, end)` reads an offset range independently of the assignment
 (the Spark source's executors use it), pipelining the next fetch while decoding.
 
-Positions: a partition without a position gets one from `auto.offset.reset` (earliest/latest;
-none raises from `poll`), also after OFFSET_OUT_OF_RANGE. Consumer groups arrive with the
-consumer-groups issue through one seam: `self._group`, an object with `poll()`, `committed(tps)`,
-`commit(offsets)` and `close()`, created when `group.id` is set and `subscribe` is called.
-Until then `subscribe`, `commit` and `committed` raise a clear error.
+Positions: a partition without a position gets one from the group's committed offset (when
+`group.id` is set), else from `auto.offset.reset` (earliest/latest; none raises from `poll`),
+also after OFFSET_OUT_OF_RANGE. Consumer groups (`subscribe`, `commit`, `committed`, `lag`) live
+in `consumer_group.py`, a mixin of AsyncConsumer, on top of `group.GroupMembership`.
 """
 import asyncio
 import logging
@@ -28,6 +27,7 @@ from .admin import EARLIEST, LATEST, list_offsets_by_leader
 from .cluster import Cluster
 from .config import Config
 from .connection import LoopThread, add_blocking_methods, wait_set
+from .consumer_group import GroupConsumer, polling, run_serving
 from .fetcher import (
     RETRY_LATER,
     Chunk,
@@ -39,18 +39,15 @@ from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
 
 log = logging.getLogger("minilog.client")
 _STUCK = "stuck"  # out of range with auto.offset.reset=none: waits for a seek
-_GROUPS_LATER = ("consumer groups (subscribe, commit, committed) arrive with the consumer-groups "
-                 "work; use assign() and seek() meanwhile")
 
 
-class AsyncConsumer:
-    """The asyncio consumer. `await start()` (or `async with`), then assign/seek/poll."""
+class AsyncConsumer(GroupConsumer):
+    """The asyncio consumer. `await start()` (or `async with`), then assign or subscribe, poll."""
 
     def __init__(self, config=None, **overrides):
         self.config = cfg = Config("consumer", config, **overrides)
         self._cluster = Cluster(cfg, allow_auto_create=cfg["allow.auto.create.topics"])
         self._states = {}
-        self._group = None  # the consumer-groups seam (see the module docstring)
         self._fetching = set()
         self._not_before = {}  # node -> monotonic time of its next fetch
         self._wakeup, self._data = asyncio.Event(), asyncio.Event()
@@ -59,6 +56,7 @@ class AsyncConsumer:
         self._reset_task = self._meta_task = self._runner = None
         self._rotate = 0
         self._kd, self._vd = cfg["key.deserializer"], cfg["value.deserializer"]
+        self._init_group()
 
     async def start(self):
         await self._cluster.refresh()
@@ -74,6 +72,8 @@ class AsyncConsumer:
     # ---- assignment and positions --------------------------------------------------------
     def assign(self, partitions):
         """Consume exactly these partitions (replacing the previous assignment)."""
+        if self.subscribed:
+            raise ValueError("assign() and subscribe() are exclusive: unsubscribe() first")
         wanted = [TopicPartition(*tp) for tp in partitions]
         self._states = {tp: self._states.get(tp) or PartitionState() for tp in wanted}
         self._cluster.track({tp.topic for tp in wanted})
@@ -167,16 +167,6 @@ class AsyncConsumer:
             raise err
         return self._cluster.partitions_for(topic)
 
-    # ---- consumer groups: the seam -------------------------------------------------------
-    def subscribe(self, topics, on_assign=None, on_revoke=None, on_lost=None):
-        raise NotImplementedError(_GROUPS_LATER)
-
-    async def commit(self, offsets=None, asynchronous=False):
-        raise NotImplementedError(_GROUPS_LATER)
-
-    async def committed(self, partitions, timeout=None):
-        raise NotImplementedError(_GROUPS_LATER)
-
     # ---- polling -------------------------------------------------------------------------
     async def poll(self, timeout=0.0, max_records=None):
         """Up to `max_records` (default max.poll.records) records, waiting up to `timeout` s."""
@@ -188,11 +178,14 @@ class AsyncConsumer:
         return await self._poll(timeout, lambda: self._collect_arrow(max_records, include_headers))
 
     async def _poll(self, timeout, collect):
-        if self._group is not None:
-            await self._group.poll()
+        await self._group_poll()
         deadline = time.monotonic() + timeout
         while True:
             self._raise_errors()
+            if self._group_waiting():  # a rebalance step waits for this poll
+                if self.group_defer_callbacks:
+                    return []  # the sync face serves it in its own thread and polls again
+                await self._group_poll()
             out = collect()
             if out:
                 self._wakeup.set()
@@ -379,7 +372,7 @@ class AsyncConsumer:
                 if st.reset is not None:
                     specs[tp] = st.reset
                 elif committed.get(tp) is not None:
-                    st.set_position(committed[tp])
+                    st.set_position(committed[tp].offset)
                 elif policy == "none":
                     st.reset = _STUCK
                     st.error = KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -435,6 +428,7 @@ class Consumer:
 
     def __init__(self, config=None, **overrides):
         self._core = AsyncConsumer(config, **overrides)
+        self._core.group_face, self._core.group_defer_callbacks = self, True
         self._loop = LoopThread("minilog-consumer")
         try:
             self._loop.run(self._core.start())
@@ -447,10 +441,15 @@ class Consumer:
         return self._core.config
 
     def poll(self, timeout=1.0, max_records=None):
-        return self._loop.run(self._core.poll(timeout, max_records))
+        return polling(self, lambda left: self._core.poll(left, max_records), timeout)
 
     def poll_arrow(self, timeout=1.0, max_records=None, include_headers=True):
-        return self._loop.run(self._core.poll_arrow(timeout, max_records, include_headers))
+        return polling(self, lambda left: self._core.poll_arrow(left, max_records,
+                                                                include_headers), timeout)
+
+    def unsubscribe(self):
+        """Leave the group (rebalance callbacks run here, in the calling thread)."""
+        run_serving(self, self._core.unsubscribe())
 
     def fetch_range_arrow(self, tp, start, end, timeout=None, include_headers=True):
         """Iterator of RecordBatches with the records of `tp` in [start, end)."""
@@ -471,7 +470,7 @@ class Consumer:
     def close(self):
         if not self._loop.loop.is_closed():
             try:
-                self._loop.run(self._core.close())
+                run_serving(self, self._core.close())  # on_revoke runs in this thread
             finally:
                 self._loop.stop()
 
@@ -485,4 +484,4 @@ class Consumer:
 add_blocking_methods(Consumer, AsyncConsumer, (
     "assign", "unassign", "assignment", "seek", "seek_to_beginning", "seek_to_end", "position",
     "pause", "resume", "paused", "offsets_for_times", "beginning_offsets", "end_offsets",
-    "partitions_for", "subscribe", "commit", "committed"))
+    "partitions_for", "subscribe", "commit", "committed", "memberid", "lag", "watermarks"))

@@ -11,6 +11,7 @@ from minilog.connector import batch as batch_format
 from minilog.connector import records as records_format
 from minilog.connector.client import (
     AsyncConsumer,
+    ConfigError,
     Consumer,
     KafkaError,
     Producer,
@@ -185,11 +186,11 @@ def test_unknown_topic_is_reported(cluster):
         assert err.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-def test_groups_are_not_there_yet_and_say_so(cluster):
-    with Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g"}) as c:
-        with pytest.raises(NotImplementedError, match="consumer groups"):
+def test_group_calls_without_group_id_say_what_is_missing(cluster):
+    with Consumer({"bootstrap.servers": cluster.bootstrap}) as c:
+        with pytest.raises(ConfigError, match="group.id"):
             c.subscribe(["x"])
-        with pytest.raises(NotImplementedError):
+        with pytest.raises(ConfigError, match="group.id"):
             c.commit()
 
 

@@ -1,0 +1,228 @@
+"""Consumer-group administration: list, describe, delete groups; list, alter, delete, reset
+their committed offsets (what `kafka-consumer-groups` does).
+
+A mixin of `AsyncAdminClient` (it uses its `_cluster`, `_deadline`, `_retry`, `list_offsets`,
+`describe_topics` and `_group_coordinators`). Group
+requests go to each group's coordinator (FindCoordinator first, found again when it moves);
+ListGroups goes to every broker, since each lists only the groups it coordinates. Offsets are
+altered the way Kafka's tool does it, with an OffsetCommit outside any generation, which the
+coordinator accepts only while the group has no members: resetting offsets under running
+consumers would be overwritten by their next commit, so it is refused with a clear error.
+"""
+import asyncio
+from typing import NamedTuple
+
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+from .assignors import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
+from .connection import message_class
+from .group_api import Coordinator, as_offsets, commit_offsets, fetch_offsets
+from .types import TopicPartition
+
+INACTIVE_STATES = ("Empty", "Dead")
+RESET_TARGETS = ("earliest", "latest", "timestamp", "offset", "shift")
+
+
+class GroupListing(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str | None  # None from brokers older than ListGroups v4
+
+
+class MemberDescription(NamedTuple):
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple  # of TopicPartition (consumer groups; () otherwise)
+    topics: tuple = ()  # the member's subscription (consumer groups)
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str           # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str   # "consumer" for consumer groups
+    protocol: str        # the assignor in use, e.g. "range"
+    members: tuple       # of MemberDescription
+    coordinator: object  # BrokerInfo
+
+
+def _m(api_key, *path):
+    return message_class(request(api_key), *path)
+
+
+def _check(code, what):
+    if code:
+        raise KafkaError(code, what)
+
+
+class GroupAdmin:
+    """Group operations of the admin client (see the module docstring)."""
+
+    def _coordinator(self, group_id):
+        """The group's Coordinator, kept (with its connection) for the client's lifetime."""
+        coords = self._group_coordinators
+        if group_id not in coords:
+            coords[group_id] = Coordinator(self._cluster, group_id)
+        return coords[group_id]
+
+    def _close_group_coordinators(self):
+        for c in self._group_coordinators.values():
+            c.close()
+        self._group_coordinators.clear()
+
+    async def _on_coordinator(self, group_id, fn, timeout, what):
+        await self._cluster.ensure_bootstrapped()
+        return await self._coordinator(group_id).call(fn, self._deadline(timeout), what, "admin")
+
+    async def list_groups(self, states=None, timeout=None):
+        """Every group of the cluster (optionally only those in `states`), sorted by id."""
+        await self._cluster.ensure_bootstrapped()
+        await self._cluster.refresh()
+        Req = _m(ApiKey.LIST_GROUPS)
+
+        async def one(node):
+            async def attempt():
+                conn = await self._cluster.connection(node)
+                resp = await conn.send(ApiKey.LIST_GROUPS, Req(
+                    states_filter=list(states or ()), types_filter=[]))
+                _check(resp.error_code, f"ListGroups on broker {node}")
+                return [GroupListing(g.group_id, g.protocol_type,
+                                     g.group_state if conn.version_for(ApiKey.LIST_GROUPS) >= 4
+                                     else None) for g in resp.groups]
+            return await self._retry(attempt, timeout, "ListGroups")
+        found = await asyncio.gather(*(one(n) for n in self._cluster.brokers))
+        out = {g.group_id: g for listing in found for g in listing}
+        return [out[k] for k in sorted(out)
+                if not states or out[k].state is None or out[k].state in states]
+
+    async def describe_groups(self, group_ids, timeout=None):
+        """{group_id: GroupDescription}; consumer groups' member assignments decoded."""
+        group_ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+        out = {}
+        for gid in group_ids:
+            async def attempt(conn, gid=gid):
+                resp = await conn.send(ApiKey.DESCRIBE_GROUPS, _m(ApiKey.DESCRIBE_GROUPS)(
+                    groups=[gid], include_authorized_operations=False))
+                g = resp.groups[0]
+                _check(g.error_code, f"describing group {gid!r}")
+                return g
+            g = await self._on_coordinator(gid, attempt, timeout, "DescribeGroups")
+            members = []
+            for m in g.members:
+                assignment, topics = (), ()
+                if g.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                    try:
+                        assignment = decode_assignment(m.member_assignment).partitions
+                        if m.member_metadata:
+                            topics = decode_subscription(m.member_metadata).topics
+                    except Exception:  # noqa: BLE001, S110 - a foreign member's bytes: show none
+                        pass
+                members.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id,
+                                                 m.client_host, tuple(assignment), tuple(topics)))
+            out[gid] = GroupDescription(gid, g.group_state, g.protocol_type, g.protocol_data,
+                                        tuple(members), self._coordinator(gid).node)
+        return out
+
+    async def delete_groups(self, group_ids, timeout=None):
+        """Delete groups (and their offsets); each must be empty."""
+        group_ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+        for gid in group_ids:
+            async def attempt(conn, gid=gid):
+                resp = await conn.send(ApiKey.DELETE_GROUPS,
+                                       _m(ApiKey.DELETE_GROUPS)(groups_names=[gid]))
+                code = resp.results[0].error_code
+                if code == ErrorCode.NON_EMPTY_GROUP:
+                    raise KafkaError(code, f"group {gid!r} still has members; stop them first")
+                _check(code, f"deleting group {gid!r}")
+            await self._on_coordinator(gid, attempt, timeout, "DeleteGroups")
+
+    async def list_group_offsets(self, group_id, partitions=None, timeout=None):
+        """{tp: OffsetAndMetadata} committed by the group (all its partitions when None;
+        requested partitions without a commit map to None)."""
+        tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        got = await self._on_coordinator(
+            group_id, lambda conn: fetch_offsets(conn, group_id, tps), timeout, "OffsetFetch")
+        return dict(sorted((tp, om) for tp, om in got.items()
+                           if om is not None or partitions is not None))
+
+    async def alter_group_offsets(self, group_id, offsets, timeout=None):
+        """Commit {tp: offset | OffsetAndMetadata} for an inactive group."""
+        offsets = as_offsets(offsets)
+
+        async def attempt(conn):
+            codes = await commit_offsets(conn, group_id, offsets)
+            for tp, code in codes.items():
+                if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    raise KafkaError(code, f"group {group_id!r} has active members: offsets "
+                                     "can only be changed while it is empty")
+                _check(code, f"committing {tp} for group {group_id!r}")
+        await self._on_coordinator(group_id, attempt, timeout, "OffsetCommit")
+        return offsets
+
+    async def delete_group_offsets(self, group_id, partitions, timeout=None):
+        """Remove the group's committed offsets of `partitions` (not of subscribed topics)."""
+        by_topic = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        T, P = _m(ApiKey.OFFSET_DELETE, "topics"), _m(ApiKey.OFFSET_DELETE, "topics", "partitions")
+        body = _m(ApiKey.OFFSET_DELETE)(group_id=group_id, topics=[
+            T(name=t, partitions=[P(partition_index=p) for p in ps]) for t, ps in by_topic.items()])
+
+        async def attempt(conn):
+            resp = await conn.send(ApiKey.OFFSET_DELETE, body)
+            _check(resp.error_code, f"deleting offsets of group {group_id!r}")
+            for t in resp.topics:
+                for p in t.partitions:
+                    _check(p.error_code, f"deleting the offset of {t.name}-{p.partition_index} "
+                           f"for group {group_id!r}")
+        await self._on_coordinator(group_id, attempt, timeout, "OffsetDelete")
+
+    async def reset_group_offsets(self, group_id, topic, to="earliest", value=None,
+                                  partitions=None, dry_run=False, timeout=None):
+        """Move the group's offsets of `topic` (`partitions`, default all), as
+        `kafka-consumer-groups --reset-offsets` does; {tp: new offset}, sorted.
+
+        `to`: "earliest", "latest", "timestamp" (`value` ms: first offset at or after it,
+        else the log end), "offset" (`value`, clamped to the log's range) or "shift" (`value`
+        added to the committed offset, clamped). Refused while the group has members.
+        `dry_run` computes without committing.
+        """
+        if to not in RESET_TARGETS:
+            raise ValueError(f"reset target must be one of {', '.join(RESET_TARGETS)}")
+        if to != "earliest" and to != "latest" and value is None:
+            raise ValueError(f"reset to {to} needs a value")
+        state = (await self.describe_groups([group_id], timeout))[group_id].state
+        if state not in INACTIVE_STATES:
+            raise KafkaError(ErrorCode.NON_EMPTY_GROUP,
+                             f"offsets of group {group_id!r} can only be reset while it is "
+                             f"inactive, but its state is {state}")
+        known = [p.partition for p in (await self.describe_topics([topic], timeout))[topic].partitions]
+        wanted = known if partitions is None else sorted(set(partitions))
+        missing = sorted(set(wanted) - set(known))
+        if missing:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {topic!r} has no partition {missing[0]}")
+        tps = [TopicPartition(topic, p) for p in wanted]
+        first = await self.list_offsets({tp: "earliest" for tp in tps}, timeout=timeout)
+        last = await self.list_offsets({tp: "latest" for tp in tps}, timeout=timeout)
+        lo, hi = {tp: first[tp].offset for tp in tps}, {tp: last[tp].offset for tp in tps}
+        if to in ("earliest", "latest"):
+            target = lo if to == "earliest" else hi
+        elif to == "timestamp":
+            found = await self.list_offsets({tp: int(value) for tp in tps}, timeout=timeout)
+            target = {tp: found[tp].offset if found.get(tp) else hi[tp] for tp in tps}
+        elif to == "offset":
+            target = dict.fromkeys(tps, int(value))
+        else:
+            current = await self.list_group_offsets(group_id, tps, timeout)
+            none = [tp for tp in tps if current.get(tp) is None]
+            if none:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"cannot shift the offset of {none[0]}: group {group_id!r} "
+                                 "has no committed offset for it")
+            target = {tp: current[tp].offset + int(value) for tp in tps}
+        target = {tp: min(max(o, lo[tp]), hi[tp]) for tp, o in target.items()}
+        if not dry_run:
+            await self.alter_group_offsets(group_id, target, timeout)
+        return dict(sorted(target.items()))

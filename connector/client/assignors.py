@@ -1,0 +1,318 @@
+"""The consumer protocol's payloads and the partition assignors, as Kafka names them.
+
+A consumer group's members send a `ConsumerProtocolSubscription` inside JoinGroup and the
+leader answers each with a `ConsumerProtocolAssignment` inside SyncGroup. The broker never looks
+inside them, so every client in a group must read the others' bytes: these are the layouts of
+Kafka's ConsumerProtocolSubscription/Assignment.json (versions 0-3, not flexible), prefixed by
+an int16 version, exactly as the Java client writes them. A reader meeting a newer version reads
+the fields it knows and ignores the rest, as Java does; that is why fields are only appended.
+
+Assignors are pure functions of (members' subscriptions, partitions per topic), so they are
+tested without a broker. Names and algorithms follow Java's: `range` (per topic, consecutive
+ranges to the members subscribed to it, sorted), `roundrobin` (all partitions dealt in turn),
+and `cooperative-sticky` (balanced, keeps what members own, and never hands a partition from
+one member straight to another in one rebalance: KIP-429's two phases).
+"""
+import struct
+from typing import NamedTuple
+
+from minilog.connector.protocol.errors import CorruptMessage
+from minilog.connector.protocol.primitives import (
+    Reader,
+    pack_int16,
+    pack_int32,
+    pack_string,
+)
+
+from .types import TopicPartition
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+LATEST_VERSION = 3
+EAGER, COOPERATIVE = "eager", "cooperative"
+_I32 = struct.Struct(">i")
+
+
+class Subscription(NamedTuple):
+    """What one member asks for: topics, plus (v1+) what it owns and (v2+) its generation."""
+    topics: tuple
+    user_data: bytes | None = None
+    owned_partitions: tuple = ()  # of TopicPartition
+    generation_id: int = -1
+    rack_id: str | None = None
+    version: int = LATEST_VERSION
+
+
+class Assignment(NamedTuple):
+    partitions: tuple  # of TopicPartition
+    user_data: bytes | None = None
+    version: int = LATEST_VERSION
+
+
+class Member(NamedTuple):
+    """A group member as the leader sees it in the JoinGroup response."""
+    member_id: str
+    instance_id: str | None
+    subscription: Subscription
+
+
+# ---- encoding ------------------------------------------------------------------------------
+def _bytes(b):
+    return pack_int32(-1) if b is None else pack_int32(len(b)) + bytes(b)
+
+
+def _topic_partitions(tps):
+    """[TopicPartition] as Kafka's [(topic, [partition])] array, topics in first-seen order."""
+    by_topic = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, []).append(partition)
+    out = [pack_int32(len(by_topic))]
+    for topic, parts in by_topic.items():
+        out.append(pack_string(topic))
+        out.append(pack_int32(len(parts)))
+        out.append(struct.pack(f">{len(parts)}i", *parts))
+    return b"".join(out)
+
+
+def _read_topic_partitions(r):
+    out = []
+    for _ in range(_count(r)):
+        topic = r.string()
+        out.extend(TopicPartition(topic, r.int32()) for _ in range(_count(r)))
+    return tuple(out)
+
+
+def _count(r):
+    n = r.int32()
+    if n < 0:
+        raise CorruptMessage("null array in a consumer protocol message")
+    return n
+
+
+def _version(r, what):
+    v = r.int16()
+    if v < 0:
+        raise CorruptMessage(f"{what} version {v} is negative")
+    return v
+
+
+def encode_subscription(sub, version=None):
+    """ConsumerProtocolSubscription bytes at `version` (default: the subscription's own)."""
+    v = sub.version if version is None else version
+    if not 0 <= v <= LATEST_VERSION:
+        raise ValueError(f"subscription version {v} is not 0-{LATEST_VERSION}")
+    out = [pack_int16(v), pack_int32(len(sub.topics))]
+    out.extend(pack_string(t) for t in sub.topics)
+    out.append(_bytes(sub.user_data))
+    if v >= 1:
+        out.append(_topic_partitions(sub.owned_partitions))
+    if v >= 2:
+        out.append(pack_int32(sub.generation_id))
+    if v >= 3:
+        out.append(pack_string(sub.rack_id))
+    return b"".join(out)
+
+
+def decode_subscription(data):
+    r = Reader(memoryview(data))
+    version = _version(r, "subscription")
+    topics = tuple(r.string() for _ in range(_count(r)))
+    user_data = r.bytes(nullable=True)
+    owned, generation, rack = (), -1, None
+    if version >= 1:
+        owned = _read_topic_partitions(r)
+    if version >= 2:
+        generation = r.int32()
+    if version >= 3:
+        rack = r.string(nullable=True)
+    return Subscription(topics, user_data, owned, generation, rack, version)
+
+
+def encode_assignment(assignment, version=None):
+    v = assignment.version if version is None else version
+    if not 0 <= v <= LATEST_VERSION:
+        raise ValueError(f"assignment version {v} is not 0-{LATEST_VERSION}")
+    return pack_int16(v) + _topic_partitions(assignment.partitions) + _bytes(assignment.user_data)
+
+
+def decode_assignment(data):
+    """An Assignment; empty bytes (what the broker hands a member the leader left out) is none."""
+    if not data:
+        return Assignment(())
+    r = Reader(memoryview(data))
+    version = _version(r, "assignment")
+    partitions = _read_topic_partitions(r)
+    return Assignment(partitions, r.bytes(nullable=True), version)
+
+
+# ---- assignors -----------------------------------------------------------------------------
+def member_order(member):
+    """Java's MemberInfo order: static members (by instance id) first, then by member id."""
+    return (0, member.instance_id) if member.instance_id else (1, member.member_id)
+
+
+class Assignor:
+    """Base: subclasses set `name`, `protocols` and implement `assign`."""
+    name = None
+    protocols = (EAGER,)  # rebalance protocols the assignor supports
+
+    def subscription(self, topics, owned=(), generation=-1, rack=None):
+        """The Subscription this member sends with this assignor's name."""
+        return Subscription(tuple(topics), None, tuple(owned), generation, rack)
+
+    def assign(self, partitions_per_topic, members):
+        """{topic: partition count}, [Member] -> {member_id: [TopicPartition]} (every member)."""
+        raise NotImplementedError
+
+
+class RangeAssignor(Assignor):
+    """Per topic, sorted members subscribed to it get consecutive ranges, the first ones one
+    more partition when the count does not divide (Java's RangeAssignor without racks)."""
+    name = "range"
+
+    def assign(self, partitions_per_topic, members):
+        out = {m.member_id: [] for m in members}
+        for topic in sorted(partitions_per_topic):
+            subscribers = sorted((m for m in members if topic in m.subscription.topics),
+                                 key=member_order)
+            if not subscribers:
+                continue
+            n = partitions_per_topic[topic]
+            per, extra = divmod(n, len(subscribers))
+            for i, m in enumerate(subscribers):
+                start = i * per + min(i, extra)
+                out[m.member_id].extend(TopicPartition(topic, p)
+                                        for p in range(start, start + per + (i < extra)))
+        return out
+
+
+class RoundRobinAssignor(Assignor):
+    """All partitions sorted by (topic, partition), dealt to the sorted members in turn,
+    skipping members not subscribed to the partition's topic (Java's RoundRobinAssignor)."""
+    name = "roundrobin"
+
+    def assign(self, partitions_per_topic, members):
+        out = {m.member_id: [] for m in members}
+        ring = sorted(members, key=member_order)
+        if not ring:
+            return out
+        topics = sorted({t for m in members for t in m.subscription.topics
+                         if t in partitions_per_topic})
+        i = 0
+        for topic in topics:
+            for p in range(partitions_per_topic[topic]):
+                while topic not in ring[i % len(ring)].subscription.topics:
+                    i += 1
+                out[ring[i % len(ring)].member_id].append(TopicPartition(topic, p))
+                i += 1
+        return out
+
+
+class CooperativeStickyAssignor(Assignor):
+    """Balanced and sticky, for incremental (cooperative) rebalancing.
+
+    Members keep the partitions they own while the group stays balanced (partition counts
+    differing by at most one among members that could take each other's partitions); free
+    partitions go to the least loaded eligible member; then partitions move from the most to
+    the least loaded until balanced. A partition that would move from its current owner to
+    another member is left out of this round instead: the owner revokes it and rejoins, and
+    the next rebalance hands it out, so no partition is ever consumed by two members at once.
+    The generation travels in the v2+ field and, for older readers, as Java's user data.
+    """
+    name = "cooperative-sticky"
+    protocols = (EAGER, COOPERATIVE)
+
+    def subscription(self, topics, owned=(), generation=-1, rack=None):
+        return Subscription(tuple(topics), _I32.pack(generation), tuple(owned), generation, rack)
+
+    @staticmethod
+    def generation(sub):
+        if sub.version >= 2:
+            return sub.generation_id
+        if sub.user_data is not None and len(sub.user_data) == 4:
+            return _I32.unpack(sub.user_data)[0]
+        return -1
+
+    def assign(self, partitions_per_topic, members):
+        members = sorted(members, key=member_order)
+        ids = [m.member_id for m in members]
+        subs = {m.member_id: {t for t in m.subscription.topics if t in partitions_per_topic}
+                for m in members}
+        rank = {mid: i for i, mid in enumerate(ids)}
+        owner = self._owners(partitions_per_topic, members, subs)
+        out = {mid: [] for mid in ids}
+        for tp, mid in sorted(owner.items()):
+            out[mid].append(tp)
+        free = [TopicPartition(t, p) for t in sorted({t for s in subs.values() for t in s})
+                for p in range(partitions_per_topic[t]) if TopicPartition(t, p) not in owner]
+        eligible = {tp: [mid for mid in ids if tp.topic in subs[mid]] for tp in free}
+        for tp in sorted(free, key=lambda tp: (len(eligible[tp]), tp)):
+            best = min(eligible[tp], key=lambda mid: (len(out[mid]), rank[mid]))
+            out[best].append(tp)
+        self._balance(out, subs, owner, rank)
+        for mid, tps in out.items():  # KIP-429: no direct hand-over in one rebalance
+            out[mid] = sorted(tp for tp in tps if owner.get(tp, mid) == mid)
+        return out
+
+    def _owners(self, partitions_per_topic, members, subs):
+        """{tp: member} from the members' claims: the highest generation wins; two claims of
+        the same generation cancel out (neither keeps the partition)."""
+        claims, contested = {}, set()
+        for m in members:
+            gen = self.generation(m.subscription)
+            for tp in m.subscription.owned_partitions:
+                tp = TopicPartition(*tp)
+                if tp.topic not in subs[m.member_id] or \
+                        not 0 <= tp.partition < partitions_per_topic[tp.topic]:
+                    continue
+                prev = claims.get(tp)
+                if prev is None or gen > prev[0]:
+                    claims[tp] = (gen, m.member_id)
+                    contested.discard(tp)
+                elif gen == prev[0] and prev[1] != m.member_id:
+                    contested.add(tp)
+        return {tp: mid for tp, (_, mid) in claims.items() if tp not in contested}
+
+    @staticmethod
+    def _balance(out, subs, owner, rank):
+        """Move partitions from the most to the least loaded member while some eligible pair
+        differs by two or more. Each move lowers the sum of squared loads, so this ends."""
+        while True:
+            order = sorted(out, key=lambda mid: (len(out[mid]), rank[mid]))
+            moved = False
+            for a in reversed(order):
+                for b in order:
+                    if len(out[a]) <= len(out[b]) + 1:
+                        break
+                    movable = [tp for tp in out[a] if tp.topic in subs[b]]
+                    if movable:  # rather what `a` was just given than what it already owned
+                        tp = min(movable, key=lambda tp: (owner.get(tp) == a, tp))
+                        out[a].remove(tp)
+                        out[b].append(tp)
+                        moved = True
+                        break
+                if moved:
+                    break
+            if not moved:
+                return
+
+
+ASSIGNORS = {a.name: a for a in (RangeAssignor, RoundRobinAssignor, CooperativeStickyAssignor)}
+
+
+def make_assignors(names):
+    """Assignor instances for `partition.assignment.strategy` names, in preference order."""
+    out = []
+    for name in names:
+        cls = ASSIGNORS.get(name.strip().lower())
+        if cls is None:
+            raise ValueError(f"unknown partition.assignment.strategy {name!r} "
+                             f"(one of {', '.join(ASSIGNORS)})")
+        out.append(cls())
+    if not out:
+        raise ValueError("partition.assignment.strategy names no assignor")
+    return out
+
+
+def rebalance_protocol(assignors):
+    """COOPERATIVE only when every configured assignor supports it (Java's rule), else EAGER."""
+    return COOPERATIVE if all(COOPERATIVE in a.protocols for a in assignors) else EAGER

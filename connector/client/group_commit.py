@@ -1,0 +1,106 @@
+"""The offsets half of a consumer's group membership: commit (sync, async, auto) and committed.
+
+A mixin of `GroupMembership` (split out to keep each module readable): commits carry the
+member's generation so the coordinator rejects those of members the group has moved on from;
+what a failed commit means for the membership (rebalance, fenced, lost) is decided here.
+"""
+import logging
+import time
+
+from minilog.connector.protocol import ErrorCode, KafkaError
+
+from .group_api import (
+    RETRY_LATER,
+    OffsetAndMetadata,
+    as_offsets,
+    commit_offsets,
+    fetch_offsets,
+)
+from .types import TopicPartition
+
+log = logging.getLogger("minilog.client.group")
+FENCED = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION})
+
+
+class GroupCommits:
+    def _deadline(self, timeout):
+        return time.monotonic() + (self.config.seconds("default.api.timeout.ms")
+                                   if timeout is None else timeout)
+
+    def _positions(self, tps):
+        return {tp: OffsetAndMetadata(o) for tp, o in self.owner.group_positions(tps).items()
+                if o is not None}
+
+    def _commit_generation(self):
+        if self._runner is None:
+            return -1, ""  # not subscribed: a commit for a manually assigned consumer
+        if self._in_join:
+            raise KafkaError(ErrorCode.REBALANCE_IN_PROGRESS,
+                             f"group {self.group_id!r} is rebalancing; commit after it completes")
+        if self.generation < 0:
+            raise KafkaError(ErrorCode.ILLEGAL_GENERATION,
+                             f"not a member of an active generation of group {self.group_id!r}: "
+                             "its partitions may already belong to other members")
+        return self.generation, self.member_id
+
+    async def commit(self, offsets=None, asynchronous=False, timeout=None):
+        """Commit `offsets` ({tp: offset | OffsetAndMetadata}; default: the positions of the
+        assigned partitions). Sync returns what was committed; async returns None and reports
+        to `on_commit(error, offsets)` from poll."""
+        offsets = self._positions(self.owned) if offsets is None else as_offsets(offsets)
+        if not offsets:
+            return None if asynchronous else {}
+        if asynchronous:
+            self._spawn(self._commit_async(offsets))
+            return None
+        return await self._commit_sync(offsets, self._deadline(timeout))
+
+    async def _commit_sync(self, offsets, deadline):
+        generation, member_id = self._commit_generation()
+
+        async def attempt(conn):
+            codes = await commit_offsets(conn, self.group_id, offsets, generation, member_id,
+                                         self.instance_id if self._runner else None)
+            failed = {tp: c for tp, c in codes.items() if c}
+            if failed:
+                tp, code = next(iter(failed.items()))
+                if code not in RETRY_LATER:
+                    self._commit_failed(code, generation)
+                raise KafkaError(code, f"committing offsets of group {self.group_id!r} ({tp})")
+            return offsets
+        result = await self.coordinator.call(attempt, deadline, "OffsetCommit", "offsets")
+        for tp, om in offsets.items():
+            self._committed_positions[tp] = om.offset
+        return result
+
+    async def _commit_async(self, offsets, auto=False):
+        if auto:  # only what moved since the last commit
+            offsets = {tp: om for tp, om in offsets.items()
+                       if self._committed_positions.get(tp) != om.offset}
+            if not offsets:
+                return
+        err = None
+        try:
+            await self._commit_sync(offsets, self._deadline(None))
+        except KafkaError as e:
+            err = e
+            log.log(logging.DEBUG if auto else logging.WARNING,
+                    "group %s: %s commit failed: %s", self.group_id, "auto" if auto else "async", e)
+        if self._on_commit is not None:
+            await self._at_poll("commit", self._on_commit, (err, offsets), wait=False)
+
+    def _commit_failed(self, code, generation):
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self._request_rejoin("commit found the group rebalancing")
+        elif code in FENCED and generation == self.generation and generation >= 0:
+            self._reset_generation(f"commit: {ErrorCode(code).name}")
+        elif code == ErrorCode.FENCED_INSTANCE_ID:
+            self._fail(KafkaError(code, f"group.instance.id {self.instance_id!r} was fenced"))
+
+    async def committed(self, partitions, timeout=None):
+        """{tp: OffsetAndMetadata or None} committed by the group."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        stable = self.config["isolation.level"] == "read_committed"
+        return await self.coordinator.call(
+            lambda conn: fetch_offsets(conn, self.group_id, tps, stable),
+            self._deadline(timeout), "OffsetFetch", "offsets")

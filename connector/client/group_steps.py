@@ -1,0 +1,80 @@
+"""Rebalance steps that must run inside the application's poll, and how they get there.
+
+A mixin of `GroupMembership`. In Java the whole rebalance runs inside `poll`, so partitions
+never change while the application processes a batch between two polls, and a commit made after
+processing it still counts. Here the membership runs in the background, so each step that
+touches the application (auto-commit and `on_revoke` before partitions go, `on_assign`,
+`on_lost`, `on_commit` reports) is queued and the runner waits until the caller of poll has run
+it: the asyncio consumer runs the queue in the task that polls (`serve`); the sync Consumer
+takes it to the thread that calls poll (`take_callbacks`, run, `finish_callbacks`), so user
+code never runs on the event-loop thread. `ready` (a threading.Event) says something waits.
+"""
+import asyncio
+import logging
+
+log = logging.getLogger("minilog.client.group")
+
+
+class _Pending:
+    """A step waiting for the poll caller: `await pre()` (on the loop), then the user's
+    `fn(*args)` (in the poll thread), then `post()` (on the loop); `future` is set after."""
+    __slots__ = ("args", "fn", "future", "kind", "post", "pre")
+
+    def __init__(self, kind, fn, args, future, pre=None, post=None):
+        self.kind, self.fn, self.args, self.future = kind, fn, args, future
+        self.pre, self.post = pre, post
+
+
+class PollSteps:
+    """Queue of steps for the poll caller (see the module docstring)."""
+
+    def take_callbacks(self):
+        items = list(self._pending)
+        self._pending.clear()
+        self.ready.clear()
+        return items
+
+    def finish_callbacks(self, items):
+        for item in items:
+            if item.post is not None:
+                item.post()
+            if not item.future.done():
+                item.future.set_result(None)
+
+    async def serve(self):
+        """Run the queued steps here (the asyncio consumer's poll); raise a callback's error."""
+        for item in self.take_callbacks():
+            await self._run_item(item)
+        self.poll()
+
+    async def _run_item(self, item):
+        try:
+            if item.pre is not None:
+                await item.pre()
+            if item.fn is not None:
+                result = item.fn(*item.args)
+                if asyncio.iscoroutine(result):
+                    await result
+        except Exception as e:  # noqa: BLE001 - the user's error surfaces from poll
+            log.warning("group %s: %s callback raised %r", self.group_id, item.kind, e)
+            self._errors.append(e)
+        finally:
+            self.finish_callbacks([item])
+
+    def _enqueue(self, kind, fn, args, pre=None, post=None):
+        item = _Pending(kind, fn, args, asyncio.get_running_loop().create_future(), pre, post)
+        self._pending.append(item)
+        self.ready.set()
+        self.owner.group_notify()
+        return item
+
+    async def _at_poll(self, kind, fn, args, pre=None, post=None, wait=True):
+        """Queue a step for the poll caller and (unless `wait` is false) wait until it ran.
+        Closing an asyncio consumer runs it at once: close is the caller then."""
+        if self._closed and not self.owner.group_defer_callbacks:
+            item = _Pending(kind, fn, args, asyncio.get_running_loop().create_future(), pre, post)
+            await self._run_item(item)
+            return
+        item = self._enqueue(kind, fn, args, pre, post)
+        if wait:
+            await item.future
