@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from minilog.connector import batch as batch_format
 from minilog.connector import compression as codecs
 from minilog.connector.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
+from minilog.connector.records import record_spans
 
 from .log import Log
 
@@ -131,7 +132,7 @@ class LogCleaner:
             for raw, h in self._batches(seg):
                 if h.is_control or h.last_offset < first_dirty:
                     continue
-                for _, _, _, delta, key, _ in _records(_payload(raw, h), h.record_count):
+                for _, _, _, delta, key, _ in record_spans(_payload(raw, h), h.record_count):
                     if key is not None and h.base_offset + delta >= first_dirty:
                         keys[key] = h.base_offset + delta
         return keys
@@ -229,39 +230,13 @@ def _payload(raw, h):
     return codecs.decompress(h.compression, data) if h.compression else data
 
 
-def _varint(buf, pos):
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-
-
-def _records(payload, count):
-    """Yield (start, end, timestamp delta, offset delta, key, value is null) per record."""
-    pos = 0
-    for _ in range(count):
-        length, body = _varint(payload, pos)
-        end = body + length
-        ts_delta, p = _varint(payload, body + 1)  # after the attributes byte
-        offset_delta, p = _varint(payload, p)
-        key_len, p = _varint(payload, p)
-        key = payload[p:p + key_len] if key_len >= 0 else None
-        value_len, _ = _varint(payload, p + max(key_len, 0))
-        yield pos, end, ts_delta, offset_delta, key, value_len < 0
-        pos = end
-
-
 def _filter_batch(raw, h, keys, drop_tombstones):
     """The batch with only the records to keep: `raw` itself if all stay, None if none do."""
     if h.is_control:
         return raw
     payload = _payload(raw, h)
     kept, max_ts_delta = [], None
-    for start, end, ts_delta, delta, key, tombstone in _records(payload, h.record_count):
+    for start, end, ts_delta, delta, key, tombstone in record_spans(payload, h.record_count):
         if key is None or h.base_offset + delta < keys.get(key, -1) or (
                 tombstone and drop_tombstones):
             continue

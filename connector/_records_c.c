@@ -155,12 +155,20 @@ static PyObject *decode_records(PyObject *self, PyObject *args)
     Py_buffer buf;
     Py_ssize_t count;
     long long base_offset, base_ts, min_offset, lat = 0;
-    PyObject *lat_obj, *topic, *partition, *out, *ts_type = NULL, *result = NULL;
+    PyObject *lat_obj, *topic, *partition, *out, *no_headers = Py_None, *ts_type = NULL;
+    PyObject *result = NULL;
     PyTypeObject *cls;
-    if (!PyArg_ParseTuple(args, "y*nLLOLOOO!O!", &buf, &count, &base_offset, &base_ts,
+    if (!PyArg_ParseTuple(args, "y*nLLOLOOO!O!|O", &buf, &count, &base_offset, &base_ts,
                           &lat_obj, &min_offset, &topic, &partition, &PyType_Type, &cls,
-                          &PyList_Type, &out))
+                          &PyList_Type, &out, &no_headers))
         return NULL;
+    /* A record holding only atomic objects and the shared `no_headers` can be in no reference
+     * cycle, so the cyclic GC need not track it: no collection ever walks the records of a
+     * fetch (CPython untracks such plain tuples too, but only when a collection finds them,
+     * and never a tuple subclass). Records with headers hold a list and stay tracked. */
+    int shared = no_headers != Py_None;
+    int untrack = shared && (PyUnicode_CheckExact(topic) || topic == Py_None) &&
+                  (PyLong_CheckExact(partition) || partition == Py_None);
     int has_lat = lat_obj != Py_None;
     if (has_lat && (lat = PyLong_AsLongLong(lat_obj)) == -1 && PyErr_Occurred())
         goto done;
@@ -185,10 +193,12 @@ static PyObject *decode_records(PyObject *self, PyObject *args)
             PyLong_FromLongLong(base_offset + r.off_delta),
             PyLong_FromLongLong(has_lat ? lat : base_ts + r.ts_delta), Py_NewRef(ts_type),
             bytes_or_none(r.key, r.key_len), bytes_or_none(r.value, r.value_len),
-            headers_list(&r)};
+            r.n_headers == 0 && shared ? Py_NewRef(no_headers) : headers_list(&r)};
         int bad = 0;
         for (int j = 0; j < 8; j++)
             bad |= (PyTuple_SET_ITEM(rec, j, items[j]), items[j] == NULL);
+        if (!bad && untrack && r.n_headers == 0)
+            PyObject_GC_UnTrack(rec);
         bad = bad || PyList_Append(out, rec);
         Py_DECREF(rec);     /* frees the items too, NULLs included, when it was bad */
         if (bad)
@@ -480,7 +490,8 @@ done:
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(payload, count, base_offset, base_timestamp, log_append_time, "
-     "min_offset, topic, partition, cls, out): append one cls tuple per record to out."},
+     "min_offset, topic, partition, cls, out, no_headers=None): append one cls tuple per "
+     "record to out."},
     {"decode_columns", decode_columns, METH_VARARGS,
      "decode_columns(segments, min_offset, max_offset, with_headers) -> dict of buffers."},
     {"encode_records", encode_records, METH_VARARGS,

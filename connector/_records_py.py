@@ -157,11 +157,15 @@ def _bytes_field(rec, p):
 
 
 def decode_records(payload, count, base_offset, base_timestamp, log_append_time,
-                   min_offset, topic, partition, cls, out):
+                   min_offset, topic, partition, cls, out, no_headers=None):
     """Append `cls(topic, partition, offset, timestamp, timestamp_type, key, value, headers)`
     to `out` for each record of the batch with offset >= min_offset.
 
     `log_append_time` is None for CreateTime batches, else the timestamp of every record.
+    `headers` is a new list of (str, bytes|None); for a record without headers it is
+    `no_headers` when given (one shared object), else a new empty list. The C kernel also
+    leaves such records untracked by the cyclic GC (when topic and partition are atomic):
+    nothing observable from Python code but `gc.is_tracked`.
     """
     buf = bytes(payload)
     new = tuple.__new__
@@ -169,7 +173,10 @@ def decode_records(payload, count, base_offset, base_timestamp, log_append_time,
     for off_delta, ts_delta, key, value, headers in _records(
             buf, count, min_offset - base_offset, INT64_MAX, True):
         ts = base_timestamp + ts_delta if log_append_time is None else log_append_time
-        headers = [(k.decode("utf-8", "replace"), v) for k, v in headers]
+        if headers:
+            headers = [(k.decode("utf-8", "replace"), v) for k, v in headers]
+        elif no_headers is not None:
+            headers = no_headers
         out.append(new(cls, (topic, partition, base_offset + off_delta, ts, ts_type,
                              key, value, headers)))
 

@@ -65,8 +65,8 @@ def columns_to_arrow(cols, topic, partition, include_headers=True):
     arrays = [
         _binary(cols, "key", pa.binary(), n),
         _binary(cols, "value", pa.binary(), n),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        _repeated_string(topic, n),
+        _repeated_int32(partition, n),
         _fixed(pa.int64(), n, cols["offset"]),
         _fixed(TIMESTAMP_TYPE, n, timestamps),
         _fixed(pa.int32(), n, cols["timestamp_type"]),
@@ -74,6 +74,32 @@ def columns_to_arrow(cols, topic, partition, include_headers=True):
     if include_headers:
         arrays.append(_headers(cols, n))
     return pa.RecordBatch.from_arrays(arrays, schema=spark_kafka_schema(include_headers))
+
+
+def _repeated_string(text, n):
+    """A string array of `n` times `text` (None: all null), from its buffers:
+    `pa.repeat(pa.scalar(...))` would import pandas (~0.4 s) at the first batch of every
+    process, each Spark worker's included."""
+    if text is None:
+        return _all_null(pa.string(), n)
+    data = text.encode("utf-8")
+    if len(data) * n > np.iinfo(np.int32).max:
+        raise OverflowError("more than 2 GiB of data in one Arrow string column")
+    offsets = np.arange(n + 1, dtype=np.int32)
+    offsets *= len(data)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(data * n)], null_count=0)
+
+
+def _repeated_int32(value, n):
+    """An int32 array of `n` times `value` (None: all null); see `_repeated_string`."""
+    if value is None:
+        return _all_null(pa.int32(), n)
+    return _fixed(pa.int32(), n, np.full(n, value, np.int32))
+
+
+def _all_null(type_, n):
+    return pa.nulls(n, type_)
 
 
 def _fixed(type_, n, buf):
@@ -101,8 +127,12 @@ def _headers(cols, n):
     try:
         keys.validate(full=True)  # header keys are UTF-8 by contract, not by construction
     except pa.ArrowInvalid:
-        raw = _binary(cols, "header_key", pa.binary(), n_headers).to_pylist()
-        keys = pa.array([k.decode("utf-8", "replace") for k in raw], pa.string())
+        raw = _binary(cols, "header_key", pa.binary(), n_headers).to_pylist()  # never null
+        fixed = [k.decode("utf-8", "replace").encode("utf-8") for k in raw]
+        offsets = np.zeros(n_headers + 1, np.int32)
+        np.cumsum([len(k) for k in fixed], out=offsets[1:])
+        keys = pa.Array.from_buffers(pa.string(), n_headers, [  # not pa.array: pandas, see above
+            None, pa.py_buffer(offsets), pa.py_buffer(b"".join(fixed))], null_count=0)
     values = _binary(cols, "header_value", pa.binary(), n_headers)
     structs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE))
     has_headers = np.diff(list_offsets) > 0

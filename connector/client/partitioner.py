@@ -77,10 +77,24 @@ class Partitioner:
             p = self._sticky[topic] = random.choice(available or partitions)
         return p
 
+    def sticky_partitions(self):
+        """The {topic: partition} that keyless records currently go to, or None when keyless
+        records are not sticky (another strategy). The producer's hand-over reads it directly
+        (valid only if that partition still exists: it checks); only this class writes it."""
+        return self._sticky if self.strategy == "murmur2_random" else None
+
     def batch_sent(self, topic, partition, available):
         """A batch of `topic`/`partition` left the accumulator: keyless records move on."""
         if self._sticky.get(topic) != partition:
             return
+        # Uniform over the other available partitions: a few random draws first, so that
+        # the common case does not build a list of every partition for each batch sent.
+        n = len(available)
+        for _ in range(8 if n > 1 else 0):
+            p = available[random.randrange(n)]
+            if p != partition:
+                self._sticky[topic] = p
+                return
         choices = [p for p in available if p != partition]
         if choices:
             self._sticky[topic] = random.choice(choices)

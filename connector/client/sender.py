@@ -14,7 +14,9 @@ sequence order, so records of a partition are written in the order they were sen
 import asyncio
 import collections
 import logging
+import threading
 import time
+from operator import itemgetter
 
 from minilog.connector import records as _records
 from minilog.connector.compression import CODECS
@@ -40,28 +42,146 @@ _IDEMPOTENCE_WINDOW = 5  # the broker remembers the last five batches per produc
 _PID_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID,
                          ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 
+class DeliveryFuture:
+    """The outcome of one `Producer.send`: `result(timeout)` returns RecordMetadata or raises.
+
+    Lighter than concurrent.futures.Future: no lock and no RecordMetadata per record. The loop
+    thread completes a whole batch at once, giving each of its futures the batch and the
+    record's index in it; `result()` builds the RecordMetadata when asked. `add_done_callback`
+    callbacks run on the producer's loop thread (at once in the caller if already done).
+    """
+    # Unset `_batch` and `_exc` slots mean "not done yet". The completing thread writes the
+    # outcome (`_index` before `_batch`), then reads `_watch`; a thread that wants to hear of
+    # the outcome appends to `_watch`, then reads the outcome: one of the two sees the other.
+    __slots__ = ("_batch", "_exc", "_index", "_watch")
+
+    def __init__(self):
+        self._watch = None  # None, or callables to run with the future once it is done
+
+    def __repr__(self):
+        state = "failed" if self._failure() is not None else "done" if self.done() else "pending"
+        return f"<DeliveryFuture {state}>"
+
+    def done(self):
+        return hasattr(self, "_batch") or hasattr(self, "_exc")
+
+    def _failure(self):
+        return getattr(self, "_exc", None)
+
+    def set_result(self, value):
+        self._index = 0
+        self._batch = _Resolved(value)
+        self._run_watchers()
+
+    def set_exception(self, exc):
+        self._exc = exc
+        self._run_watchers()
+
+    def _run_watchers(self):
+        watch = self._watch
+        while watch:
+            try:
+                fn = watch.pop(0)  # atomic: each runs once, whichever thread pops it
+            except IndexError:
+                return
+            try:
+                fn(self)
+            except Exception:
+                log.exception("delivery callback failed")
+
+    def _add_watcher(self, fn):
+        """Run `fn(self)` when done (now, in this thread, if that happened meanwhile)."""
+        with _FUTURE_LOCK:  # two threads adding the first watcher at once make one list
+            if self._watch is None:
+                self._watch = [fn]
+            else:
+                self._watch.append(fn)
+        if self.done():  # the completing thread may have looked before `fn` was added
+            self._run_watchers()
+
+    def add_done_callback(self, fn):
+        if self.done():
+            fn(self)
+        else:
+            self._add_watcher(fn)
+
+    def _wait(self, timeout):
+        if not self.done():
+            event = threading.Event()
+            if timeout is None or timeout > 0:  # else no need to be woken (nor to keep a watcher)
+                self._add_watcher(lambda _: event.set())
+            if not event.wait(timeout) and not self.done():
+                raise KafkaTimeoutError(f"delivery not reported in {timeout:g}s")
+
+    def result(self, timeout=None):
+        self._wait(timeout)
+        exc = self._failure()
+        if exc is not None:
+            raise exc
+        return self._batch.metadata(self._index)
+
+    def exception(self, timeout=None):
+        self._wait(timeout)
+        return self._failure()
+
+
+class _SentFuture(DeliveryFuture):
+    """The DeliveryFuture `Producer.send` makes: it sets `_watch` itself, so creating one runs
+    no Python `__init__` (a third of the cost of a future)."""
+    __slots__ = ()
+    __init__ = object.__init__
+
+
+_FUTURE_LOCK = threading.Lock()  # only for adding watchers: first waiter, late callbacks
+_first = itemgetter(0)
+_new_tuple = tuple.__new__
+
+
+class _Resolved:
+    """The outcome given to `DeliveryFuture.set_result` directly."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def metadata(self, index):
+        return self.value
+
+
 class _Batch:
     __slots__ = (
         "attempts",
+        "base_offset",
         "base_sequence",
         "created",
         "data",
         "deadline",
         "futures",
         "last_error",
+        "log_append_time",
         "open",
+        "parts",
         "pid",
         "records",
         "retry_at",
         "size",
+        "timestamps",
         "tp",
     )
 
-    def __init__(self, tp, now, deadline):
-        self.tp, self.created, self.deadline = tp, now, deadline
+    def __init__(self, tp, now, deadline, parts):
+        self.tp, self.created, self.deadline, self.parts = tp, now, deadline, parts
         self.records, self.futures = [], []
         self.size, self.open, self.attempts, self.retry_at = 0, True, 0, 0.0
         self.data = self.base_sequence = self.pid = self.last_error = None
+        self.base_offset, self.log_append_time, self.timestamps = -1, None, None
+
+    def metadata(self, index):
+        """RecordMetadata of the `index`th record of this completed batch."""
+        lat = self.log_append_time
+        return _new_tuple(RecordMetadata, (
+            self.tp[0], self.tp[1], self.base_offset + index if self.base_offset >= 0 else -1,
+            lat if lat is not None and lat >= 0 else self.timestamps[index]))
 
 
 class _PartitionState:
@@ -99,6 +219,68 @@ class ProducerCore:
         self._batch_size, self._max_request = cfg["batch.size"], cfg["max.request.size"]
         self._delivery_timeout = cfg.seconds("delivery.timeout.ms")
         self._max_block = cfg.seconds("max.block.ms")
+        self._linger, self._backoff = cfg.seconds("linger.ms"), cfg.seconds("retry.backoff.ms")
+        self._max_in_flight = cfg["max.in.flight.requests.per.connection"]
+        self._open = {}  # (topic, partition) -> its newest batch, open or not: enqueue_many's cache
+        # keyless records follow the sticky partition, which enqueue_many reads directly
+        self._sticky = self._partitioner.sticky_partitions()
+
+    def enqueue_many(self, pending):
+        """Hand over the records `Producer.send` queued: a deque of (topic, partition, record,
+        size, future) tuples, consumed in order on the loop thread.
+
+        The same as `enqueue` for each, with the common case inline (no per-record calls): a
+        record for a known topic, to a partition given or sticky, that fits the partition's
+        open batch. Anything else takes `enqueue`. Nothing this loop relies on changes during
+        it except through `enqueue`, after which it checks everything again.
+        """
+        popleft, get_open, sticky = pending.popleft, self._open.get, self._sticky
+        limit, max_request, cluster = self._batch_size, self._max_request, self._cluster
+        known = {}  # topic -> partition list: metadata cannot change during this call
+        n = 0       # records appended inline, added to _unfinished before any other path runs
+        last_topic = last_p = b = None  # the previous record's partition and open batch
+        usable = not self._closed and not self._waiting
+        try:
+            while pending:
+                topic, partition, rec, size, fut = popleft()
+                p = partition
+                if p is None and sticky is not None and rec[1] is None:
+                    p = sticky.get(topic)
+                if topic is last_topic and p == last_p:
+                    pass  # same batch as the previous record: checked then
+                elif usable:
+                    b = get_open((topic, p))
+                    parts = known.get(topic)
+                    if parts is None:
+                        parts = known[topic] = cluster.partitions_for(topic)
+                    if b is None or b.parts is not parts:  # not checked against this metadata
+                        b = None
+                    last_topic, last_p = topic, p
+                else:
+                    b = None
+                if b is not None and b.open and b.size + size <= limit and size <= max_request:
+                    b.records.append(rec)
+                    b.futures.append(fut)
+                    b.size += size
+                    n += 1
+                    if b.size >= limit:
+                        b.open = False
+                        self._wakeup.set()
+                    continue
+                if n:
+                    self._add_unfinished(n)
+                    n = 0
+                self.enqueue(topic, partition, rec, size, fut)
+                last_topic = None  # enqueue may have changed any of it
+                usable = not self._closed and not self._waiting
+        finally:
+            if n:
+                self._add_unfinished(n)
+
+    def _add_unfinished(self, n):
+        self._unfinished += n
+        if self._unfinished > 0:
+            self._idle.clear()
 
     def _append(self, topic, partition, rec, fut, size):
         partitions = self._cluster.partitions_for(topic)
@@ -109,19 +291,22 @@ class ProducerCore:
             return self._fail([fut], KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, (
                 f"partition {partition} of {topic!r} does not exist "
                 f"(it has {len(partitions)})")), size)
-        tp = TopicPartition(topic, partition)
-        q = self._queues.get(tp)
-        if q is None:
-            q = self._queues[tp] = collections.deque()
-        b = q[-1] if q and q[-1].open else None
+        key = (topic, partition)
+        b = self._open.get(key)
         limit = self._batch_size
-        if b is None or b.size + size > limit:
+        if b is None or not b.open or b.size + size > limit:
             if b is not None:
                 b.open = False
+            tp = TopicPartition(topic, partition)
+            q = self._queues.get(tp)
+            if q is None:
+                q = self._queues[tp] = collections.deque()
             now = time.monotonic()
-            b = _Batch(tp, now, now + self._delivery_timeout)
+            b = self._open[key] = _Batch(tp, now, now + self._delivery_timeout, partitions)
             q.append(b)
             self._wakeup.set()
+        else:
+            b.parts = partitions  # the partition is valid in this metadata too
         b.records.append(rec)
         b.futures.append(fut)
         b.size += size
@@ -137,7 +322,7 @@ class ProducerCore:
                 delay = self._drain(time.monotonic())
             except Exception:  # a bug here must not silently stop all deliveries
                 log.exception("producer sender failed; retrying")
-                delay = self.config.seconds("retry.backoff.ms")
+                delay = self._backoff
             if delay is not None and delay <= 0:
                 await asyncio.sleep(0)
             else:
@@ -151,8 +336,7 @@ class ProducerCore:
 
     def _drain(self, now):
         """Send every ready batch we may send; return seconds until the next thing to do."""
-        cfg, cluster = self.config, self._cluster
-        backoff = cfg.seconds("retry.backoff.ms")
+        cluster, backoff = self._cluster, self._backoff
         wake = []
         if self._waiting or cluster.needs_refresh:
             if self._meta_task is None:
@@ -163,10 +347,8 @@ class ProducerCore:
                 self._pid_task = self._spawn(self._init_producer_id())
             self._expire_queued(now)
             return backoff if self._pid_task is None else None
-        linger = cfg.seconds("linger.ms")
-        max_in_flight = cfg["max.in.flight.requests.per.connection"]
-        max_request = cfg["max.request.size"]
-        by_node = {}
+        linger, max_in_flight, max_request = self._linger, self._max_in_flight, self._max_request
+        by_node = {}  # node -> [batches, their encoded bytes]
         for tp, q in list(self._queues.items()):
             if not q:
                 del self._queues[tp]
@@ -195,16 +377,19 @@ class ProducerCore:
                 continue
             if self._node_in_flight[node] >= max_in_flight:
                 continue
-            batches = by_node.setdefault(node, [])
-            if batches and sum(len(x.data or b"") for x in batches) + b.size > max_request:
+            request = by_node.get(node)
+            if request is None:
+                request = by_node[node] = [[], 0]
+            elif request[1] + b.size > max_request:
                 continue
             q.popleft()
             b.open = False
             self._seal(b, part)
-            batches.append(b)
+            request[0].append(b)
+            request[1] += len(b.data)
             self._partitioner.batch_sent(tp.topic, tp.partition,
                                          cluster.available_partitions(tp.topic))
-        for node, batches in by_node.items():
+        for node, (batches, _) in by_node.items():
             self._node_in_flight[node] += 1
             for b in batches:
                 self._parts[b.tp].in_flight += 1
@@ -294,7 +479,7 @@ class ProducerCore:
         if part.retry and part.in_flight == 0:
             retry = sorted(part.retry, key=lambda x: (x.base_sequence or 0, x.created))
             part.retry = []
-            at = time.monotonic() + self.config.seconds("retry.backoff.ms")
+            at = time.monotonic() + self._backoff
             q = self._queues.setdefault(tp, collections.deque())
             for b in reversed(retry):
                 b.retry_at = at
@@ -304,6 +489,7 @@ class ProducerCore:
         for tp, q in self._queues.items():
             while q and q[0].deadline <= now:
                 b = q.popleft()
+                b.open = False  # no longer queued: enqueue_many must not append to it
                 why = f"; last error: {b.last_error}" if b.last_error else ""
                 self._fail(b.futures, KafkaTimeoutError(
                     f"{len(b.records)} record(s) for {tp} expired after "
@@ -363,18 +549,39 @@ class ProducerCore:
 
     # ---- completion ----------------------------------------------------------------------
     def _complete(self, b, base_offset, log_append_time):
-        topic, partition = b.tp
-        for i, (fut, rec) in enumerate(zip(b.futures, b.records)):
-            if not fut.done():
-                fut.set_result(RecordMetadata(
-                    topic, partition, base_offset + i if base_offset >= 0 else -1,
-                    log_append_time if log_append_time is not None and log_append_time >= 0
-                    else rec[0]))
-        self._finished(len(b.records), b.size)
+        """The batch is written: every record's future succeeds, all in one pass.
+
+        A DeliveryFuture gets the batch and its index (it builds its RecordMetadata only if
+        asked); other futures (asyncio's, from AsyncProducer) get their RecordMetadata now.
+        """
+        records, futures = b.records, b.futures
+        b.base_offset, b.log_append_time = base_offset, log_append_time
+        if log_append_time is None or log_append_time < 0:
+            b.timestamps = list(map(_first, records))
+        # the futures may outlive the batch: keep only what RecordMetadata needs
+        b.records = b.futures = b.data = None
+        for i, fut in enumerate(futures):
+            if fut.__class__ is _SentFuture:  # not done before: a batch completes once
+                fut._index = i
+                fut._batch = b  # the outcome, written after what it points to
+                if fut._watch is not None:
+                    fut._run_watchers()
+            elif isinstance(fut, DeliveryFuture):
+                if not fut.done():
+                    fut._index = i
+                    fut._batch = b
+                    fut._run_watchers()
+            elif not fut.done():
+                fut.set_result(b.metadata(i))
+        self._finished(len(records), b.size)
 
     def _fail(self, futures, exc, size, n=1):
         for fut in futures:
-            if not fut.done():
+            if fut.__class__ is _SentFuture:
+                fut._exc = exc
+                if fut._watch is not None:
+                    fut._run_watchers()
+            elif not fut.done():
                 fut.set_exception(exc)
         self._finished(n, size)
 
@@ -388,8 +595,10 @@ class ProducerCore:
     def _fail_everything(self, exc):
         for q in self._queues.values():
             for b in q:
+                b.open = False
                 self._fail(b.futures, exc, b.size, len(b.records))
         self._queues.clear()
+        self._open.clear()
         for waits in self._waiting.values():
             for _, _, fut, size, _ in waits:
                 self._fail([fut], exc, size)

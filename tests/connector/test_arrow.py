@@ -1,6 +1,8 @@
 """decode_to_arrow gives exactly what decode_batches gives, in Spark's Kafka source schema."""
 import random
 import struct
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -8,6 +10,8 @@ from minilog.connector import _kernel, batch
 from minilog.connector.arrow import (
     SPARK_KAFKA_SCHEMA,
     SPARK_KAFKA_SCHEMA_NO_HEADERS,
+    _repeated_int32,
+    _repeated_string,
     decode_to_arrow,
     spark_kafka_schema,
 )
@@ -156,6 +160,36 @@ def test_invalid_utf8_header_keys_are_replaced_as_in_decode_batches(kernel):
     rb.validate(full=True)
     assert rb.column("headers").to_pylist() == [[{"key": "\ufffd\ufffd", "value": b"x"}]]
     assert arrow_rows(rb) == as_rows(decode_batches(data, "t", 0))
+
+
+def test_topic_and_partition_columns_without_pandas():
+    """The first batch of a process must not import pandas (pa.scalar does: ~0.4 s)."""
+    code = ("import sys\n"
+            "from minilog.connector import batch\n"
+            "from minilog.connector.arrow import decode_to_arrow\n"
+            "from minilog.connector.records import encode_batch\n"
+            "rb = decode_to_arrow(encode_batch([(1, b'k', b'v', [('h', b'x')])] * 3), 't', 2)\n"
+            "assert rb.num_rows == 3 and 'pandas' not in sys.modules\n"
+            "bad = b'\\x00\\x00\\x00\\x02k\\x02v\\x04\\x04\\xff\\xfe\\x02x\\x04ok\\x02y'\n"
+            "rb = decode_to_arrow(batch.build(bytes([len(bad) * 2]) + bad, 1, 0, 1, 1), 't', 0)\n"
+            "rb.validate(full=True)\n"
+            "assert rb.column('headers').to_pylist() == [[{'key': '\\ufffd\\ufffd', "
+            "'value': b'x'}, {'key': 'ok', 'value': b'y'}]]\n"
+            "assert 'pandas' not in sys.modules  # invalid UTF-8 header keys, repaired\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("topic", ["t", "", "ünïcode-тема", "x" * 249])
+@pytest.mark.parametrize("n", [0, 1, 1000])
+def test_repeated_columns_equal_pyarrow_built_ones(topic, n):
+    strings = _repeated_string(topic, n)
+    strings.validate(full=True)
+    assert strings.equals(pa.array([topic] * n, pa.string()))
+    ints = _repeated_int32(7, n)
+    ints.validate(full=True)
+    assert ints.equals(pa.array([7] * n, pa.int32()))
+    assert _repeated_string(None, n).equals(pa.nulls(n, pa.string()))
+    assert _repeated_int32(None, n).equals(pa.nulls(n, pa.int32()))
 
 
 def test_bad_input_is_corrupt(kernel):

@@ -4,7 +4,10 @@ kafka-python's record code is the independent reference; the request frames capt
 librdkafka, kafka-python, aiokafka and kafkajs are the real thing. Every test runs on both
 record kernels (the C extension and the pure-Python reference).
 """
+import copy
+import gc
 import os
+import pickle
 import random
 import struct
 import subprocess
@@ -23,6 +26,7 @@ from minilog.connector import _kernel, batch
 from minilog.connector.compression import UnsupportedCodec
 from minilog.connector.protocol import decode_request
 from minilog.connector.records import (
+    NO_HEADERS,
     ConsumerRecord,
     CorruptRecord,
     decode_batches,
@@ -309,6 +313,42 @@ def test_kernels_agree_on_random_corruption():
                 results.append("corrupt")
         _kernel.use("c")
         assert results[0] == results[1]
+
+
+# -- records without headers ----------------------------------------------------------
+
+def test_records_without_headers_share_one_read_only_list(kernel):
+    """A new list per record only where there are headers: the others share NO_HEADERS,
+    which still reads and compares as `[]`, refuses changes, pickles as itself, and (C
+    kernel) keeps those records out of the cyclic GC."""
+    recs = [(T0, b"k", b"v", []), (T0 + 1, None, b"w", [("h", b"x")]), (T0 + 2, None, None, [])]
+    out = decode_batches(encode_batch(recs), "t", 0)
+    assert out == expected(recs)
+    assert out[0].headers is out[2].headers is NO_HEADERS
+    assert out[1].headers == [("h", b"x")] and out[1].headers is not out[0].headers
+    assert isinstance(NO_HEADERS, list) and NO_HEADERS == [] and not NO_HEADERS
+    for change in (lambda h: h.append(("k", b"v")), lambda h: h.extend([1]),
+                   lambda h: h.insert(0, 1), lambda h: h.__iadd__([1]), lambda h: h.clear(),
+                   lambda h: h.__setitem__(slice(None), [1])):
+        with pytest.raises(TypeError, match="read-only"):
+            change(out[0].headers)
+    assert NO_HEADERS == [] and list(out[0].headers) == []
+    assert pickle.loads(pickle.dumps(out[0])).headers is NO_HEADERS
+    assert copy.deepcopy(out[0]) == out[0] and copy.copy(NO_HEADERS) is NO_HEADERS
+    if kernel == "c":
+        assert not gc.is_tracked(out[0]) and not gc.is_tracked(out[2])
+        assert gc.is_tracked(out[1])  # it holds a list
+
+
+def test_untracked_only_with_atomic_topic_and_partition(kernel):
+    if kernel != "c":
+        pytest.skip("the Python kernel cannot untrack")
+    data = encode_batch([(T0, b"k", b"v", [])])
+    assert not gc.is_tracked(decode_batches(data, None, None)[0])
+    assert gc.is_tracked(decode_batches(data, ["not", "atomic"], 0)[0])
+    out = []  # without a shared object, the old contract: a new list per record
+    _kernel.c.decode_records(data[61:], 1, 0, T0, None, 0, "t", 0, ConsumerRecord, out)
+    assert out[0].headers == [] and out[0].headers is not NO_HEADERS and gc.is_tracked(out[0])
 
 
 # -- kernel choice -----------------------------------------------------------------------

@@ -47,3 +47,22 @@ def test_null_keys_stick_to_a_partition_until_its_batch_is_sent():
 def test_custom_partitioner_callable():
     part = Partitioner(lambda topic, key, partitions, available: partitions[-1])
     assert part.partition("t", b"k", [0, 1, 2], [0, 1, 2]) == 2
+
+
+def test_batch_sent_moves_keyless_records_uniformly_to_another_available_partition():
+    part = Partitioner()
+    moved = []
+    for _ in range(600):
+        first = part.partition("t", None, list(range(4)), [0, 1, 2, 3])
+        part.batch_sent("t", first, [0, 1, 2, 3])
+        moved.append((first, part.partition("t", None, list(range(4)), [0, 1, 2, 3])))
+    assert all(a != b for a, b in moved)
+    assert all(50 < sum(1 for _, b in moved if b == p) < 250 for p in range(4))
+    part.batch_sent("t", 9, [0, 1])  # not the sticky partition: nothing moves
+    assert part.partition("t", None, [0, 1, 2, 3], [0, 1, 2, 3]) == moved[-1][1]
+    only = moved[-1][1]
+    part.batch_sent("t", only, [only])  # no other partition: choose afresh next time
+    assert part.sticky_partitions() == {}
+    part.partition("t", None, [0, 1], [])
+    assert set(part.sticky_partitions()) == {"t"}
+    assert Partitioner("random").sticky_partitions() is None
