@@ -70,13 +70,17 @@ class PartitionState:
             if chunk.records is None:
                 chunk.records = decode(chunk.data, tp, self.position, check_crc)
                 chunk.index = 0
-            take = chunk.records[chunk.index:chunk.index + limit - len(out)]
+            records = chunk.records
+            if not out and chunk.index == 0 and len(records) <= limit:
+                take = out = records  # the whole chunk: hand its list over, no copy
+            else:
+                take = records[chunk.index:chunk.index + limit - len(out)]
+                out.extend(take)
             chunk.index += len(take)
             if take:
-                out.extend(take)
                 self.position = take[-1].offset + 1
-            if chunk.index >= len(chunk.records):
-                self.chunks.popleft()
+            if chunk.index >= len(records):
+                self.chunks.popleft()  # its list may be `out` now: nothing else uses it
                 self.position = max(self.position, chunk.next_offset)
         return out
 
