@@ -18,7 +18,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import NamedTuple
 
-from minilog.connector.batch import InvalidBatch, iter_batches, stamp, validate
+from minilog.connector.batch import (
+    InvalidBatch,
+    iter_batches,
+    stamp,
+    stamp_in_place,
+    validate,
+)
 
 from .log_config import OTHER_TOPIC_CONFIGS, LogConfig  # noqa: F401 (re-exported)
 from .producer_state import NO_PRODUCER_ID, ProducerStateManager, next_sequence
@@ -121,12 +127,14 @@ class Log:
 
     # -- appends ----------------------------------------------------------------------------
 
-    def append(self, batches, *, now_ms=None, leader_epoch=None):
+    def append(self, batches, *, now_ms=None, leader_epoch=None, in_place=False):
         """Append validated client batches, assigning offsets from the log end.
 
         `batches` is a list of (batch bytes, BatchHeader) as `batch.split_batches` produced them.
         Each batch is stamped with its base offset (and the append time when the topic uses
         LogAppendTime, and `leader_epoch` when given); all go to one segment in one write.
+        With `in_place`, batches that are writable buffers are stamped where they are (the
+        caller gives up their contents: a produce request's own buffer) instead of copied.
 
         Idempotent batches (producer id >= 0) are checked against the producer state first:
         - a retry of one of the producer's last five batches returns the original offsets as
@@ -167,12 +175,15 @@ class Log:
                         return AppendResult(dup[1], dup[2], duplicate=True)
                     staged.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
                                   offset, last, ts)
-                stamped.append(stamp(data, offset, append_time, leader_epoch))
+                if in_place and isinstance(data, memoryview) and not data.readonly:
+                    stamp_in_place(data, offset, append_time, leader_epoch)
+                    stamped.append(data)
+                else:
+                    stamped.append(stamp(data, offset, append_time, leader_epoch))
                 max_ts = max(max_ts, ts)
                 records += h.record_count
                 offset = last + 1
-            payload = stamped[0] if len(stamped) == 1 else b"".join(stamped)
-            self._roll_if_needed(len(payload), max_ts, first, offset - 1, now).append(payload)
+            self._roll_if_needed(total, max_ts, first, offset - 1, now).append(stamped)
             if staged is not None:
                 staged.commit()
             self._leo = offset

@@ -35,9 +35,11 @@ class Partition:
     def log_end_offset(self):
         return self.log.log_end_offset
 
-    def append_as_leader(self, batches):
-        """Append validated batches (list of (bytes, BatchHeader)); returns the log's AppendResult."""
-        result = self.log.append(batches, leader_epoch=self.leader_epoch)
+    def append_as_leader(self, batches, in_place=False):
+        """Append validated batches (list of (bytes, BatchHeader)); returns the log's AppendResult.
+
+        `in_place`: writable batches may be stamped where they are (see `Log.append`)."""
+        result = self.log.append(batches, leader_epoch=self.leader_epoch, in_place=in_place)
         self._advance_high_watermark()
         return result
 

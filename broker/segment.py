@@ -25,6 +25,7 @@ _SCAN = struct.Struct(">qiibIhi")
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of every batch
 _SCAN_CHUNK = 8192                   # one pread covers the ~4 KiB between index entries
 _RECOVER_CHUNK = 1 << 20
+_IOV_MAX = 1024                      # writev takes at most this many buffers (Linux IOV_MAX)
 
 
 def segment_file(dir, base_offset, suffix=LOG_SUFFIX):
@@ -122,24 +123,30 @@ class LogSegment:
     def append(self, data, largest_timestamp=None, offset_of_largest_timestamp=None):
         """Append whole batches (offsets already assigned, ascending, after `next_offset`).
 
-        Adds an index entry for a batch once more than `index_interval_bytes` were written since
-        the previous one. The largest timestamp and its offset are taken from the batch headers;
-        callers may pass them to override (Kafka's signature), e.g. when they already know them.
+        `data` is one buffer of whole batches or a list of such buffers (written with one
+        `writev`, never joined). Adds an index entry for a batch once more than
+        `index_interval_bytes` were written since the previous one. The largest timestamp and
+        its offset are taken from the batch headers; callers may pass them to override (Kafka's
+        signature), e.g. when they already know them.
         """
-        if not data:
+        chunks = data if isinstance(data, list) else [data]
+        headers, size = [], 0
+        for chunk in chunks:
+            headers.extend((size + pos, h) for pos, h in self._split(chunk))
+            size += len(chunk)
+        if not headers:
             return
-        headers = list(self._split(data))
         first, last = headers[0][1], headers[-1][1]
         if first.base_offset < self._next_offset or not self.can_hold(last.last_offset):
             raise ValueError(f"batches {first.base_offset}..{last.last_offset} cannot follow offset "
                              f"{self._next_offset} in segment {self.base_offset}")
         start = self._size
-        self._write(data, start)
+        self._write(chunks, start)
         if start == 0:
             self._first_batch_ts = first.max_timestamp
         for pos, h in headers:
             self._index_batch(start + pos, h)
-        self._size = start + len(data)
+        self._size = start + size
         self._next_offset = last.last_offset + 1
         if largest_timestamp is not None and largest_timestamp > self._max_ts:
             self._max_ts = largest_timestamp
@@ -325,11 +332,19 @@ class LogSegment:
     def _pread(self, pos, n):
         return os.pread(self._fd, n, pos)
 
-    def _write(self, data, start):
-        view, written = memoryview(data), 0
+    def _write(self, chunks, start):
         try:
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
+            for i in range(0, len(chunks), _IOV_MAX):
+                group = chunks[i:i + _IOV_MAX]
+                written = os.writev(self._fd, group) if len(group) > 1 else os.write(self._fd, group[0])
+                for chunk in group:  # a short write (rare): finish chunk by chunk
+                    if written >= len(chunk):
+                        written -= len(chunk)
+                        continue
+                    view = memoryview(chunk)[written:]
+                    written = 0
+                    while view:
+                        view = view[os.write(self._fd, view):]
         except OSError:
             os.ftruncate(self._fd, start)  # never leave a partial batch behind an error
             raise

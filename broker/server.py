@@ -2,17 +2,19 @@
 
 Each connection handles its requests one at a time, in order, as Kafka does, so responses
 never need reordering; a long-polling fetch holds only its own connection. Bytes that do not
-decode as a request the broker supports close that connection and nothing else.
+decode as a request the broker supports close that connection and nothing else. Frames arrive
+through `FramedProtocol`: a large Produce request lands once, in a buffer the handlers may
+stamp in place.
 """
 import asyncio
+import collections
 import logging
 
+from minilog.connector.framed_protocol import FramedProtocol
 from minilog.connector.protocol import (
     REQUESTS,
     ApiKey,
     CorruptMessage,
-    FrameReader,
-    FrameTooLarge,
     api_name,
     decode_request_header,
     encode_response,
@@ -23,6 +25,8 @@ from .handlers.api_versions import unsupported_version_response
 
 log = logging.getLogger("minilog.broker.server")
 
+MAX_QUEUED_REQUESTS = 64  # per connection, received but not yet handled: then stop reading
+
 
 class BrokerServer:
     def __init__(self, broker, host, port):
@@ -31,8 +35,9 @@ class BrokerServer:
         self._connections = set()
 
     async def start(self):
-        self._server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                  limit=1 << 20, backlog=512)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
+                                                backlog=512)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -40,38 +45,13 @@ class BrokerServer:
         if self._server:
             self._server.close()
             await self._server.wait_closed()
-        for task in list(self._connections):
+        tasks = [c.task for c in list(self._connections) if c.task is not None]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _serve(self, reader, writer):
-        task = asyncio.current_task()
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        frames = FrameReader(self.broker.config["socket.request.max.bytes"])
-        try:
-            while True:
-                data = await reader.read(1 << 20)
-                if not data:
-                    break
-                for frame in frames.feed(data):
-                    chunks = await self._handle(frame, peer)
-                    if chunks:
-                        writer.writelines(chunks)
-                        await writer.drain()
-        except FrameTooLarge as e:
-            log.warning("closing %s: %s", peer, e)
-        except _CloseConnection as e:
-            log.warning("closing %s: %s", peer, e)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass
-        finally:
-            self._connections.discard(task)
-            writer.close()
-
-    async def _handle(self, frame, peer):
+    async def handle(self, frame, peer):
+        """The response chunks to one request frame, None when it gets no response."""
         try:
             header, body_reader = decode_request_header(frame)
         except CorruptMessage as e:
@@ -94,6 +74,80 @@ class BrokerServer:
         if response is NO_RESPONSE:
             return None
         return encode_response(key, version, header.correlation_id, response)
+
+
+class _Connection(FramedProtocol):
+    """One client connection: frames queue up here and one task answers them in order."""
+
+    def __init__(self, server):
+        super().__init__(server.broker.config["socket.request.max.bytes"])
+        self.server = server
+        self.task = None
+        self.peer = None
+        self._queue = collections.deque()  # frames, then possibly one exception to end with
+        self._wakeup = None
+        self._reading_paused = False
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self.peer = transport.get_extra_info("peername")
+        self.server._connections.add(self)
+        self.task = asyncio.get_running_loop().create_task(self._serve())
+
+    def frame_received(self, frame):
+        self._queue.append(frame)
+        if len(self._queue) >= MAX_QUEUED_REQUESTS and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def frame_too_large(self, error):
+        self._queue.append(_CloseConnection(str(error)))
+        self._wake()
+
+    def connection_closed(self, exc):
+        self._queue.append(None)
+        self._wake()
+
+    def _wake(self):
+        waiter = self._wakeup
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _next(self):
+        while not self._queue:
+            self._wakeup = asyncio.get_running_loop().create_future()
+            await self._wakeup
+            self._wakeup = None
+        item = self._queue.popleft()
+        if self._reading_paused and len(self._queue) < MAX_QUEUED_REQUESTS // 2 \
+                and not self.closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        return item
+
+    async def _serve(self):
+        try:
+            while True:
+                item = await self._next()
+                if item is None:
+                    break
+                if isinstance(item, Exception):
+                    raise item
+                chunks = await self.server.handle(item, self.peer)
+                del item  # the frame's buffer: nothing should outlive the request
+                if chunks and not self.closed:
+                    self.write(chunks)
+                    await self.drain()
+        except _CloseConnection as e:
+            log.warning("closing %s: %s", self.peer, e)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:  # a handler's bug ends this connection only, and is reported
+            log.exception("closing %s after an unexpected error", self.peer)
+        finally:
+            self.server._connections.discard(self)
+            self.transport.close()
 
 
 def _in(rng, v):

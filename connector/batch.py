@@ -140,22 +140,27 @@ def split_batches(data, max_size=None):
 
 def stamp(batch, base_offset, log_append_time=None, partition_leader_epoch=None):
     """Return a copy of the batch (a bytearray) with the broker-assigned base offset (and
-    LogAppendTime, epoch) set.
+    LogAppendTime, epoch) set; `stamp_in_place` does the same to a writable buffer."""
+    out = bytearray(batch)
+    stamp_in_place(out, base_offset, log_append_time, partition_leader_epoch)
+    return out
+
+
+def stamp_in_place(batch, base_offset, log_append_time=None, partition_leader_epoch=None):
+    """Set the broker-assigned base offset (and LogAppendTime, epoch) in a writable batch.
 
     The base offset and leader epoch sit outside the CRC; LogAppendTime changes attributes and
-    max_timestamp, so the CRC is recomputed once for the batch. Records are never re-encoded,
-    and the one copy made here is the only one on the way to the segment file.
+    max_timestamp, so the CRC is recomputed once for the batch. Records are never re-encoded.
+    The broker stamps produce requests in the buffer they were received into: no copy at all.
     """
-    out = bytearray(batch)
-    _OFFSET.pack_into(out, 0, base_offset)
+    _OFFSET.pack_into(batch, 0, base_offset)
     if partition_leader_epoch is not None:
-        _INT32.pack_into(out, 12, partition_leader_epoch)
+        _INT32.pack_into(batch, 12, partition_leader_epoch)
     if log_append_time is not None:
-        attrs = struct.unpack_from(">h", out, 21)[0] | TIMESTAMP_TYPE_LOG_APPEND
-        struct.pack_into(">h", out, 21, attrs)
-        _INT64.pack_into(out, 35, log_append_time)
-        struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
-    return out
+        attrs = struct.unpack_from(">h", batch, 21)[0] | TIMESTAMP_TYPE_LOG_APPEND
+        struct.pack_into(">h", batch, 21, attrs)
+        _INT64.pack_into(batch, 35, log_append_time)
+        struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
 
 
 def build(records_payload, record_count, last_offset_delta, base_timestamp, max_timestamp,

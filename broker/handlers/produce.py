@@ -34,8 +34,9 @@ def produce_to_partition(broker, topic, index, records, acks):
     if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
         return _partition_result(index, ErrorCode.NOT_ENOUGH_REPLICAS)
     try:
-        result = partition.append_as_leader(
-            [(memoryview(records)[pos:pos + h.size], h) for pos, h in batches])
+        view = memoryview(records)  # writable when it is the request's own receive buffer
+        result = partition.append_as_leader([(view[pos:pos + h.size], h) for pos, h in batches],
+                                            in_place=True)
     except Exception as e:  # noqa: BLE001 - mapped to Kafka's codes below
         code, message = append_error_code(e)
         return _partition_result(index, code, message=message)

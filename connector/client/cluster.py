@@ -259,11 +259,18 @@ class Cluster:
         self.needs_refresh = True
 
     async def maybe_refresh(self, topics=()):
-        """Refresh when marked stale, older than metadata.max.age.ms, or missing `topics`."""
+        """Refresh when marked stale, older than metadata.max.age.ms, or missing `topics`.
+
+        Backs off (retry.backoff.ms after the last refresh) only when asking again could not
+        help yet: metadata marked stale, or topics the last refresh asked for and did not get.
+        A topic never asked for is asked for at once.
+        """
         age = time.monotonic() - self.last_refresh
-        missing = any(t not in self.topics for t in topics)
+        missing = [t for t in topics if t not in self.topics]
+        asked = self._requested
+        unanswered = missing and (asked is None or all(t in asked for t in missing))
         backoff = self.config.seconds("retry.backoff.ms")
-        if (missing or self.needs_refresh) and age < backoff:
+        if (unanswered or self.needs_refresh) and age < backoff:
             await asyncio.sleep(backoff - age)
         if not self.has_metadata or missing or self.needs_refresh or \
                 age > self.config.seconds("metadata.max.age.ms"):

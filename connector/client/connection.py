@@ -22,11 +22,11 @@ import socket
 import struct
 import threading
 
+from minilog.connector.framed_protocol import FramedProtocol
 from minilog.connector.protocol import (
     REQUESTS,
     ApiKey,
     ErrorCode,
-    FrameReader,
     KafkaError,
     RequestHeader,
     api_name,
@@ -77,10 +77,10 @@ class BrokerConnection:
         self.client_id = client_id
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.versions = {}
-        self._frames = FrameReader(max_response_size)
+        self.max_response_size = max_response_size
         self._pending = {}
         self._corr = itertools.count(1)
-        self._reader = self._writer = self._read_task = None
+        self._transport = self._protocol = None
         self._closed = None  # the exception that closed us, once closed
 
     def __repr__(self):
@@ -92,7 +92,7 @@ class BrokerConnection:
 
     @property
     def connected(self):
-        return self._writer is not None and self._closed is None
+        return self._transport is not None and self._closed is None
 
     @property
     def in_flight(self):
@@ -100,8 +100,9 @@ class BrokerConnection:
 
     async def connect(self):
         """Open the socket and negotiate API versions; raise KafkaConnectionError on failure."""
-        opening = asyncio.ensure_future(asyncio.open_connection(self.host, self.port,
-                                                                limit=1 << 20))
+        loop = asyncio.get_running_loop()
+        opening = asyncio.ensure_future(loop.create_connection(
+            lambda: _ResponseProtocol(self), self.host, self.port))
         try:
             done, _ = await asyncio.wait((opening,), timeout=self.connect_timeout)  # see wait_set
         except asyncio.CancelledError:
@@ -112,17 +113,16 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"connecting to {self.address} timed out after {self.connect_timeout:g}s")
         try:
-            self._reader, self._writer = opening.result()
+            self._transport, self._protocol = opening.result()
         except OSError as e:
             if isinstance(e, socket.gaierror) or not e.errno:
                 why = e.strerror or str(e)
             else:
                 why = os.strerror(e.errno)
             raise KafkaConnectionError(f"cannot connect to {self.address}: {why}") from None
-        sock = self._writer.get_extra_info("socket")
+        sock = self._transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
             await self._negotiate()
         except BaseException:
@@ -184,7 +184,7 @@ class BrokerConnection:
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             self._pending[corr] = (fut, api_key, version)
-        self._writer.writelines(chunks)
+        self._protocol.write(chunks)
         return corr, fut
 
     async def wait_response(self, corr, fut, api_key, timeout=None):
@@ -212,29 +212,14 @@ class BrokerConnection:
         requests go out in call order.
         """
         corr, fut = self.write_request(api_key, body, version, expect_response)
-        if self._writer.transport.get_write_buffer_size() > 1 << 20:
+        if self._transport.get_write_buffer_size() > 1 << 20:
             try:
-                await self._writer.drain()
+                await self._protocol.drain()
             except (OSError, ConnectionError) as e:
                 self._fail(KafkaConnectionError(f"write to {self.address} failed: {e}"))
         if fut is None:
             return None
         return await self.wait_response(corr, fut, api_key, timeout)
-
-    async def _read_loop(self):
-        try:
-            while True:
-                data = await self._reader.read(1 << 20)
-                if not data:
-                    raise KafkaConnectionError(f"connection closed by broker {self.address}")
-                for frame in self._frames.feed(data):
-                    self._dispatch(frame)
-        except asyncio.CancelledError:
-            raise
-        except KafkaError as e:
-            self._fail(e)
-        except Exception as e:  # noqa: BLE001 - socket errors, oversized frames: all end the connection
-            self._fail(KafkaConnectionError(f"connection to {self.address} failed: {e}"))
 
     def _dispatch(self, frame):
         entry = self._pending.pop(decode_response_correlation(frame), None)
@@ -261,14 +246,29 @@ class BrokerConnection:
         for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(exc)
-        if self._writer is not None:
-            self._writer.close()
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        if self._transport is not None:
+            self._transport.close()
 
     def close(self):
         self._fail(KafkaConnectionError(f"connection to {self.address} closed by the client"))
+
+
+class _ResponseProtocol(FramedProtocol):
+    """Hands each response frame to its connection as it completes, on the event loop."""
+
+    def __init__(self, conn):
+        super().__init__(conn.max_response_size)
+        self.conn = conn
+
+    def frame_received(self, frame):
+        self.conn._dispatch(frame)
+
+    def frame_too_large(self, error):
+        self.conn._fail(KafkaConnectionError(f"connection to {self.conn.address} failed: {error}"))
+
+    def connection_closed(self, exc):
+        why = f": {exc}" if exc is not None else ""
+        self.conn._fail(KafkaConnectionError(f"connection closed by broker {self.conn.address}{why}"))
 
 
 def message_class(schema, *path):
