@@ -6,7 +6,6 @@ import socket
 import struct
 
 import pytest
-
 from minilog.connector.framed_protocol import OWN_BUFFER_OVER, FramedProtocol
 from minilog.connector.protocol import FrameTooLarge
 
