@@ -262,12 +262,13 @@ class Log:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def read(self, offset, max_bytes, upper_bound=None, min_one=True):
+    def read(self, offset, max_bytes, upper_bound=None, min_one=True, region_over=None):
         """Whole batches starting with the one holding `offset`, from a single segment.
 
         At most `max_bytes` unless `min_one` and the first batch alone is larger. Batches whose
         base offset is >= `upper_bound` (e.g. the high watermark) are left out. Returns b"" at
         the log end; raises OffsetOutOfRange outside [log_start_offset, log_end_offset].
+        More than `region_over` bytes come back as a `FileRegion` to send without reading.
         """
         with self._lock:
             if offset < self._log_start or offset > self._leo:
@@ -280,7 +281,7 @@ class Log:
                 max_position = None
                 if upper_bound is not None and (k + 1 == len(self._bases) or self._bases[k + 1] > upper_bound):
                     max_position = seg.position_of(upper_bound)
-                data = seg.read(offset, max_bytes, max_position, min_one)
+                data = seg.read(offset, max_bytes, max_position, min_one, region_over)
                 if data or max_position is not None:
                     return data
             return b""

@@ -51,9 +51,10 @@ class Partition:
                 self.high_watermark = new_hw
                 self.notify()
 
-    def read(self, offset, max_bytes, committed_only=True, min_one=True):
+    def read(self, offset, max_bytes, committed_only=True, min_one=True, region_over=None):
         upper = self.high_watermark if committed_only else None
-        return self.log.read(offset, max_bytes, upper_bound=upper, min_one=min_one)
+        return self.log.read(offset, max_bytes, upper_bound=upper, min_one=min_one,
+                             region_over=region_over)
 
     def truncate_before(self, offset):
         """DeleteRecords: move the log start offset forward (never past the high watermark)."""

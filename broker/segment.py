@@ -13,6 +13,7 @@ from pathlib import Path
 
 from minilog.connector.batch import HEADER_SIZE, InvalidBatch, read_header, validate
 
+from .file_region import FileRegion
 from .index import DEFAULT_MAX_INDEX_BYTES, CorruptIndexError, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -245,12 +246,14 @@ class LogSegment:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def read(self, start_offset, max_bytes, max_position=None, min_one=True):
+    def read(self, start_offset, max_bytes, max_position=None, min_one=True, region_over=None):
         """Whole batches from the one holding `start_offset`, at most `max_bytes` of them.
 
         With `min_one`, the first batch is returned even when it alone exceeds `max_bytes` (as
         Kafka does, so a consumer can always make progress). Nothing at or past `max_position`
-        is returned. Returns b"" when no batch holds an offset >= start_offset.
+        is returned. Returns b"" when no batch holds an offset >= start_offset. A range longer
+        than `region_over` bytes comes back as a `FileRegion` (to send with sendfile) instead
+        of bytes.
         """
         found = self.translate_offset(start_offset)
         if found is None:
@@ -260,18 +263,30 @@ class LogSegment:
         if pos >= limit:
             return b""
         if h.size > max_bytes:
-            return self._pread(pos, h.size) if min_one else b""
-        # Cut at the last whole batch: the index (positions ascend too) gives a batch start
-        # near the end of the range, so the walk covers a few headers whatever max_bytes is.
-        data = self._pread(pos, min(max_bytes, limit - pos))
-        p, n, unpack = max(pos, self.offset_index.lookup_position(pos + len(data))[1]) - pos, len(data), \
-            _BATCH_LENGTH.unpack_from
-        while n - p >= 12:
-            size = unpack(data, p + 8)[0] + 12
-            if size <= 12 or p + size > n:
+            length = h.size if min_one else 0
+        else:
+            length = self._whole_batches(pos, min(max_bytes, limit - pos))
+        if not length:
+            return b""
+        if region_over is not None and length > region_over:
+            return FileRegion(self._fd, pos, length)
+        return self._pread(pos, length)
+
+    def _whole_batches(self, pos, n):
+        """Bytes from `pos` (a batch start) up to the last batch that ends within `n` bytes.
+
+        The index (positions ascend too) gives a batch start near the end of the range, so the
+        walk reads a few 12-byte headers whatever `n` is.
+        """
+        p = max(pos, self.offset_index.lookup_position(pos + n)[1])
+        end = pos + n
+        while end - p >= 12:
+            head = self._pread(p, 12)
+            size = _BATCH_LENGTH.unpack_from(head, 8)[0] + 12 if len(head) == 12 else 0
+            if size <= 12 or p + size > end:
                 break
             p += size
-        return data if p == n else data[:p]
+        return p - pos
 
     def translate_offset(self, offset):
         """(position, header) of the first batch whose last offset is >= `offset`, or None."""

@@ -20,6 +20,7 @@ from minilog.connector.protocol import (
     encode_response,
 )
 
+from .file_region import FileRegion
 from .handlers import HANDLERS, NO_RESPONSE
 from .handlers.api_versions import unsupported_version_response
 
@@ -136,9 +137,8 @@ class _Connection(FramedProtocol):
                     raise item
                 chunks = await self.server.handle(item, self.peer)
                 del item  # the frame's buffer: nothing should outlive the request
-                if chunks and not self.closed:
-                    self.write(chunks)
-                    await self.drain()
+                if chunks:
+                    await self._send(chunks)
         except _CloseConnection as e:
             log.warning("closing %s: %s", self.peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -148,6 +148,39 @@ class _Connection(FramedProtocol):
         finally:
             self.server._connections.discard(self)
             self.transport.close()
+
+
+    async def _send(self, chunks):
+        """Write a response; its `FileRegion`s go with sendfile, and are closed in any case."""
+        regions = [c for c in chunks if isinstance(c, FileRegion)]
+        try:
+            if self.closed:
+                return
+            if not regions:
+                self.write(chunks)
+                await self.drain()
+                return
+            loop, start = asyncio.get_running_loop(), 0
+            for i, chunk in enumerate(chunks):
+                if not isinstance(chunk, FileRegion):
+                    continue
+                if i > start:
+                    self.write(chunks[start:i])
+                try:
+                    sent = await loop.sendfile(self.transport, chunk, chunk.position, len(chunk),
+                                               fallback=False)
+                except asyncio.SendfileNotAvailableError:  # not a plain socket: copy it
+                    self.write([chunk.read()])
+                    sent = len(chunk)
+                if sent != len(chunk):  # the file shrank under us: the frame is broken
+                    raise ConnectionError(f"sent {sent} of {len(chunk)} bytes of a segment")
+                start = i + 1
+            if start < len(chunks):
+                self.write(chunks[start:])
+            await self.drain()
+        finally:
+            for region in regions:
+                region.close()
 
 
 def _in(rng, v):

@@ -2,16 +2,20 @@
 
 Consumers read up to the high watermark; followers (replica id >= 0) up to the log end.
 Fetch sessions are not kept: session id 0 tells clients to send full fetch requests.
+Records longer than `ZERO_COPY_OVER` bytes are answered as `FileRegion`s, which the server
+sends with sendfile: the page cache goes to the socket without passing through Python.
 """
 import asyncio
 
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..file_region import FileRegion
 from ..log import OffsetOutOfRange
 from ..partition import wait_for_any
 from . import handles
 
 _RESP = response(ApiKey.FETCH)
+ZERO_COPY_OVER = 64 * 1024  # shorter reads are one pread: cheaper than a sendfile round
 
 
 def _epoch_error(partition, requested):
@@ -30,8 +34,9 @@ def _partition_response(index, code, partition=None, records=b""):
 
 
 def _read_all(broker, wanted, max_bytes, follower):
-    """One pass over the requested partitions: (topic responses, bytes, partitions, errors)."""
-    topics, total, waiting_on, errors = [], 0, [], 0
+    """One pass over the requested partitions: (topic responses, bytes, partitions, errors,
+    file regions to close if this pass is not answered)."""
+    topics, total, waiting_on, errors, regions = [], 0, [], 0, []
     for key, name, topic_id, parts in wanted:
         out = []
         for p in parts:
@@ -50,17 +55,20 @@ def _read_all(broker, wanted, max_bytes, follower):
             limit = max(0, min(p.partition_max_bytes, max_bytes - total))
             try:
                 data = partition.read(p.fetch_offset, limit, committed_only=not follower,
-                                      min_one=total == 0) if limit or total == 0 else b""
+                                      min_one=total == 0, region_over=ZERO_COPY_OVER) \
+                    if limit or total == 0 else b""
             except OffsetOutOfRange:
                 out.append(_partition_response(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE,
                                                partition))
                 errors += 1
                 continue
             total += len(data)
+            if isinstance(data, FileRegion):
+                regions.append(data)
             waiting_on.append(partition)
             out.append(_partition_response(p.partition, 0, partition, data))
         topics.append(_RESP.make("responses", topic=name, topic_id=topic_id, partitions=out))
-    return topics, total, waiting_on, errors
+    return topics, total, waiting_on, errors, regions
 
 
 @handles(ApiKey.FETCH, 4, 16)
@@ -82,9 +90,12 @@ async def fetch(broker, header, req):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     while True:
-        topics, total, partitions, errors = _read_all(broker, wanted, req.max_bytes, follower)
+        topics, total, partitions, errors, regions = _read_all(broker, wanted, req.max_bytes,
+                                                               follower)
         remaining = deadline - loop.time()
         if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or broker.stopping:
             break
+        for region in regions:
+            region.close()
         await wait_for_any(partitions, remaining)
     return _RESP.cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)

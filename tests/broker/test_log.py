@@ -500,3 +500,18 @@ def test_unclean_restart_recovers_every_segment_above_the_recovery_point(tmp_pat
     assert len(lg.segments) == 1  # what followed the torn batch went with it: no hole
     assert offsets_in(lg.read(0, 1 << 20)) == list(range(lg.log_end_offset))
     lg.close()
+
+
+def test_large_reads_come_as_file_regions_that_outlive_their_segment(tmp_path):
+    lg = Log(tmp_path / "r-0", LogConfig(segment_bytes=10_000, index_interval_bytes=256))
+    append_n(lg, 30, payload_size=1000)                    # ~1 KB batches, several segments
+    whole = lg.read(0, 5000)
+    region = lg.read(0, 5000, region_over=4000)            # same range, not read yet
+    assert len(region) == len(whole) and offsets_in(whole) == [0, 1, 2, 3]
+    small_read = lg.read(0, 3000, region_over=4000)        # under the threshold: bytes
+    assert isinstance(small_read, bytes) and offsets_in(small_read) == [0, 1]
+    lg.delete_records_before(lg.log_end_offset - 1)         # its segment is deleted and closed
+    assert not (tmp_path / "r-0" / "00000000000000000000.log").exists()
+    assert region.read() == whole                           # the region's own descriptor
+    region.close()
+    lg.close()

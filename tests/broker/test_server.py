@@ -112,3 +112,47 @@ def test_bad_configuration_is_one_line_and_nonzero_exit(tmp_path):
         assert r.returncode != 0
         assert needle in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_large_fetches_are_whole_stored_batches_sent_from_the_file(broker):
+    """Fetches over 64 KiB go by sendfile: same bytes, cut at whole batches, readable by
+    confluent-kafka and kafka-python."""
+    import confluent_kafka
+    import kafka
+    from minilog.connector.records import decode_batches
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("large", 1, 1)])["large"].result(10)
+    conn = RawConnection(broker.bootstrap)
+    values = [[b"%d-%04d-" % (b, i) + bytes(300) for i in range(1000)] for b in range(6)]
+    for vals in values:  # six batches of ~310 KB, stored as sent
+        resp = conn.call(ApiKey.PRODUCE, 9, _produce_body(
+            "large", encode_batch([(1000 + i, None, v, []) for i, v in enumerate(vals)])))
+        assert resp.responses[0].partition_responses[0].error_code == 0
+    want = [v for vals in values for v in vals]
+
+    records = conn.call(ApiKey.FETCH, 11, _fetch_body("large", 0, 0)).responses[0] \
+        .partitions[0].records
+    got = decode_batches(bytes(records))
+    assert len(records) < 1 << 20 and [r.value for r in got] == want[:3000]  # 3 whole batches
+    body = _fetch_body("large", 2500, 0)
+    body.topics[0].partitions[0].partition_max_bytes = 100_000       # less than one batch
+    records = conn.call(ApiKey.FETCH, 11, body).responses[0].partitions[0].records
+    assert [r.value for r in decode_batches(bytes(records))] == want[2000:3000]  # min one
+    conn.close()
+
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "large",
+                                  "enable.auto.commit": False})
+    c.assign([confluent_kafka.TopicPartition("large", 0, 0)])
+    seen, deadline = [], time.monotonic() + 30
+    while len(seen) < len(want) and time.monotonic() < deadline:
+        seen += [m.value() for m in c.consume(1000, 0.5) if not m.error()]
+    c.close()
+    assert seen == want
+    k = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                            consumer_timeout_ms=5000)
+    k.assign([kafka.TopicPartition("large", 0)])
+    k.seek(kafka.TopicPartition("large", 0), 0)
+    seen = [m.value for _, m in zip(range(len(want)), k)]
+    k.close()
+    assert seen == want

@@ -1,0 +1,48 @@
+"""A range of a segment file to send as it is: Kafka's zero-copy fetch.
+
+A fetch response's records are whole stored batches, so they can go from the page cache to
+the socket with `sendfile` and never enter Python. A `FileRegion` holds its own duplicate of
+the segment's file descriptor, so retention or compaction may close and delete the segment
+meanwhile: the bytes stay readable until the region is closed. Regions are closed once sent;
+one that is dropped unsent closes itself when collected.
+"""
+import os
+
+
+class FileRegion:
+    """`length` bytes at `position` of an open file; `len()` is the length, as for bytes."""
+
+    __slots__ = ("_fd", "length", "position")
+    mode = "rb"  # what asyncio's sendfile checks before using fileno()
+
+    def __init__(self, fd, position, length):
+        self._fd = os.dup(fd)
+        self.position, self.length = position, length
+
+    def __len__(self):
+        return self.length
+
+    def __repr__(self):
+        return f"FileRegion(position={self.position}, length={self.length})"
+
+    def fileno(self):
+        return self._fd
+
+    def seek(self, *_):
+        """asyncio's sendfile moves the file position after sending: ours is not used."""
+
+    def read(self):
+        """The bytes themselves (for callers that need them in memory)."""
+        data = os.pread(self._fd, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"file region of {self.length} bytes at {self.position} shrank to "
+                          f"{len(data)}")
+        return data
+
+    def close(self):
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self):
+        self.close()
