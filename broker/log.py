@@ -163,7 +163,7 @@ class Log:
             append_time = now if cfg.message_timestamp_type == "LogAppendTime" else None
             staged = None
             first = offset = self._leo
-            stamped, max_ts, records = [], -1, 0
+            stamped, parsed, max_ts, records = [], [], -1, 0
             for data, h in batches:
                 last = offset + h.last_offset_delta
                 ts = h.max_timestamp if append_time is None else append_time
@@ -180,10 +180,13 @@ class Log:
                     stamped.append(data)
                 else:
                     stamped.append(stamp(data, offset, append_time, leader_epoch))
-                max_ts = max(max_ts, ts)
+                parsed.append((h.size, offset, last, ts))
+                if ts > max_ts:
+                    max_ts = ts
                 records += h.record_count
                 offset = last + 1
-            self._roll_if_needed(total, max_ts, first, offset - 1, now).append(stamped)
+            self._roll_if_needed(total, max_ts, first, offset - 1, now).append(
+                stamped, batches=parsed)
             if staged is not None:
                 staged.commit()
             self._leo = offset

@@ -121,37 +121,41 @@ class LogSegment:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def append(self, data, largest_timestamp=None, offset_of_largest_timestamp=None):
+    def append(self, data, largest_timestamp=None, offset_of_largest_timestamp=None,
+               batches=None):
         """Append whole batches (offsets already assigned, ascending, after `next_offset`).
 
         `data` is one buffer of whole batches or a list of such buffers (written with one
         `writev`, never joined). Adds an index entry for a batch once more than
         `index_interval_bytes` were written since the previous one. The largest timestamp and
         its offset are taken from the batch headers; callers may pass them to override (Kafka's
-        signature), e.g. when they already know them.
+        signature), e.g. when they already know them. A caller that parsed the batches already
+        passes `batches`, (size, base offset, last offset, max timestamp) of each in order, and
+        they are not parsed again.
         """
         chunks = data if isinstance(data, list) else [data]
-        headers, size = [], 0
-        for chunk in chunks:
-            headers.extend((size + pos, h) for pos, h in self._split(chunk))
-            size += len(chunk)
-        if not headers:
+        if batches is None:
+            batches = [(h.size, h.base_offset, h.last_offset, h.max_timestamp)
+                       for chunk in chunks for _, h in self._split(chunk)]
+        if not batches:
             return
-        first, last = headers[0][1], headers[-1][1]
-        if first.base_offset < self._next_offset or not self.can_hold(last.last_offset):
-            raise ValueError(f"batches {first.base_offset}..{last.last_offset} cannot follow offset "
+        first_base, last_offset = batches[0][1], batches[-1][2]
+        if first_base < self._next_offset or not self.can_hold(last_offset):
+            raise ValueError(f"batches {first_base}..{last_offset} cannot follow offset "
                              f"{self._next_offset} in segment {self.base_offset}")
         start = self._size
         self._write(chunks, start)
         if start == 0:
-            self._first_batch_ts = first.max_timestamp
-        for pos, h in headers:
-            self._index_batch(start + pos, h)
-        self._size = start + size
-        self._next_offset = last.last_offset + 1
+            self._first_batch_ts = batches[0][3]
+        pos = start
+        for size, base, last, max_ts in batches:
+            self._index_batch(pos, size, base, last, max_ts)
+            pos += size
+        self._size = pos
+        self._next_offset = last_offset + 1
         if largest_timestamp is not None and largest_timestamp > self._max_ts:
             self._max_ts = largest_timestamp
-            self._offset_of_max_ts = (last.last_offset if offset_of_largest_timestamp is None
+            self._offset_of_max_ts = (last_offset if offset_of_largest_timestamp is None
                                       else offset_of_largest_timestamp)
 
     def truncate_to(self, offset):
@@ -197,7 +201,7 @@ class LogSegment:
                 break
             if h.base_offset < next_offset or not self.can_hold(h.last_offset):
                 break
-            self._index_batch(pos, h)
+            self._index_batch(pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
             next_offset = h.last_offset + 1
             pos += h.size
         truncated = size - pos
@@ -402,14 +406,14 @@ class LogSegment:
             yield pos, h
             pos += h.size
 
-    def _index_batch(self, pos, h):
-        if h.max_timestamp > self._max_ts:
-            self._max_ts, self._offset_of_max_ts = h.max_timestamp, h.last_offset
+    def _index_batch(self, pos, size, base_offset, last_offset, max_timestamp):
+        if max_timestamp > self._max_ts:
+            self._max_ts, self._offset_of_max_ts = max_timestamp, last_offset
         if self._bytes_since_index > self.index_interval_bytes:
-            self.offset_index.append(h.base_offset, pos)
+            self.offset_index.append(base_offset, pos)
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
             self._bytes_since_index = 0
-        self._bytes_since_index += h.size
+        self._bytes_since_index += size
 
     def _index_problem(self):
         try:
