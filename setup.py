@@ -27,7 +27,7 @@ setup(
     package_dir=PACKAGES,
     ext_modules=[RECORDS_KERNEL],
     install_requires=[
-        "crc32c>=2.4",        # C-accelerated CRC32C for record batch checksums
+        "crc32c>=2.4",        # CRC32C where the C kernel has no hardware path for it
         "zstandard>=0.22",    # zstd record batches
         "lz4>=4.3",           # lz4 record batches (Kafka's frame format)
         "cramjam>=2.8",       # snappy record batches (xerial framing handled by us)

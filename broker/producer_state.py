@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
+from minilog.connector import _kernel
 
 SNAPSHOT_SUFFIX = ".snapshot"
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -212,7 +212,7 @@ class ProducerStateManager:
         path = self._path(offset)
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
-            f.write(body + _CRC.pack(crc32c(body)))
+            f.write(body + _CRC.pack(_kernel.crc32c(body)))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -238,7 +238,7 @@ class ProducerStateManager:
         if len(data) < _HEAD.size + _CRC.size:
             raise ValueError("snapshot too short")
         body, (crc,) = data[:-_CRC.size], _CRC.unpack_from(data, len(data) - _CRC.size)
-        if crc32c(body) != crc:
+        if _kernel.crc32c(body) != crc:
             raise ValueError("snapshot checksum mismatch")
         magic, version, snap_offset, count = _HEAD.unpack_from(body, 0)
         if magic != _MAGIC or version != 1 or snap_offset != offset:

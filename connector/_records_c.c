@@ -7,6 +7,10 @@
  * Arrow columns for all the batches of a fetch in one call, decode_records() builds
  * ConsumerRecord tuples, encode_records() writes a producer batch's records payload.
  * Malformed input raises ValueError; the Python callers add batch context.
+ *
+ * crc32c() is extra: the record batch checksum, which the broker checks on every produced
+ * batch and the consumer on every fetched one. Its reference is the `crc32c` package, which
+ * `_kernel.py` falls back to with the Python kernel.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -485,6 +489,322 @@ done:
     return result;
 }
 
+/* ---- crc32c --------------------------------------------------------------------------- */
+
+/*
+ * CRC32C (Castagnoli; reflected polynomial 0x82F63B78), the checksum of record batches.
+ * crc32c(data, value) continues `value`, the CRC of the bytes before `data`, with the same
+ * results as the `crc32c` package's function (batch.py's reference until this was added).
+ *
+ * The code works on the register, the CRC before its final inversion:
+ * crc32c(data, value) == ~reg(~value, data). The register is linear in both of its inputs:
+ *     reg(r, A || B) == reg(r, A) * x^(8 |B|) mod P  ^  reg(0, B),
+ * so the parts of a block can be run independently, from register 0, and combined by
+ * "shifting" each through the bytes after it: a multiplication by the constant x^(8n) mod P,
+ * linear too, done as four lookups in a 4 x 256 table built at import.
+ *
+ * Three implementations; crc32c() runs the best one the CPU has (checked at run time: the
+ * module is built without -msse4.2 or -mpclmul and imports everywhere):
+ * - "sse4.2+pclmul" (x86-64 with PCLMULQDQ, from 64 bytes): folds the buffer in four 16-byte
+ *   lanes, each moved 64 bytes on per round by two carry-less multiplications with
+ *   x^(8 * 64 + 64) and x^(8 * 64) mod P, then folds the lanes into 16 bytes worth the same
+ *   mod P, which two crc32 instructions reduce.
+ * - "sse4.2" (x86-64 without PCLMULQDQ): three crc32 streams over the three thirds of each
+ *   block (blocks of 3 x 2048 bytes, then of 3 x 256), each stream starting from register 0
+ *   and each block's registers combined into the running one with shift tables.
+ * - "portable": table-driven, slicing by 8.
+ * The x86 ones run one crc32 stream for short buffers and for the bytes left at the end.
+ *
+ * Measured on this project's AMD EPYC machine (a Zen 1 as the VM reports it), 1 MiB buffers:
+ * sse4.2+pclmul ~10 GB/s, sse4.2 ~6, portable ~1.5, and the `crc32c` package ~6.4 (it runs
+ * three crc32 streams too, Mark Adler's way). There three crc32 streams are only ~1.2 times
+ * as fast as one (~5 GB/s in C): its crc32 instruction does not issue every cycle, as the
+ * three-stream design assumes (most Intel and recent AMD cores). Mixing crc32 streams into
+ * the folding loop (1 to 4 words per stream per 64-byte round) measured 3-10% slower there
+ * than folding alone; it may pay on cores whose crc32 issues every cycle.
+ */
+#define CRC_POLY 0x82F63B78u
+#define CRC_LONG 2048                   /* bytes per stream in a long block */
+#define CRC_SHORT 256                   /* ... in a short one */
+#define CRC_FOLD_MIN 64                 /* shorter buffers run one crc32 stream instead */
+#define CRC_GIL_FREE (64 * 1024)        /* buffers at least this long release the GIL */
+
+typedef uint32_t (*crc_fn)(uint32_t reg, const uint8_t *p, size_t n);
+
+static uint32_t crc_table[8][256];      /* crc_table[k][b]: register of byte b and k zeros */
+
+static inline uint32_t load_le32(const uint8_t *p)      /* any alignment, any byte order */
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint32_t crc32c_portable(uint32_t r, const uint8_t *p, size_t n)
+{
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo = r ^ load_le32(p), hi = load_le32(p + 4);
+        r = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+    }
+    for (; n; n--)
+        r = (r >> 8) ^ crc_table[0][(r ^ *p++) & 0xff];
+    return r;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CRC_X86 1
+#include <nmmintrin.h>
+#include <wmmintrin.h>
+
+#define CRC_SSE42 __attribute__((target("sse4.2")))
+#define CRC_PCLMUL __attribute__((target("sse4.2,pclmul")))
+
+typedef uint32_t crc_shift_table[4][256];
+static crc_shift_table crc_shift_long, crc_shift_short;
+static uint64_t crc_fold64[2], crc_fold16[2];   /* fold constants, low and high halves */
+
+/* a * b mod P, both in the reflected order of the register (bit 31 holds x^0). */
+static uint32_t crc_multmodp(uint32_t a, uint32_t b)
+{
+    uint32_t p = 0;
+    for (uint32_t m = 1u << 31; m; m >>= 1) {
+        if (a & m)
+            p ^= b;
+        b = b & 1 ? (b >> 1) ^ CRC_POLY : b >> 1;      /* b *= x */
+    }
+    return p;
+}
+
+static uint32_t crc_xpow(uint64_t e)    /* x^e mod P */
+{
+    uint32_t result = 1u << 31, sq = 1u << 30;          /* x^0, x^1 */
+    for (; e; e >>= 1, sq = crc_multmodp(sq, sq))
+        if (e & 1)
+            result = crc_multmodp(result, sq);
+    return result;
+}
+
+/* The table that multiplies a register by x^(8n) mod P: shifts it through n zero bytes. */
+static void crc_shift_init(crc_shift_table t, uint64_t n)
+{
+    uint32_t x8n = crc_xpow(8 * n);
+    for (int k = 0; k < 4; k++) {
+        t[k][0] = 0;
+        for (int bit = 1; bit < 256; bit <<= 1) {       /* linear: xor the images of bits */
+            uint32_t image = crc_multmodp(x8n, (uint32_t)bit << (8 * k));
+            for (int b = 0; b < bit; b++)
+                t[k][bit + b] = t[k][b] ^ image;
+        }
+    }
+}
+
+/* Constants to fold a 16-byte lane d bytes further on. The lane's first 8 bytes (its low
+ * half) H are worth H * x^64, its last 8 L are worth L; d bytes further on they are worth
+ * H * x^(8d + 64) + L * x^(8d), congruent mod P to H * (x^(8d + 64) mod P) + L * (x^(8d) mod P),
+ * at most 96 bits: a lane again. In the reflected order (a 64-bit half's bit i holds x^(63-i))
+ * the carry-less product of two halves, bit k holding x^(126-k), reads as a 128-bit lane
+ * (bit k holding x^(127-k)) times x, so each constant carries one x less. A 32-bit register
+ * value sits in the top half of its 64 bits. */
+static void crc_fold_init(uint64_t k[2], unsigned d)
+{
+    k[0] = (uint64_t)crc_xpow(8 * d + 63) << 32;
+    k[1] = (uint64_t)crc_xpow(8 * d - 1) << 32;
+}
+
+static inline uint32_t crc_shift(const crc_shift_table t, uint32_t r)
+{
+    return t[0][r & 0xff] ^ t[1][(r >> 8) & 0xff] ^ t[2][(r >> 16) & 0xff] ^ t[3][r >> 24];
+}
+
+CRC_SSE42 static inline uint64_t crc_word(uint64_t r, const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return _mm_crc32_u64(r, w);
+}
+
+/* Whole blocks of 3 x len bytes: three streams from register 0, one per third, each block
+ * folded into r as r * x^(8 * 3len) ^ block. The streams do not wait for the fold, so the
+ * table lookups overlap the next block's crc32 instructions. */
+CRC_SSE42 static inline uint32_t crc_blocks(uint32_t r, const uint8_t **pp, size_t *np,
+                                            const size_t len, const crc_shift_table t)
+{
+    const uint8_t *p = *pp;
+    size_t n = *np;
+    for (; n >= 3 * len; n -= 3 * len, p += 2 * len) {
+        uint64_t c0 = 0, c1 = 0, c2 = 0;
+        for (const uint8_t *end = p + len; p < end; p += 8) {
+            c0 = crc_word(c0, p);
+            c1 = crc_word(c1, p + len);
+            c2 = crc_word(c2, p + 2 * len);
+        }
+        r = crc_shift(t, crc_shift(t, crc_shift(t, r) ^ (uint32_t)c0) ^ (uint32_t)c1) ^
+            (uint32_t)c2;
+    }
+    *pp = p, *np = n;
+    return r;
+}
+
+CRC_SSE42 static inline uint32_t crc_align(uint32_t r, const uint8_t **pp, size_t *np)
+{
+    for (; *np && ((uintptr_t)*pp & 7); (*np)--)        /* align the 8-byte loads */
+        r = _mm_crc32_u8(r, *(*pp)++);
+    return r;
+}
+
+CRC_SSE42 static inline uint32_t crc_finish(uint32_t r, const uint8_t *p, size_t n)
+{
+    if (n >= 3 * CRC_SHORT)
+        r = crc_blocks(r, &p, &n, CRC_SHORT, crc_shift_short);
+    uint64_t r64 = r;
+    for (; n >= 8; n -= 8, p += 8)
+        r64 = crc_word(r64, p);
+    for (r = (uint32_t)r64; n; n--)
+        r = _mm_crc32_u8(r, *p++);
+    return r;
+}
+
+CRC_SSE42 static uint32_t crc32c_sse42(uint32_t r, const uint8_t *p, size_t n)
+{
+    r = crc_align(r, &p, &n);
+    if (n >= 3 * CRC_LONG)
+        r = crc_blocks(r, &p, &n, CRC_LONG, crc_shift_long);
+    return crc_finish(r, p, n);
+}
+
+#define LOAD128(p) _mm_loadu_si128((const __m128i *)(p))
+
+/* x moved `k`'s distance on (see crc_fold_init), onto the lane found there. */
+CRC_PCLMUL static inline __m128i crc_fold(__m128i x, __m128i k, __m128i next)
+{
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
+                                       _mm_clmulepi64_si128(x, k, 0x11)), next);
+}
+
+CRC_PCLMUL static uint32_t crc32c_pclmul(uint32_t r, const uint8_t *p, size_t n)
+{
+    if (n < CRC_FOLD_MIN) {
+        r = crc_align(r, &p, &n);
+        return crc_finish(r, p, n);
+    }
+    const __m128i k64 = _mm_set_epi64x((long long)crc_fold64[1], (long long)crc_fold64[0]);
+    const __m128i k16 = _mm_set_epi64x((long long)crc_fold16[1], (long long)crc_fold16[0]);
+    /* The register enters as the first four bytes (xor): reg(r, M) == reg(0, M ^ r). */
+    __m128i x0 = _mm_xor_si128(LOAD128(p), _mm_cvtsi32_si128((int)r)),
+            x1 = LOAD128(p + 16), x2 = LOAD128(p + 32), x3 = LOAD128(p + 48);
+    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
+        x0 = crc_fold(x0, k64, LOAD128(p));
+        x1 = crc_fold(x1, k64, LOAD128(p + 16));
+        x2 = crc_fold(x2, k64, LOAD128(p + 32));
+        x3 = crc_fold(x3, k64, LOAD128(p + 48));
+    }
+    x0 = crc_fold(crc_fold(crc_fold(x0, k16, x1), k16, x2), k16, x3);
+    for (; n >= 16; p += 16, n -= 16)
+        x0 = crc_fold(x0, k16, LOAD128(p));
+    /* 16 bytes worth what all before them were, mod P: their register is the CRC's. */
+    r = (uint32_t)_mm_crc32_u64(_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x0)),
+                                (uint64_t)_mm_extract_epi64(x0, 1));
+    return crc_finish(r, p, n);
+}
+#endif
+
+static const char *const CRC_NAMES[3] = {"portable", "sse4.2", "sse4.2+pclmul"};
+static crc_fn crc_impls[3] = {crc32c_portable, NULL, NULL};     /* those this CPU runs */
+static int crc_best;                                            /* crc32c()'s, in crc_impls */
+
+static void crc_init(void)
+{
+    for (uint32_t b = 0; b < 256; b++) {
+        uint32_t r = b;
+        for (int k = 0; k < 8; k++)
+            r = r & 1 ? (r >> 1) ^ CRC_POLY : r >> 1;
+        crc_table[0][b] = r;
+    }
+    for (int k = 1; k < 8; k++)
+        for (int b = 0; b < 256; b++)
+            crc_table[k][b] = (crc_table[k - 1][b] >> 8) ^ crc_table[0][crc_table[k - 1][b] & 0xff];
+#ifdef CRC_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        crc_shift_init(crc_shift_long, CRC_LONG);
+        crc_shift_init(crc_shift_short, CRC_SHORT);
+        crc_impls[1] = crc32c_sse42;
+        crc_best = 1;
+        if (__builtin_cpu_supports("pclmul")) {
+            crc_fold_init(crc_fold64, 64);
+            crc_fold_init(crc_fold16, 16);
+            crc_impls[2] = crc32c_pclmul;
+            crc_best = 2;
+        }
+    }
+#endif
+}
+
+/* crc32c(data, value=0), with data and value positional or by keyword, as in the package. */
+static PyObject *crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
+{
+    static const char *names[2] = {"data", "value"};
+    PyObject *arg[2] = {nargs > 0 ? args[0] : NULL, nargs > 1 ? args[1] : NULL};
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > 2)
+        return PyErr_Format(PyExc_TypeError, "crc32c() takes at most 2 arguments (%zd given)",
+                            nargs + nkw);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        int j = PyUnicode_CompareWithASCIIString(key, "data") == 0    ? 0
+                : PyUnicode_CompareWithASCIIString(key, "value") == 0 ? 1 : -1;
+        if (j < 0)
+            return PyErr_Format(PyExc_TypeError, "crc32c() got an unexpected keyword argument "
+                                "'%U'", key);
+        if (arg[j] != NULL)
+            return PyErr_Format(PyExc_TypeError, "crc32c() got multiple values for argument "
+                                "'%s'", names[j]);
+        arg[j] = args[nargs + i];
+    }
+    if (arg[0] == NULL)
+        return PyErr_Format(PyExc_TypeError, "crc32c() missing required argument 'data'");
+    uint32_t value = 0;
+    if (arg[1] != NULL) {       /* any int, taken modulo 2**32, as the package's "I" format */
+        unsigned long v = PyLong_AsUnsignedLongMask(arg[1]);
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            return NULL;
+        value = (uint32_t)v;
+    }
+    Py_buffer view;             /* bytes, bytearray, contiguous memoryview, mmap... */
+    if (PyObject_GetBuffer(arg[0], &view, PyBUF_SIMPLE))
+        return NULL;
+    crc_fn fn = crc_impls[crc_best];
+    uint32_t reg = ~value;
+    if (view.len >= CRC_GIL_FREE) {
+        Py_BEGIN_ALLOW_THREADS
+        reg = fn(reg, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        reg = fn(reg, view.buf, (size_t)view.len);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(~reg);
+}
+
+/* For tests and measurements: name the implementation crc32c() runs, or switch it. */
+static PyObject *crc32c_impl(PyObject *self, PyObject *args)
+{
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "|z:_crc32c_impl", &name))
+        return NULL;
+    const char *current = CRC_NAMES[crc_best];
+    for (int i = 0; name != NULL && i < 3; i++)
+        if (strcmp(name, CRC_NAMES[i]) == 0 && crc_impls[i] != NULL) {
+            crc_best = i;
+            name = NULL;
+        }
+    if (name != NULL)
+        return PyErr_Format(PyExc_ValueError, "no crc32c implementation '%s' on this CPU", name);
+    return PyUnicode_FromString(current);
+}
+
 /* ---- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -496,6 +816,13 @@ static PyMethodDef methods[] = {
      "decode_columns(segments, min_offset, max_offset, with_headers) -> dict of buffers."},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(records, now_ms) -> (payload, count, base_timestamp, max_timestamp)."},
+    {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL | METH_KEYWORDS,
+     "crc32c(data, value=0) -> the CRC32C of a bytes-like object, continuing `value` (the "
+     "CRC of the bytes before it). Releases the GIL from 64 KiB."},
+    {"_crc32c_impl", crc32c_impl, METH_VARARGS,
+     "_crc32c_impl(name=None) -> the name of the implementation crc32c() runs (\"portable\", "
+     "\"sse4.2\" or \"sse4.2+pclmul\"), switching to `name` when given: for tests and "
+     "measurements. ValueError for one this CPU cannot run."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -505,4 +832,8 @@ static struct PyModuleDef module = {
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__records_c(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__records_c(void)
+{
+    crc_init();
+    return PyModule_Create(&module);
+}

@@ -11,7 +11,7 @@ record_count int32 | records... The CRC covers everything from `attributes` to t
 import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
+from . import _kernel
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted by batch_length
@@ -85,7 +85,7 @@ def read_header(buf, pos=0):
 
 
 def compute_crc(buf, pos, size):
-    return crc32c(memoryview(buf)[pos + CRC_START:pos + size])
+    return _kernel.crc32c(memoryview(buf)[pos + CRC_START:pos + size])
 
 
 def validate(buf, pos=0, end=None, max_size=None, strict=True):
@@ -160,7 +160,7 @@ def stamp_in_place(batch, base_offset, log_append_time=None, partition_leader_ep
         attrs = struct.unpack_from(">h", batch, 21)[0] | TIMESTAMP_TYPE_LOG_APPEND
         struct.pack_into(">h", batch, 21, attrs)
         _INT64.pack_into(batch, 35, log_append_time)
-        struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
+        struct.pack_into(">I", batch, 17, _kernel.crc32c(memoryview(batch)[CRC_START:]))
 
 
 def build(records_payload, record_count, last_offset_delta, base_timestamp, max_timestamp,
@@ -171,6 +171,6 @@ def build(records_payload, record_count, last_offset_delta, base_timestamp, max_
     head = bytearray(_HEADER.pack(base_offset, batch_length, partition_leader_epoch, 2, 0,
                                   attributes, last_offset_delta, base_timestamp, max_timestamp,
                                   producer_id, producer_epoch, base_sequence, record_count))
-    crc = crc32c(records_payload, crc32c(memoryview(head)[CRC_START:]))
+    crc = _kernel.crc32c(records_payload, _kernel.crc32c(memoryview(head)[CRC_START:]))
     struct.pack_into(">I", head, 17, crc)
     return bytes(head) + records_payload
