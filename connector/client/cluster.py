@@ -78,6 +78,10 @@ class Cluster:
             if isinstance(node_id, int):
                 self.needs_refresh = True
             raise
+        existing = self._conns.get(key)
+        if existing is not None and existing.connected:  # a bootstrap one adopted meanwhile
+            conn.close()
+            return existing
         self._conns[key] = conn
         return conn
 
@@ -92,6 +96,11 @@ class Cluster:
             task.add_done_callback(lambda t: self._connecting.pop(key, None))
             task.add_done_callback(_consume_exception)
         return await asyncio.shield(task)
+
+    def connected(self, node_id):
+        """The open connection to broker `node_id`, or None (`connection` opens one)."""
+        conn = self._conns.get(node_id)
+        return conn if conn is not None and conn.connected else None
 
     async def connection(self, node_id):
         """The (single, reused) connection to broker `node_id`, opened if needed."""

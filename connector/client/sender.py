@@ -10,6 +10,11 @@ retry is byte-identical (the broker drops duplicates). When a batch of a partiti
 retriably, that partition sends nothing more until its in-flight batches have all answered; the
 failed ones (and any rejected as out of order behind them) go back to the front of the queue in
 sequence order, so records of a partition are written in the order they were sent.
+
+As in the Java client's Sender, batches leave their queue only for a broker whose connection is
+already open, and their request is written in the same pass that fixed their sequence numbers:
+requests reach the broker in sequence order. (A batch that waited for a connection after its
+sequence was fixed could be overtaken by a later one that found the connection open first.)
 """
 import asyncio
 import collections
@@ -205,6 +210,7 @@ class ProducerCore:
         self._parts = collections.defaultdict(_PartitionState)
         self._waiting = collections.defaultdict(list)  # topic -> [(partition, record, fut, size, deadline)]
         self._node_in_flight = collections.Counter()
+        self._connecting = set()  # nodes the sender is opening a connection to
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -348,7 +354,7 @@ class ProducerCore:
             self._expire_queued(now)
             return backoff if self._pid_task is None else None
         linger, max_in_flight, max_request = self._linger, self._max_in_flight, self._max_request
-        by_node = {}  # node -> [batches, their encoded bytes]
+        by_node = {}  # node -> [batches, their encoded bytes, its open connection]
         for tp, q in list(self._queues.items()):
             if not q:
                 del self._queues[tp]
@@ -379,7 +385,11 @@ class ProducerCore:
                 continue
             request = by_node.get(node)
             if request is None:
-                request = by_node[node] = [[], 0]
+                conn = self._ready_connection(node)
+                if conn is None:  # woken when it is open (or failed to open)
+                    wake.append(b.deadline - now)
+                    continue
+                request = by_node[node] = [[], 0, conn]
             elif request[1] + b.size > max_request:
                 continue
             q.popleft()
@@ -389,11 +399,11 @@ class ProducerCore:
             request[1] += len(b.data)
             self._partitioner.batch_sent(tp.topic, tp.partition,
                                          cluster.available_partitions(tp.topic))
-        for node, (batches, _) in by_node.items():
+        for node, (batches, _, conn) in by_node.items():
             self._node_in_flight[node] += 1
             for b in batches:
                 self._parts[b.tp].in_flight += 1
-            self._spawn(self._produce(node, batches))
+            self._send(node, conn, batches)
         if by_node:
             return 0  # more batches of the same partitions may be ready: look again
         return min(wake) if wake else None
@@ -411,7 +421,30 @@ class ProducerCore:
             producer_epoch=self._epoch if self._idempotent else -1,
             base_sequence=b.base_sequence if self._idempotent else -1)
 
-    async def _produce(self, node, batches):
+    def _ready_connection(self, node):
+        """The open connection to `node`, or None while the sender opens one."""
+        conn = self._cluster.connected(node)
+        if conn is None and node not in self._connecting:
+            self._connecting.add(node)
+            self._spawn(self._connect(node))
+        return conn
+
+    async def _connect(self, node):
+        try:
+            await self._cluster.connection(node)
+        except KafkaError as e:
+            log.debug("connecting to broker %s failed: %s", node, e)
+            for tp, q in self._queues.items():  # what delivery.timeout.ms expiry will report
+                if self._cluster.leader(tp.topic, tp.partition) == node:
+                    for b in q:
+                        b.last_error = e
+            await asyncio.sleep(self._backoff)
+        finally:
+            self._connecting.discard(node)
+            self._wakeup.set()
+
+    def _send(self, node, conn, batches):
+        """Write one Produce request now, then await its answer in a task."""
         cfg = self.config
         acks = cfg["acks"]
         by_topic = {}
@@ -421,12 +454,18 @@ class ProducerCore:
         body = _PRODUCE.cls(transactional_id=None, acks=acks, timeout_ms=cfg["request.timeout.ms"],
                             topic_data=[_TopicData(name=t, partition_data=p)
                                         for t, p in by_topic.items()])
-        resp = err = None
+        corr = fut = err = None
         try:
-            conn = await self._cluster.connection(node)
             corr, fut = conn.write_request(ApiKey.PRODUCE, body, expect_response=acks != 0)
             for b in batches:
                 b.attempts += 1
+        except KafkaError as e:
+            err = e
+        self._spawn(self._produce(node, conn, batches, corr, fut, err))
+
+    async def _produce(self, node, conn, batches, corr, fut, err):
+        resp = None
+        try:
             if fut is not None:
                 resp = await conn.wait_response(corr, fut, ApiKey.PRODUCE)
         except KafkaError as e:

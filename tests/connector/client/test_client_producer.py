@@ -1,5 +1,7 @@
 """Our producer against real brokers, read back by confluent-kafka (a client we did not write)."""
 import asyncio
+import os
+import signal
 import threading
 import time
 
@@ -165,6 +167,39 @@ def test_sends_keep_order_across_a_broker_restart(make_broker):
         p.close(10)
     got = confluent_consume(b.bootstrap, topic, [0], 400)
     assert [m.value() for m in got] == [b"%05d" % i for i in range(400)]
+
+
+def test_a_batch_sent_while_the_leader_reconnects_keeps_its_place(make_broker):
+    """After a broker restart, the first batch opens the new connection; a batch made just
+    as that connection becomes ready must not reach the broker ahead of it.
+
+    The broker is paused (SIGSTOP) so the reconnect waits for its ApiVersions answer; the
+    test then lets the answer arrive while its own code blocks the event loop and queues the
+    next record in that same moment, so the client sees both in one loop iteration. A client
+    that fixes a batch's sequence before its connection is ready then writes the second batch
+    first, and the broker rejects it as OUT_OF_ORDER_SEQUENCE_NUMBER.
+    """
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+
+    async def main():
+        async with AsyncProducer({"bootstrap.servers": b.bootstrap, "linger.ms": 0}) as p:
+            first = await p.send_and_wait(topic, b"0")
+            await asyncio.to_thread(b.restart)
+            os.kill(b.proc.pid, signal.SIGSTOP)
+            try:
+                await asyncio.sleep(0.2)  # the client has seen its old connection close
+                a = await p.send(topic, b"1")  # reconnects; the broker cannot answer yet
+                await asyncio.sleep(0.2)
+            finally:
+                os.kill(b.proc.pid, signal.SIGCONT)
+            time.sleep(0.5)  # noqa: ASYNC251 - blocks the loop on purpose: the broker answers
+            c = await p.send(topic, b"2")  # no await inside: queued in this same step
+            done = await asyncio.gather(a, c, return_exceptions=True)
+            return [first, *done]
+    got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert [getattr(m, "offset", m) for m in got] == [0, 1, 2]
+    assert [m.value() for m in confluent_consume(b.bootstrap, topic, [0], 3)] == [b"0", b"1", b"2"]
 
 
 def test_async_producer_for_asyncio_code(cluster):
