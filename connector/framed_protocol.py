@@ -59,7 +59,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
     # -- subclass interface -------------------------------------------------------------------
 
     def frame_received(self, frame):
-        raise NotImplementedError
+        """Called with each frame, in order (subclasses act on them; here they are dropped)."""
 
     def frame_too_large(self, error):
         self.transport.close()

@@ -12,7 +12,13 @@ import sys
 import time
 
 from minilog.broker.local_cluster import LocalCluster
-from minilog.connector.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from minilog.connector.client import (
+    AdminClient,
+    Consumer,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
 
 TRANSACTIONS, BALANCES = "bank.transactions", "bank.balances"
 

@@ -3,7 +3,6 @@ import os
 import sys
 
 import pytest
-
 from brokers import MinilogBroker, TansuBroker
 
 # Spark's Python workers must run this interpreter.

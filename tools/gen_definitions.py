@@ -63,7 +63,7 @@ def _fields(fields, common, lo, hi, depth, out):
         if vr is None:
             continue
         ftype = f["type"]
-        base = ftype[2:] if ftype.startswith("[]") else ftype
+        base = ftype.removeprefix("[]")
         parts = [snake(f["name"]), "[]" if ftype.startswith("[]") and (f.get("fields") or base in common) else ftype]
         if parts[1] == "[]":
             pass

@@ -13,6 +13,7 @@ ranges to the members subscribed to it, sorted), `roundrobin` (all partitions de
 and `cooperative-sticky` (balanced, keeps what members own, and never hands a partition from
 one member straight to another in one rebalance: KIP-429's two phases).
 """
+import abc
 import struct
 from typing import NamedTuple
 
@@ -150,7 +151,7 @@ def member_order(member):
     return (0, member.instance_id) if member.instance_id else (1, member.member_id)
 
 
-class Assignor:
+class Assignor(abc.ABC):
     """Base: subclasses set `name`, `protocols` and implement `assign`."""
     name = None
     protocols = (EAGER,)  # rebalance protocols the assignor supports
@@ -159,9 +160,9 @@ class Assignor:
         """The Subscription this member sends with this assignor's name."""
         return Subscription(tuple(topics), None, tuple(owned), generation, rack)
 
+    @abc.abstractmethod
     def assign(self, partitions_per_topic, members):
         """{topic: partition count}, [Member] -> {member_id: [TopicPartition]} (every member)."""
-        raise NotImplementedError
 
 
 class RangeAssignor(Assignor):

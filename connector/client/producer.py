@@ -18,7 +18,8 @@ from minilog.connector.protocol import ErrorCode, KafkaError
 
 from .config import Config
 from .connection import LoopThread, wait_set
-from .sender import DeliveryFuture, ProducerCore, _SentFuture
+from .delivery import DeliveryFuture, _SentFuture
+from .sender import ProducerCore
 from .types import KafkaTimeoutError
 
 log = logging.getLogger("minilog.client")

@@ -3,8 +3,15 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                   NewPartitions, NewTopic, OffsetSpec)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +71,7 @@ def test_create_partitions_then_delete_topic(admin, broker):
     while "grow" in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "grow" not in admin.list_topics(timeout=10).topics
-    assert not list((broker.data_dir / "data").glob("grow-*"))
+    assert not list(broker.log_dir.glob("grow-*"))
 
 
 def test_delete_records_moves_log_start_and_consumers_follow(admin, broker):
@@ -112,8 +119,10 @@ def test_log_append_time_topic_stamps_broker_time(admin, broker):
 
 
 def test_kafka_python_admin_client(broker):
-    from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, KafkaAdminClient
-    from kafka.admin import NewPartitions as KNewPartitions, NewTopic as KNewTopic
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewPartitions as KNewPartitions
+    from kafka.admin import NewTopic as KNewTopic
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         admin.create_topics([KNewTopic("kp-admin", 2, 1, topic_configs={"retention.ms": "3600000"})])

@@ -46,7 +46,7 @@ def produced(broker):
             headers = [("codec", codec.encode()), ("n", str(i).encode()), ("empty", None)]
             ts = 1_700_000_000_000 + len(sent)
             p.produce("orders", key=key, value=value, headers=headers, timestamp=ts,
-                      on_delivery=lambda err, msg: errors.append(err) if err else None)
+                      on_delivery=lambda err, msg, errors=errors: errors.append(err) if err else None)
             sent.append((key, value, headers, ts))
         assert p.flush(20) == 0
         assert errors == []
@@ -94,7 +94,8 @@ def _kafka_python_codecs():
 
 @pytest.mark.parametrize("compression", [None, *_kafka_python_codecs()])
 def test_kafka_python_producer_and_consumer_round_trip(broker, compression):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
     topic = f"kp-{compression or 'none'}"
     _create(broker.bootstrap, topic, partitions=2)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",

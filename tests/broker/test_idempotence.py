@@ -1,6 +1,5 @@
 """Idempotent producers: retried batches are deduplicated, gaps rejected, state kept over restarts."""
 import pytest
-
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from minilog.connector.records import encode_batch
 from wire import RawConnection
@@ -44,7 +43,7 @@ def session(make_broker):
 
 
 def test_retried_batch_is_answered_with_its_original_offset(session):
-    b, conn = session
+    _, conn = session
     pid, epoch = _init_pid(conn)
     assert _produce(conn, "idem", _batch(pid, epoch, 0)) == (0, 0)
     assert _produce(conn, "idem", _batch(pid, epoch, 3)) == (0, 3)
@@ -53,7 +52,7 @@ def test_retried_batch_is_answered_with_its_original_offset(session):
 
 
 def test_sequence_gap_is_out_of_order_and_writes_nothing(session):
-    b, conn = session
+    _, conn = session
     pid, epoch = _init_pid(conn)
     assert _produce(conn, "idem", _batch(pid, epoch, 0))[0] == 0
     code, _ = _produce(conn, "idem", _batch(pid, epoch, 10))

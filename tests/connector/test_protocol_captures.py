@@ -3,7 +3,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from minilog.connector.protocol import ApiKey, decode_request, encode_request
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-captures"

@@ -20,7 +20,8 @@ from minilog.connector.client import (
     TopicPartition,
 )
 from minilog.connector.client.config import Config
-from minilog.connector.client.sender import ProducerCore, _Batch, _SentFuture
+from minilog.connector.client.delivery import _SentFuture
+from minilog.connector.client.sender import ProducerCore, _Batch
 from minilog.connector.protocol import ErrorCode
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,0 +1,115 @@
+"""What `Producer.send` hands back: a future completed by the sender, per batch.
+
+The sender (`sender.py`) completes a whole batch at once; each future holds the batch and its
+record's index and builds RecordMetadata only when asked. Callers may wait from any thread.
+"""
+import logging
+import threading
+
+from .types import KafkaTimeoutError
+
+log = logging.getLogger("minilog.client")
+
+
+class DeliveryFuture:
+    """The outcome of one `Producer.send`: `result(timeout)` returns RecordMetadata or raises.
+
+    Lighter than concurrent.futures.Future: no lock and no RecordMetadata per record. The loop
+    thread completes a whole batch at once, giving each of its futures the batch and the
+    record's index in it; `result()` builds the RecordMetadata when asked. `add_done_callback`
+    callbacks run on the producer's loop thread (at once in the caller if already done).
+    """
+    # Unset `_batch` and `_exc` slots mean "not done yet". The completing thread writes the
+    # outcome (`_index` before `_batch`), then reads `_watch`; a thread that wants to hear of
+    # the outcome appends to `_watch`, then reads the outcome: one of the two sees the other.
+    __slots__ = ("_batch", "_exc", "_index", "_watch")
+
+    def __init__(self):
+        self._watch = None  # None, or callables to run with the future once it is done
+
+    def __repr__(self):
+        state = "failed" if self._failure() is not None else "done" if self.done() else "pending"
+        return f"<DeliveryFuture {state}>"
+
+    def done(self):
+        return hasattr(self, "_batch") or hasattr(self, "_exc")
+
+    def _failure(self):
+        return getattr(self, "_exc", None)
+
+    def set_result(self, value):
+        self._index = 0
+        self._batch = _Resolved(value)
+        self._run_watchers()
+
+    def set_exception(self, exc):
+        self._exc = exc
+        self._run_watchers()
+
+    def _run_watchers(self):
+        watch = self._watch
+        while watch:
+            try:
+                fn = watch.pop(0)  # atomic: each runs once, whichever thread pops it
+            except IndexError:
+                return
+            try:
+                fn(self)
+            except Exception:
+                log.exception("delivery callback failed")
+
+    def _add_watcher(self, fn):
+        """Run `fn(self)` when done (now, in this thread, if that happened meanwhile)."""
+        with _FUTURE_LOCK:  # two threads adding the first watcher at once make one list
+            if self._watch is None:
+                self._watch = [fn]
+            else:
+                self._watch.append(fn)
+        if self.done():  # the completing thread may have looked before `fn` was added
+            self._run_watchers()
+
+    def add_done_callback(self, fn):
+        if self.done():
+            fn(self)
+        else:
+            self._add_watcher(fn)
+
+    def _wait(self, timeout):
+        if not self.done():
+            event = threading.Event()
+            if timeout is None or timeout > 0:  # else no need to be woken (nor to keep a watcher)
+                self._add_watcher(lambda _: event.set())
+            if not event.wait(timeout) and not self.done():
+                raise KafkaTimeoutError(f"delivery not reported in {timeout:g}s")
+
+    def result(self, timeout=None):
+        self._wait(timeout)
+        exc = self._failure()
+        if exc is not None:
+            raise exc
+        return self._batch.metadata(self._index)
+
+    def exception(self, timeout=None):
+        self._wait(timeout)
+        return self._failure()
+
+
+class _SentFuture(DeliveryFuture):
+    """The DeliveryFuture `Producer.send` makes: it sets `_watch` itself, so creating one runs
+    no Python `__init__` (a third of the cost of a future)."""
+    __slots__ = ()
+    __init__ = object.__init__
+
+
+_FUTURE_LOCK = threading.Lock()  # only for adding watchers: first waiter, late callbacks
+
+
+class _Resolved:
+    """The outcome given to `DeliveryFuture.set_result` directly."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def metadata(self, index):
+        return self.value
