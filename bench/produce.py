@@ -41,9 +41,11 @@ def stored_batches(broker, topic, partitions):
     out = {}
     for p in range(partitions):
         chunks = []
-        for seg in sorted((broker.data_dir / f"{topic}-{p}").glob("*.log")):
+        for seg in sorted((broker.log_dir / f"{topic}-{p}").glob("*.log")):
             data = seg.read_bytes()
             chunks += [data[pos:pos + h.size] for pos, h in batch_format.iter_batches(data)]
+        if not chunks:  # a wrong path would make the "ceiling" a division by nothing
+            raise RuntimeError(f"no stored batches of {topic}-{p} under {broker.log_dir}")
         out[p] = chunks
     return out
 

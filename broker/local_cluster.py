@@ -50,9 +50,14 @@ class BrokerProcess:
     def log_path(self):
         return self.data_dir / "broker.log"
 
+    @property
+    def log_dir(self):
+        """Where the broker keeps its partitions (`topic-N/` directories)."""
+        return self.data_dir / "data"
+
     def argv(self):
         return [sys.executable, "-m", "minilog.broker", "start", "--listen", self.bootstrap,
-                "--data-dir", str(self.data_dir / "data"), "--node-id", str(self.node_id),
+                "--data-dir", str(self.log_dir), "--node-id", str(self.node_id),
                 *self.extra]
 
     def start(self, timeout=20.0):
