@@ -181,8 +181,7 @@ class Log:
                 else:
                     stamped.append(stamp(data, offset, append_time, leader_epoch))
                 parsed.append((h.size, offset, last, ts))
-                if ts > max_ts:
-                    max_ts = ts
+                max_ts = max(max_ts, ts)
                 records += h.record_count
                 offset = last + 1
             self._roll_if_needed(total, max_ts, first, offset - 1, now).append(
@@ -227,8 +226,8 @@ class Log:
     def roll(self, base_offset=None, *, now_ms=None):
         """Start a new active segment at `base_offset` (default: the log end); return it.
 
-        The old one is sealed and fsynced, and a producer state snapshot is written, so an
-        unclean restart only has to recover and replay the new segment.
+        The old one is sealed, and a producer state snapshot is written, so an unclean restart
+        only has to recover and replay the new segment; both are fsynced in the background.
         """
         with self._lock:
             base = self._leo if base_offset is None else base_offset
@@ -240,19 +239,23 @@ class Log:
                     return active
                 self._segments.pop().delete()
                 self._bases.pop()
+                snapshot = None
             else:
                 active.seal()
-                self._flush_in_background(active, base)
+                snapshot = self.producer_state.snapshot(self._leo, sync=False)
+                self._flush_in_background(active, base, snapshot)
             seg = self._new_segment(base, now_ms)
             self._segments.append(seg)
             self._bases.append(base)
-            self.producer_state.snapshot(self._leo)
+            if snapshot is None:
+                self.producer_state.snapshot(self._leo)
             return seg
 
-    def _flush_in_background(self, segment, recovery_point):
+    def _flush_in_background(self, segment, recovery_point, snapshot):
         def flush():
             try:
                 segment.flush()
+                self.producer_state.sync_snapshot(snapshot)
             except (OSError, ValueError, TypeError):
                 return  # deleted or closed meanwhile (retention, truncation): nothing to keep
             with self._lock:

@@ -202,8 +202,14 @@ class ProducerStateManager:
     def _path(self, offset):
         return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
-    def snapshot(self, offset):
-        """Write the state as of log offset `offset` (atomically: temp file, fsync, rename)."""
+    def snapshot(self, offset, sync=True):
+        """Write the state as of log offset `offset` (atomically: temp file, fsync, rename).
+
+        With `sync` False the fsync is left to the caller (`sync_snapshot`, off the event
+        loop): on ext4 an fsync commits the journal, which waits for every dirty page of the
+        file system, hundreds of milliseconds after a segment's worth of appends. A snapshot
+        torn by a crash fails its checksum at load and an older one is replayed from instead.
+        """
         parts = [_HEAD.pack(_MAGIC, 1, offset, len(self._producers))]
         for e in self._producers.values():
             parts.append(_PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches)))
@@ -214,9 +220,22 @@ class ProducerStateManager:
         with open(tmp, "wb") as f:
             f.write(body + _CRC.pack(_kernel.crc32c(body)))
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
         return path
+
+    @staticmethod
+    def sync_snapshot(path):
+        """fsync a snapshot written with `sync=False` (gone meanwhile: nothing to do)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def load(self):
         """Replace the state with the newest valid snapshot; return its offset, or None.
