@@ -124,7 +124,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
             self._start = self._end = 0
         elif SCRATCH_SIZE - end < OWN_BUFFER_OVER + 4:  # make room for the rest of a small frame
             rest = end - pos
-            self._scratch[:rest] = self._scratch_view[pos:end]
+            self._scratch[:rest] = bytes(self._scratch_view[pos:end])  # not from its own view
             self._start, self._end = 0, rest
         else:
             self._start = pos
