@@ -27,6 +27,14 @@ from minilog.connector.batch import (
 )
 
 from .log_config import OTHER_TOPIC_CONFIGS, LogConfig  # noqa: F401 (re-exported)
+from .log_loader import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    fsync_dir,
+    load_segments,
+    read_checkpoint,
+    write_checkpoint,
+)
 from .producer_state import NO_PRODUCER_ID, ProducerStateManager, next_sequence
 from .segment import (
     INDEX_SUFFIX,
@@ -89,11 +97,13 @@ class Log:
         self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True)
         now = _now_ms() if now_ms is None else now_ms
-        self.recovered_bytes = 0
-        self._segments, self._bases = [], []
         self._pending_flushes = set()
         self._recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT) or 0
-        self._open_segments(clean_shutdown, now)
+        self._segments, self.recovered_bytes = load_segments(
+            self.dir, clean_shutdown, self._recovery_point, now,
+            lambda base, existing: self._new_segment(base, now, existing),
+            lambda: self._read_checkpoint() or 0)
+        self._bases = [seg.base_offset for seg in self._segments]
         self._leo = self._segments[-1].next_offset
         checkpoint = self._read_checkpoint()
         start = self._bases[0] if checkpoint is None else max(checkpoint, self._bases[0])
@@ -474,51 +484,6 @@ class Log:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _open_segments(self, clean_shutdown, now_ms):
-        self._complete_interrupted_swap()
-        bases = []
-        for p in self.dir.iterdir():
-            stem, suffix = p.name[:20], p.name[20:]
-            if not (len(p.name) > 20 and stem.isdigit()):
-                continue
-            if suffix == LOG_SUFFIX:
-                bases.append(int(stem))
-            elif suffix.endswith(".tmp"):
-                p.unlink()  # an interrupted atomic write
-        bases.sort()
-        for p in self.dir.glob("*.checkpoint.*.tmp"):  # a checkpoint write cut short
-            p.unlink()
-        known = set(bases)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # left behind by an interrupted delete
-            for p in self.dir.glob("*" + suffix):
-                stem = p.name[:-len(suffix)]
-                if len(stem) == 20 and stem.isdigit() and int(stem) not in known:
-                    p.unlink()
-        segments = [self._new_segment(b, now_ms, existing=True) for b in bases]
-        last_data = max((i for i, s in enumerate(segments) if s.size), default=0)
-        for i, seg in enumerate(segments):
-            unflushed = seg.next_offset > self._recovery_point or i >= last_data
-            if seg.problem is not None or (not clean_shutdown and unflushed):
-                cut = seg.recover()
-                self.recovered_bytes += cut
-                if cut and i + 1 < len(segments):
-                    # Everything after a torn batch was written after it: drop it too, as Kafka
-                    # does, rather than leave a hole in the offsets.
-                    for later in segments[i + 1:]:
-                        self.recovered_bytes += later.size
-                        later.delete()
-                    del segments[i + 1:]
-                    break
-        # An empty segment left past a tail that recovery cut (a crash just after a roll)
-        # would put the log end beyond the data: drop it.
-        while len(segments) > 1 and segments[-1].size == 0 and \
-                segments[-1].base_offset > segments[-2].next_offset:
-            segments.pop().delete()
-        if not segments:
-            segments = [self._new_segment(self._read_checkpoint() or 0, now_ms)]
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-
     def _new_segment(self, base, now_ms=None, existing=False):
         if not existing:  # a stale file of an untracked segment must not come back to life
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
@@ -578,25 +543,15 @@ class Log:
         ps.rebuild_from(self, first if snap is None else max(snap, first))
 
     def _read_checkpoint(self, name=LOG_START_CHECKPOINT):
-        try:
-            lines = (self.dir / name).read_text().split()
-            return int(lines[1]) if lines and lines[0] == "0" else None
-        except (OSError, ValueError, IndexError):
-            return None
+        return read_checkpoint(self.dir / name)
 
     def _write_checkpoint(self, offset, name=LOG_START_CHECKPOINT):
-        path = self.dir / name
-        tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")  # one per writer thread
-        with open(tmp, "w") as f:
-            f.write(f"0\n{offset}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_checkpoint(self.dir / name, offset)
 
     # -- compaction hook (the cleaner is broker/cleaner.py) ---------------------------------
 
-    CLEANED_SUFFIX = ".cleaned"  # a cleaner's output being written: discarded by a restart
-    SWAP_SUFFIX = ".swap"        # complete output replacing segments: finished by a restart
+    CLEANED_SUFFIX = CLEANED_SUFFIX
+    SWAP_SUFFIX = SWAP_SUFFIX
 
     def replace_segments(self, old_segments, cleaned_path):
         """Swap contiguous non-active `old_segments` for one cleaned segment file.
@@ -619,44 +574,13 @@ class Log:
             base = old_segments[0].base_offset
             swap = self.dir / f"{base:020d}{LOG_SUFFIX}{self.SWAP_SUFFIX}"
             os.replace(cleaned, swap)
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             for seg in old_segments:
                 seg.delete()
             os.replace(swap, segment_file(self.dir, base))
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             seg = self._new_segment(base, existing=True)
             seg.recover()  # builds the indexes of the new file
             self._segments[first:first + n] = [seg]
             self._bases[first:first + n] = [base]
             return True
-
-    def _complete_interrupted_swap(self):
-        """Undo a cleaning that never reached `.swap`; finish one that did (see replace_segments)."""
-        from minilog.connector.batch import HEADER_SIZE, read_header
-        for p in self.dir.glob("*" + self.CLEANED_SUFFIX):
-            p.unlink()
-        for swap in sorted(self.dir.glob("*" + LOG_SUFFIX + self.SWAP_SUFFIX)):
-            base = end = int(swap.name[:20])
-            with open(swap, "rb") as f:  # the swap's next offset: headers only
-                pos, size = 0, os.fstat(f.fileno()).st_size
-                while size - pos >= HEADER_SIZE:
-                    h = read_header(os.pread(f.fileno(), HEADER_SIZE, pos))
-                    if h.batch_length <= 0 or pos + h.size > size:
-                        break
-                    end, pos = h.last_offset + 1, pos + h.size
-            for p in list(self.dir.glob("*" + LOG_SUFFIX)):
-                stem = p.name[:-len(LOG_SUFFIX)]
-                if len(stem) == 20 and stem.isdigit() and base <= int(stem) < max(end, base + 1):
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        segment_file(self.dir, int(stem), suffix).unlink(missing_ok=True)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # the old first segment's indexes
-                segment_file(self.dir, base, suffix).unlink(missing_ok=True)
-            os.replace(swap, segment_file(self.dir, base))
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
