@@ -15,6 +15,7 @@ from .admin import AdminClient, AsyncAdminClient
 from .admin_groups import GroupDescription, GroupListing, MemberDescription
 from .config import Config
 from .consumer import AsyncConsumer, Consumer
+from .delivery import BulkDelivery
 from .group_api import OffsetAndMetadata
 from .partitioner import murmur2, murmur2_partition
 from .producer import AsyncProducer, DeliveryFuture, Producer
@@ -36,8 +37,9 @@ from .types import (
 )
 
 __all__ = ["AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncProducer", "BrokerInfo",
-           "ClusterDescription", "Config", "ConfigEntry", "ConfigError", "Consumer",
-           "ConsumerRecord", "DeliveryFuture", "ErrorCode", "GroupDescription", "GroupListing",
+           "BulkDelivery", "ClusterDescription", "Config", "ConfigEntry", "ConfigError",
+           "Consumer", "ConsumerRecord", "DeliveryFuture", "ErrorCode", "GroupDescription",
+           "GroupListing",
            "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "MemberDescription",
            "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "Producer",
            "RecordMetadata", "TopicDescription", "TopicPartition", "murmur2", "murmur2_partition"]

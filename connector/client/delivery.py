@@ -113,3 +113,48 @@ class _Resolved:
 
     def metadata(self, index):
         return self.value
+
+
+class BulkDelivery:
+    """The outcome of a bulk send (`Producer.send_arrow`): one future for many records.
+
+    `result(timeout)` returns how many records were written, or raises the first error any of
+    them met; records are counted down per batch by the sender, with no object per record.
+    """
+
+    def __init__(self, count):
+        self.count, self._left, self._exc = count, count, None
+        self._event = threading.Event()
+        if count == 0:
+            self._event.set()
+
+    def __repr__(self):
+        return f"<BulkDelivery {self.count - self._left}/{self.count} done>"
+
+    def _settle(self, n, exc=None):
+        """`n` records reached their outcome (loop thread only)."""
+        if exc is not None and self._exc is None:
+            self._exc = exc
+        self._left -= n
+        if self._left <= 0:
+            self._event.set()
+
+    def done(self):
+        return self._event.is_set()
+
+    def result(self, timeout=None):
+        if not self._event.wait(timeout):
+            raise KafkaTimeoutError(f"{self._left} of {self.count} records not reported in "
+                                    f"{timeout:g}s")
+        if self._exc is not None:
+            raise self._exc
+        return self.count
+
+    def exception(self, timeout=None):
+        try:
+            self.result(timeout)
+        except KafkaTimeoutError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the outcome itself
+            return e
+        return None

@@ -9,16 +9,19 @@ RecordMetadata or the KafkaError that stopped it.
 """
 import asyncio
 import collections
+import gc
 import logging
 import threading
 import time
+from itertools import repeat
 from time import time_ns as _time_ns
 
 from minilog.connector.protocol import ErrorCode, KafkaError
+from minilog.connector.records import _pause_gc
 
 from .config import Config
 from .connection import LoopThread, wait_set
-from .delivery import DeliveryFuture, _SentFuture
+from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
 from .sender import ProducerCore
 from .types import KafkaTimeoutError
 
@@ -37,6 +40,18 @@ def _to_bytes(v, what):
         return bytes(v)
     raise TypeError(f"{what} must be bytes, str or None (or set {what}.serializer), "
                     f"got {type(v).__name__}")
+
+
+def _binary_column(column):
+    """A pyarrow binary or string column: (list of bytes, None for nulls; their lengths, 0 for
+    nulls, as an Arrow array)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    elif not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        raise TypeError(f"key and value columns must be binary or string, not {column.type}")
+    return column.to_pylist(), pc.fill_null(pc.binary_length(column), 0)
 
 
 def _headers(headers):
@@ -212,6 +227,67 @@ class Producer:
             self._wait_for_space(size)
         self._reserved += size
         self._pending.append((topic, partition, rec, size, fut))
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._hand_over)
+        return fut
+
+    def send_arrow(self, batch, topic=None):
+        """Queue every row of a pyarrow RecordBatch or Table; returns a `BulkDelivery`
+        (`.result(timeout)` -> the row count, or the first error).
+
+        The columns are those of Spark's Kafka sink: `value` (binary or string, required),
+        `key` (binary or string), `topic` (string; the `topic` argument, when given, overrides
+        it, as Spark's `topic` option does), `partition` (int; null or absent: the
+        partitioner decides), `headers` (list of struct<key string, value binary>). Strings are
+        sent as UTF-8; the key and value serializers are not applied. One hand-over and one
+        future for the whole batch: the per-record cost of `send` is mostly its future.
+        """
+        import pyarrow.compute as pc  # here, not at import: pyarrow costs a script using send
+        names = batch.schema.names
+        if "value" not in names:
+            raise ValueError("send_arrow needs a 'value' column")
+        n = batch.num_rows
+        values, sizes = _binary_column(batch.column("value"))
+        if "key" in names:
+            keys, key_sizes = _binary_column(batch.column("key"))
+            sizes = pc.add(sizes, key_sizes)
+        else:
+            keys = repeat(None, n)
+        if topic is not None:
+            topics = None
+            self._core.prepare(topic, None, None, None, None, None)  # checks the name once
+        elif "topic" in names:
+            topics = batch.column("topic").to_pylist()
+            for t in set(topics):
+                self._core.prepare(t, None, None, None, None, None)
+        else:
+            raise ValueError("send_arrow needs a 'topic' column or the topic argument")
+        partitions = batch.column("partition").to_pylist() if "partition" in names else None
+        headers = batch.column("headers").to_pylist() if "headers" in names else None
+        fut = BulkDelivery(n)
+        sizes = pc.add(sizes, 24).to_pylist()  # as `prepare` counts: 24 + key + value (+ headers)
+        hdrs = repeat(_NO_HEADERS, n)
+        if headers is not None:
+            hdrs = [[(h["key"], h["value"]) for h in row] if row else _NO_HEADERS
+                    for row in headers]
+            for i, row in enumerate(hdrs):
+                for k, v in row:
+                    sizes[i] += len(k) + 8 + (len(v) if v else 0)
+        recs = zip(repeat(_time_ns() // 1_000_000, n), keys, values, hdrs)
+        paused = _pause_gc()  # 2n tuples that can free nothing: no collections meanwhile
+        try:
+            pending = list(zip(repeat(topic, n) if topics is None else topics,
+                               repeat(None, n) if partitions is None else partitions,
+                               recs, sizes, repeat(fut, n)))
+        finally:
+            if paused:
+                gc.enable()
+        total = sum(sizes)
+        if self._reserved - self._released + total > self._limit:
+            self._wait_for_space(total)
+        self._reserved += total
+        self._pending.extend(pending)
         if not self._scheduled:
             self._scheduled = True
             self._loop.call_soon(self._hand_over)

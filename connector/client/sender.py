@@ -28,7 +28,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .cluster import STALE_METADATA, Cluster
 from .connection import message_class, wait_set
-from .delivery import DeliveryFuture, _SentFuture
+from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
 from .partitioner import Partitioner
 from .types import (
     KafkaConnectionError,
@@ -503,6 +503,8 @@ class ProducerCore:
                 fut._batch = b  # the outcome, written after what it points to
                 if fut._watch is not None:
                     fut._run_watchers()
+            elif fut.__class__ is BulkDelivery:
+                fut._settle(1)
             elif isinstance(fut, DeliveryFuture):
                 if not fut.done():
                     fut._index = i
@@ -518,6 +520,8 @@ class ProducerCore:
                 fut._exc = exc
                 if fut._watch is not None:
                     fut._run_watchers()
+            elif fut.__class__ is BulkDelivery:
+                fut._settle(1, exc)
             elif not fut.done():
                 fut.set_exception(exc)
         self._finished(n, size)

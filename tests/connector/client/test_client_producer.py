@@ -110,6 +110,61 @@ def test_errors_reach_the_future_not_silence(cluster):
             p.send(topic, 12345)
 
 
+def test_send_arrow_writes_spark_sink_columns_as_send_would(cluster):
+    """Rows of a RecordBatch with Spark's Kafka sink columns: keys (string here), values,
+    headers, an explicit partition or the key's murmur2 partition, read back by
+    confluent-kafka exactly as records sent one by one."""
+    import pyarrow as pa
+    topic = make_topic(cluster.bootstrap, 3)
+    n = 500
+    keys = [None if i % 5 == 0 else f"k{i % 17}" for i in range(n)]
+    values = [None if i % 97 == 3 else b"value-%d" % i for i in range(n)]
+    parts = [i % 3 if i % 4 == 0 else None for i in range(n)]
+    headers = [[{"key": "h", "value": b"%d" % i}] if i % 2 else [] for i in range(n)]
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    batch = pa.record_batch([pa.array(keys, pa.string()), pa.array(values, pa.binary()),
+                             pa.array(parts, pa.int32()), pa.array(headers, header_type)],
+                            names=["key", "value", "partition", "headers"])
+    with Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 2}) as p:
+        fut = p.send_arrow(batch, topic=topic)
+        assert fut.result(30) == n
+        one = p.send(topic, b"one by one", key=b"k3").result(10)
+    got = confluent_consume(cluster.bootstrap, topic, range(3), n + 1)
+    assert len(got) == n + 1
+    seen = {m.value(): m for m in got}
+    for i in range(n):
+        if values[i] is None:
+            continue
+        m = seen[values[i]]
+        assert m.key() == (keys[i].encode() if keys[i] is not None else None)
+        assert (m.headers() or []) == [(h["key"], h["value"]) for h in headers[i]]
+        if parts[i] is not None:
+            assert m.partition() == parts[i]
+        elif keys[i] == "k3":
+            assert m.partition() == one.partition  # same key, same partition as send()
+    assert sum(1 for m in got if m.value() is None) == sum(v is None for v in values)
+
+
+def test_send_arrow_reports_errors_and_bad_columns(cluster):
+    import pyarrow as pa
+    topic = make_topic(cluster.bootstrap, 1)
+    with Producer({"bootstrap.servers": cluster.bootstrap, "max.block.ms": 1000}) as p:
+        bad = pa.record_batch([pa.array([b"a", b"b"]), pa.array([0, 5], pa.int32())],
+                              names=["value", "partition"])
+        with pytest.raises(KafkaError) as e:
+            p.send_arrow(bad, topic=topic).result(10)   # partition 5 does not exist
+        assert e.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
+        with pytest.raises(ValueError, match="value"):
+            p.send_arrow(pa.record_batch([pa.array([b"k"])], names=["key"]), topic=topic)
+        with pytest.raises(ValueError, match="topic"):
+            p.send_arrow(pa.record_batch([pa.array([b"v"])], names=["value"]))
+        with pytest.raises(TypeError, match="binary or string"):
+            p.send_arrow(pa.record_batch([pa.array([1])], names=["value"]), topic=topic)
+        by_column = pa.record_batch([pa.array([topic, topic]), pa.array(["x", "y"])],
+                                    names=["topic", "value"])
+        assert p.send_arrow(by_column).result(10) == 2
+
+
 @pytest.mark.parametrize("acks", ["0", "1", "all"])
 def test_acks_levels_deliver(cluster, acks):
     topic = make_topic(cluster.bootstrap, 1)
