@@ -1,14 +1,16 @@
 """The clients under test, driven the same way: confluent-kafka (librdkafka) and minilog's own.
 
-Both get the same Kafka settings (`producer_config`), the same loop (one `produce`/`send` call
-per record, partitions taken round-robin so every partition gets the same share) and the same
-stop condition (`flush` returned: every record acknowledged). Reads count rows until a target.
+All get the same Kafka settings (`producer_config`), the same records (partitions taken
+round-robin so every partition gets the same share: one `produce`/`send` call per record, or
+one `send_arrow` batch for minilog's bulk path) and the same stop condition (`flush`
+returned: every record acknowledged). Reads count rows until a target.
 """
 import time
 
 # One configuration for both producers: Kafka names that librdkafka and minilog both accept.
 PRODUCER = {"acks": 1, "linger.ms": 5, "batch.size": 1_000_000, "compression.type": "none"}
 CLIENTS = ("confluent", "minilog")
+PRODUCE_CLIENTS = (*CLIENTS, "minilog-arrow")  # the produce benchmark adds our bulk path
 
 
 def producer_config(bootstrap, **overrides):
@@ -59,13 +61,41 @@ class _Minilog:
         self.p.close(10)
 
 
+class _MinilogArrow(_Minilog):
+    """minilog's bulk path, `send_arrow`: the same records as one pyarrow batch (value and
+    partition columns), as the Spark sink will hand them over. Building the batch is the
+    caller's work (Spark gives it ready-made), so `prepare` does it before the clock starts."""
+
+    _shape = _batch = None
+
+    def prepare(self, topic, value, n, partitions):
+        if self._shape != (value, n, partitions):
+            import pyarrow as pa
+            self._batch = pa.record_batch(
+                [pa.array([value] * n, pa.binary()),
+                 pa.array([i % partitions for i in range(n)], pa.int32())],
+                names=["value", "partition"])
+            self._shape = (value, n, partitions)
+
+    def produce(self, topic, value, n, partitions):
+        self.prepare(topic, value, n, partitions)
+        fut = self.p.send_arrow(self._batch, topic=topic)
+        left = self.p.flush(60)
+        if left:
+            raise RuntimeError(f"minilog client (send_arrow): {left} record(s) not delivered")
+        fut.result(0)  # raises the first delivery error, if any
+
+
 def producer(client, cfg):
-    """A producer of `client` ("confluent" or "minilog") with `produce(topic, value, n, parts)`."""
-    return {"confluent": _Confluent, "minilog": _Minilog}[client](cfg)
+    """A producer of `client` (one of PRODUCE_CLIENTS) with `produce(topic, value, n, parts)`."""
+    return {"confluent": _Confluent, "minilog": _Minilog, "minilog-arrow": _MinilogArrow}[client](cfg)
 
 
 def timed_produce(prod, topic, value, n, partitions):
     """Seconds to send `n` records of `value` and have them all acknowledged."""
+    prepare = getattr(prod, "prepare", None)
+    if prepare is not None:
+        prepare(topic, value, n, partitions)
     t0 = time.perf_counter()
     prod.produce(topic, value, n, partitions)
     return time.perf_counter() - t0

@@ -115,13 +115,13 @@ def _client_cells(rep, brokers, sizes, partitions, counts, repeats, scratch):
         for parts in partitions:
             for size in sizes:
                 n, value = counts[size], clients.value_of(size)
-                topics = {c: f"p{parts}-s{size}-{c}" for c in clients.CLIENTS}
+                topics = {c: f"p{parts}-s{size}-{c}" for c in clients.PRODUCE_CLIENTS}
                 for topic in topics.values():
                     cluster.create_topic(b.bootstrap, topic, parts)
                 prods = {c: clients.producer(c, clients.producer_config(b.bootstrap))
-                         for c in clients.CLIENTS}
-                times = {c: [] for c in clients.CLIENTS}
-                ceil, batch_bytes = {c: [] for c in clients.CLIENTS}, {}
+                         for c in clients.PRODUCE_CLIENTS}
+                times = {c: [] for c in clients.PRODUCE_CLIENTS}
+                ceil, batch_bytes = {c: [] for c in clients.PRODUCE_CLIENTS}, {}
                 try:
                     for c, prod in prods.items():  # warm-up: connections, metadata, buffers
                         clients.timed_produce(prod, topics[c], value, max(n // 10, parts), parts)
@@ -137,7 +137,7 @@ def _client_cells(rep, brokers, sizes, partitions, counts, repeats, scratch):
                     for prod in prods.values():
                         prod.close()
                     _clear(scratch)
-                for c in clients.CLIENTS:
+                for c in clients.PRODUCE_CLIENTS:
                     t = median(times[c])
                     row = {"broker": b.kind, "client": c, "partitions": parts, "size": size,
                            "records": n, "records_s": n / t, "mb_s": n * size / t / MB,
@@ -248,6 +248,8 @@ def run(args):
                       conf["ceiling_mb_s"])
             rep.ratio(f"produce minilog-client/confluent {what} (minilog broker)", ours["mb_s"],
                       conf["mb_s"])
+            rep.ratio(f"produce minilog-send_arrow/confluent {what} (minilog broker)",
+                      cell[("minilog", "minilog-arrow", parts, size)]["mb_s"], conf["mb_s"])
             if ("tansu", "confluent", parts, size) in cell:
                 rep.ratio(f"produce minilog/tansu {what} (confluent-kafka client)", conf["mb_s"],
                           cell[("tansu", "confluent", parts, size)]["mb_s"])
@@ -259,7 +261,8 @@ def run(args):
     def series(broker, client):
         return [cell.get((broker, client, p, s), {}).get("mb_s") for p in PARTITIONS for s in SIZES]
     lines = {"confluent → minilog": series("minilog", "confluent"),
-             "minilog client → minilog": series("minilog", "minilog")}
+             "minilog client → minilog": series("minilog", "minilog"),
+             "minilog send_arrow → minilog": series("minilog", "minilog-arrow")}
     if "tansu" in kinds:
         lines["confluent → tansu"] = series("tansu", "confluent")
         lines["minilog client → tansu"] = series("tansu", "minilog")

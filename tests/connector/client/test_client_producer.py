@@ -145,6 +145,20 @@ def test_send_arrow_writes_spark_sink_columns_as_send_would(cluster):
     assert sum(1 for m in got if m.value() is None) == sum(v is None for v in values)
 
 
+def test_send_arrow_large_values_from_a_sliced_batch_with_nulls(cluster):
+    """Values over 1 KB are sent from views of the Arrow buffer: offsets of a sliced batch,
+    nulls and large_string columns must still give exactly the rows."""
+    import pyarrow as pa
+    topic = make_topic(cluster.bootstrap, 1)
+    rows = [None if i % 9 == 4 else ("%04d" % i) * (300 + i) for i in range(60)]
+    whole = pa.record_batch([pa.array(rows, pa.large_string())], names=["value"])
+    with Producer({"bootstrap.servers": cluster.bootstrap}) as p:
+        assert p.send_arrow(whole.slice(7, 40), topic=topic).result(30) == 40
+    got = confluent_consume(cluster.bootstrap, topic, [0], 40)
+    assert [m.value() for m in got] == [r.encode() if r is not None else None
+                                        for r in rows[7:47]]
+
+
 def test_send_arrow_reports_errors_and_bad_columns(cluster):
     import pyarrow as pa
     topic = make_topic(cluster.bootstrap, 1)
