@@ -149,7 +149,6 @@ class _Connection(FramedProtocol):
             self.server._connections.discard(self)
             self.transport.close()
 
-
     async def _send(self, chunks):
         """Write a response; its `FileRegion`s go with sendfile, and are closed in any case."""
         regions = [c for c in chunks if isinstance(c, FileRegion)]
