@@ -127,6 +127,9 @@ def _client_cells(rep, brokers, sizes, partitions, counts, repeats, scratch):
                         clients.timed_produce(prod, topics[c], value, max(n // 10, parts), parts)
                     for _ in range(repeats):      # interleaved, so drift hits all alike
                         for c, prod in prods.items():
+                            # the same recycled memory for every client (see recycle_page_cache):
+                            # the previous ceiling's files would otherwise decide who is fast
+                            recycle_page_cache(scratch, 2 * n * size + (64 << 20))
                             times[c].append(clients.timed_produce(prod, topics[c], value, n, parts))
                             if b.kind == "minilog":  # the batches this run stored, to a file
                                 run = last_run(stored_batches(b, topics[c], parts), n)

@@ -150,7 +150,7 @@ def test_send_arrow_large_values_from_a_sliced_batch_with_nulls(cluster):
     nulls and large_string columns must still give exactly the rows."""
     import pyarrow as pa
     topic = make_topic(cluster.bootstrap, 1)
-    rows = [None if i % 9 == 4 else ("%04d" % i) * (300 + i) for i in range(60)]
+    rows = [None if i % 9 == 4 else f"{i:04d}" * (300 + i) for i in range(60)]
     whole = pa.record_batch([pa.array(rows, pa.large_string())], names=["value"])
     with Producer({"bootstrap.servers": cluster.bootstrap}) as p:
         assert p.send_arrow(whole.slice(7, 40), topic=topic).result(30) == 40
