@@ -109,7 +109,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
                 pos += 4 + size
                 self._start = pos
                 self.frame_received(frame)
-                if self._stopped or self._frame is not None:
+                if self._stopped:
                     return
                 continue
             if size > OWN_BUFFER_OVER:
