@@ -23,8 +23,9 @@ import tempfile
 from pathlib import Path
 
 from minilog.connector import batch as batch_format
+from minilog.connector.protocol import ApiKey, request
 
-from . import clients, cluster, wire
+from . import bare_receiver, clients, cluster, wire
 from .report import MB, Report, Timer, bars, main_args, median
 
 SIZES = (100, 1000, 10_000)
@@ -34,6 +35,7 @@ QUICK_RECORDS = {100: 20_000, 1000: 4_000, 10_000: 400}
 # Of ~1 MiB each: 5 runs + warm-up stay under one 1 GiB segment (a roll's fsync stalls the
 # broker for seconds: constant_cost shows it), so this is the steady-state append path.
 INGEST_REQUESTS, QUICK_INGEST_REQUESTS = 128, 24
+BARE = "bare receiver (recv_into, CRC32C, os.write)"
 
 
 def stored_batches(broker, topic, partitions):
@@ -174,11 +176,11 @@ def _ingest_cells(rep, requests, repeats, scratch):
         rep.log(f"ingest {label}: {rows[-1]['mb_s']:.0f} MB/s")
         return rows[-1]
 
-    def measure(kind, label, overrides=None, ceiling=None, fsync=False):
+    def measure(label, target, ceiling=None, fsync=False, handshake=True):
+        """`target()`: a context manager yielding the bootstrap of what receives the requests."""
         times, ceil, lat = [], [], []
-        with cluster.running(kind, overrides=overrides) as b:
-            cluster.create_topic(b.bootstrap, "ingest", 1)
-            conn = wire.RawConnection(b.bootstrap)
+        with target() as bootstrap:
+            conn = wire.RawConnection(bootstrap, handshake=handshake)
             try:
                 version, frame = conn.produce_frame("ingest", [0], batch)
                 conn.pipeline_produce(frame, version, max(requests // 8, 5))  # warm-up
@@ -198,12 +200,25 @@ def _ingest_cells(rep, requests, repeats, scratch):
         r = row(label, times)
         r["p50_ms"], r["max_ms"] = median(lat) * 1000, max(lat) * 1000
 
-    measure("minilog", "minilog (page cache)", ceiling="file ceiling (page cache)")
-    measure("minilog", "minilog (log.flush.interval.messages=1)",
-            overrides={"log.flush.interval.messages": 1},
+    @contextlib.contextmanager
+    def broker(kind, overrides=None):
+        with cluster.running(kind, overrides=overrides) as b:
+            cluster.create_topic(b.bootstrap, "ingest", 1)
+            yield b.bootstrap
+
+    def bare():
+        # our codec's newest Produce version: what the receiver is told to expect
+        frame = wire.produce_frame(request(ApiKey.PRODUCE).versions[1], "ingest", [0], batch)
+        return bare_receiver.running(scratch, frame, batch)
+
+    measure("minilog (page cache)", lambda: broker("minilog"),
+            ceiling="file ceiling (page cache)")
+    measure(BARE, bare, handshake=False)
+    measure("minilog (log.flush.interval.messages=1)",
+            lambda: broker("minilog", {"log.flush.interval.messages": 1}),
             ceiling="file ceiling (fsync each batch)", fsync=True)
     if cluster.tansu_available():
-        measure("tansu", "tansu (memory)")
+        measure("tansu (memory)", lambda: broker("tansu"))
     return rows
 
 
@@ -238,6 +253,9 @@ def run(args):
               by["minilog (page cache)"], by["file ceiling (page cache)"], "target >= 0.5")
     rep.ratio("ingest minilog/ceiling, 1 MiB batches, fsync each",
               by["minilog (log.flush.interval.messages=1)"], by["file ceiling (fsync each batch)"])
+    rep.ratio("ingest bare receiver/ceiling, 1 MiB batches (the bound for a validating "
+              "receiver in Python)", by[BARE], by["file ceiling (page cache)"])
+    rep.ratio("ingest minilog/bare receiver, 1 MiB batches", by["minilog (page cache)"], by[BARE])
     if "tansu (memory)" in by:
         rep.ratio("ingest minilog/tansu, 1 MiB batches", by["minilog (page cache)"],
                   by["tansu (memory)"])

@@ -49,19 +49,33 @@ def make_batch(value_size, batch_bytes):
         n = max(1, int(n * batch_bytes / len(data)) - 1)
 
 
+def encode_frame(api_key, version, body):
+    """The whole frame of one request (correlation id 0, size prefix included)."""
+    return b"".join(encode_request(RequestHeader(api_key, version, 0, "bench"), body))
+
+
+def produce_frame(version, topic, partitions, batch, acks=1):
+    """A Produce request frame carrying `batch` once for each partition in `partitions`."""
+    T, P = _child(_PRODUCE, "topic_data"), _child(_PRODUCE, "topic_data", "partition_data")
+    body = _PRODUCE.cls(transactional_id=None, acks=acks, timeout_ms=30000, topic_data=[
+        T(name=topic, partition_data=[P(index=p, records=batch) for p in partitions])])
+    return encode_frame(ApiKey.PRODUCE, version, body)
+
+
 class RawConnection:
     """One socket to a broker; `versions` holds the broker's max version per API key."""
 
-    def __init__(self, bootstrap, timeout=30.0):
+    def __init__(self, bootstrap, timeout=30.0, handshake=True):
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self._buf = bytearray(4 << 20)  # reused: no fresh pages to fault in per response
         self.corr = 0
-        self.versions = {}
-        resp = self.call(ApiKey.API_VERSIONS, 0, request(ApiKey.API_VERSIONS).cls())
-        self.versions = {k.api_key: k.max_version for k in resp.api_keys}
+        self.versions = {}  # without the handshake: our codec's newest versions
+        if handshake:
+            resp = self.call(ApiKey.API_VERSIONS, 0, request(ApiKey.API_VERSIONS).cls())
+            self.versions = {k.api_key: k.max_version for k in resp.api_keys}
 
     def version(self, api_key, cap=None):
         ours = request(api_key).versions[1]
@@ -69,7 +83,7 @@ class RawConnection:
 
     def encode(self, api_key, version, body):
         """The whole frame of one request (correlation id 0), to send with `send_frame`."""
-        return b"".join(encode_request(RequestHeader(api_key, version, 0, "bench"), body))
+        return encode_frame(api_key, version, body)
 
     def send_frame(self, frame):
         """Send a frame from `encode` under the next correlation id; return that id."""
@@ -106,10 +120,7 @@ class RawConnection:
     def produce_frame(self, topic, partitions, batch, acks=1):
         """A Produce request carrying `batch` once for each partition in `partitions`."""
         version = self.version(ApiKey.PRODUCE)
-        T, P = _child(_PRODUCE, "topic_data"), _child(_PRODUCE, "topic_data", "partition_data")
-        body = _PRODUCE.cls(transactional_id=None, acks=acks, timeout_ms=30000, topic_data=[
-            T(name=topic, partition_data=[P(index=p, records=batch) for p in partitions])])
-        return version, self.encode(ApiKey.PRODUCE, version, body)
+        return version, produce_frame(version, topic, partitions, batch, acks)
 
     def pipeline_produce(self, frame, version, count, in_flight=5):
         """Send `frame` `count` times, `in_flight` outstanding; raise on any partition error.
