@@ -11,6 +11,43 @@ from .errors import CorruptMessage
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _U16, _U32, _F64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">d")
 ZERO_UUID = uuid.UUID(int=0)
+_unpack_i16 = _I16.unpack_from
+
+
+def _fixed_reader(st):
+    """A Reader method reading one value of `st` (a closure: one call per value, not two)."""
+    size, unpack_from = st.size, st.unpack_from
+
+    def read(self):
+        pos = self.pos
+        if pos + size > self.end:
+            raise CorruptMessage(f"message truncated at byte {pos}")
+        self.pos = pos + size
+        return unpack_from(self.buf, pos)[0]
+    return read
+
+
+def read_uvarint(buf, pos, end):
+    """(value, position after it) of the unsigned varint at `pos`; the buffer ends at `end`."""
+    if pos + 1 < end:  # one or two bytes: lengths below 16 KiB, without the loop
+        b = buf[pos]
+        if b < 0x80:
+            return b, pos + 1
+        c = buf[pos + 1]
+        if c < 0x80:
+            return (b & 0x7F) | (c << 7), pos + 2
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise CorruptMessage("varint truncated")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise CorruptMessage("varint too long")
 
 
 class Reader:
@@ -26,53 +63,26 @@ class Reader:
     def remaining(self):
         return self.end - self.pos
 
-    def _fixed(self, st):
-        pos = self.pos
-        if pos + st.size > self.end:
-            raise CorruptMessage(f"message truncated at byte {pos}")
-        self.pos = pos + st.size
-        return st.unpack_from(self.buf, pos)[0]
-
-    def int8(self):
-        return self._fixed(_I8)
-
-    def int16(self):
-        return self._fixed(_I16)
-
-    def int32(self):
-        return self._fixed(_I32)
-
-    def int64(self):
-        return self._fixed(_I64)
-
-    def uint16(self):
-        return self._fixed(_U16)
-
-    def uint32(self):
-        return self._fixed(_U32)
-
-    def float64(self):
-        return self._fixed(_F64)
+    int8 = _fixed_reader(_I8)
+    int16 = _fixed_reader(_I16)
+    int32 = _fixed_reader(_I32)
+    int64 = _fixed_reader(_I64)
+    uint16 = _fixed_reader(_U16)
+    uint32 = _fixed_reader(_U32)
+    float64 = _fixed_reader(_F64)
 
     def bool(self):
-        return self._fixed(_I8) != 0
+        return self.int8() != 0
 
     def uvarint(self):
-        buf, pos, end = self.buf, self.pos, self.end
-        result = shift = 0
-        while True:
-            if pos >= end:
-                raise CorruptMessage("varint truncated")
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise CorruptMessage("varint too long")
-        self.pos = pos
-        return result
+        pos = self.pos
+        if pos < self.end:
+            b = self.buf[pos]
+            if b < 0x80:
+                self.pos = pos + 1
+                return b
+        value, self.pos = read_uvarint(self.buf, pos, self.end)
+        return value
 
     def varint(self):
         v = self.uvarint()
@@ -93,13 +103,30 @@ class Reader:
         return self.uvarint() - 1 if compact else self.int32()
 
     def string(self, compact=False, nullable=False):
-        n = self.uvarint() - 1 if compact else self.int16()
+        buf, pos, end = self.buf, self.pos, self.end
+        if compact:
+            n, pos = read_uvarint(buf, pos, end)
+            n -= 1
+        else:
+            if pos + 2 > end:
+                raise CorruptMessage(f"message truncated at byte {pos}")
+            n = _unpack_i16(buf, pos)[0]
+            pos += 2
+        self.pos = pos
         if n < 0:
             if nullable:
                 return None
             raise CorruptMessage("null in a non-nullable string")
-        try:
-            return self.raw(n).decode("utf-8")
+        if pos + n > end:
+            raise CorruptMessage(f"field of {n} bytes overruns the message")
+        self.pos = pos + n
+        data = buf[pos:pos + n]
+        try:  # the fastest decoding for each kind of buffer
+            if type(data) is bytes:
+                return data.decode()
+            if type(data) is memoryview:
+                return data.tobytes().decode()
+            return str(data, "utf-8")
         except UnicodeDecodeError as e:
             raise CorruptMessage(f"string is not UTF-8: {e}") from None
 
@@ -137,7 +164,7 @@ def varint(v):
     return uvarint((v << 1) ^ (v >> 63))
 
 
-_SMALL_UVARINTS = [uvarint(i) for i in range(128)]
+SMALL_UVARINTS = _SMALL_UVARINTS = tuple(uvarint(i) for i in range(128))
 
 
 def uvarint_fast(v):
