@@ -2,7 +2,11 @@
 
 The top-level folders install as the `minilog.*` namespace (PEP 420: no minilog/__init__.py).
 """
+import os
+import shutil
+
 from setuptools import Extension, setup
+from setuptools.command.editable_wheel import editable_wheel
 
 PACKAGES = {
     "minilog.connector": "connector",
@@ -18,13 +22,29 @@ PACKAGES = {
 RECORDS_KERNEL = Extension("minilog.connector._records_c", ["connector/_records_c.c"],
                            optional=True)
 
+# pyspark finds `format("minilog")` by a top-level module named pyspark_* defining DefaultSource.
+DISCOVERY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "datasource", "pyspark_minilog.py")
+
+
+class EditableWheel(editable_wheel):
+    """Editable installs reach minilog.* through an import hook, which pyspark's search for
+    pyspark_* modules (pkgutil.iter_modules over sys.path) does not see: the discovery module,
+    three lines that import minilog.datasource, goes into site-packages as a plain file."""
+
+    def _install_namespaces(self, installation_dir, pth_prefix):
+        super()._install_namespaces(installation_dir, pth_prefix)
+        shutil.copy(DISCOVERY, os.path.join(installation_dir, "pyspark_minilog.py"))
+
+
 setup(
     name="minilog",
     version="0.1.0",
     description="A Kafka-compatible partitioned, replicated commit log with a PySpark connector",
     python_requires=">=3.10",
     packages=list(PACKAGES),
-    package_dir=PACKAGES,
+    package_dir={"": "datasource", **PACKAGES},  # "": where the top-level pyspark_minilog is
+    py_modules=["pyspark_minilog"],
+    cmdclass={"editable_wheel": EditableWheel},
     ext_modules=[RECORDS_KERNEL],
     install_requires=[
         "crc32c>=2.4",        # CRC32C where the C kernel has no hardware path for it

@@ -8,6 +8,7 @@ from brokers import MinilogBroker, TansuBroker
 # Spark's Python workers must run this interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 @pytest.fixture(scope="module")
@@ -37,3 +38,19 @@ def make_broker():
     yield make
     for b in started:
         b.cleanup()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run (it takes seconds to start). No
+    `format("minilog")` registration: the installed connector must be found by name."""
+    from pyspark.sql import SparkSession
+    session = (SparkSession.builder.master("local[2]").appName("minilog-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.streaming.stopTimeout", "30s")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -1,0 +1,64 @@
+"""Kafka clients kept per Python worker, keyed by their settings.
+
+Spark reuses its Python workers across tasks and queries (`spark.python.worker.reuse`), so a
+task can take the consumer or producer an earlier task opened, as Spark's own Kafka connector
+keeps a cache per executor: a micro-batch then pays for no connections or metadata again.
+A worker runs one task at a time; the lock covers the driver, where threads may share this.
+"""
+import atexit
+import threading
+
+from minilog.connector.client import AdminClient, Consumer, Producer
+
+_lock = threading.Lock()
+_pool = {}
+
+
+def _key(kind, config):
+    return (kind, tuple(sorted((str(k), str(v)) for k, v in config.items())))
+
+
+def _get(kind, factory, config):
+    key = _key(kind, config)
+    with _lock:
+        client = _pool.get(key)
+        if client is None:
+            client = _pool[key] = factory(dict(config))
+        return client
+
+
+def consumer(config):
+    """A Consumer for fetching offset ranges (no group: ranges are read by assignment)."""
+    return _get("consumer", Consumer, {k: v for k, v in config.items() if k != "group.id"})
+
+
+def producer(config):
+    return _get("producer", Producer, config)
+
+
+def discard(client):
+    """Drop a client that failed, so the next task opens a fresh one."""
+    with _lock:
+        for key, c in list(_pool.items()):
+            if c is client:
+                del _pool[key]
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - a broken client may fail to close; it is gone anyway
+        pass
+
+
+def admin(config):
+    """A new AdminClient for the driver's planning (closed by its owner)."""
+    return AdminClient({k: v for k, v in config.items() if k != "group.id"})
+
+
+@atexit.register
+def close_all():
+    with _lock:
+        clients, _pool_copy = list(_pool.values()), _pool.clear()
+    for c in clients:
+        try:
+            c.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass

@@ -1,0 +1,136 @@
+"""Streaming reads: micro-batches of offset ranges, with Spark's Kafka admission control.
+
+Spark keeps one instance of this reader on the driver for the life of a query and checkpoints
+the offsets it returns. Each micro-batch: `latestOffset(start, limit)` finds the partitions
+read now (new partitions and new topics matching a pattern included), their log end offsets,
+and caps them by maxOffsetsPerTrigger / minOffsetsPerTrigger + maxTriggerDelay, or by the
+target fixed for `availableNow`; `partitions` turns the batch into offset ranges read on the
+executors; `commit(end)` records the progress in the consumer group `kafka.group.id`.
+"""
+import time
+
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from . import clients
+from .offsets import (
+    check_moves,
+    discover,
+    from_json,
+    list_offsets,
+    log,
+    rate_limit,
+    resolve,
+    to_json,
+)
+from .reader import plan, read_range
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options):
+        self.options = options
+        self._admin = None
+        self._target = None         # availableNow: the offsets to stop at
+        self._latest = None         # the log end offsets seen last, for query progress
+        self._committed = None      # the group offsets committed last
+        self._last_batch = time.monotonic()
+
+    @property
+    def admin(self):
+        if self._admin is None:
+            self._admin = clients.admin(self.options.client)
+        return self._admin
+
+    def initialOffset(self):
+        o = self.options
+        tps = discover(self.admin, o)
+        return to_json(resolve(self.admin, o.starting, tps, o))
+
+    def getDefaultReadLimit(self):
+        o = self.options
+        if o.max_offsets_per_trigger is not None:
+            return ReadMaxRows(o.max_offsets_per_trigger)
+        if o.min_offsets_per_trigger is not None:
+            return ReadMinRows(o.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self):
+        self._target = self._log_ends(discover(self.admin, self.options))[1]
+
+    def _log_ends(self, tps):
+        return list_offsets(self.admin, tps, "earliest"), list_offsets(self.admin, tps, "latest")
+
+    def latestOffset(self, start, limit):
+        o = self.options
+        begin = from_json(start)
+        # Spark calls this when it plans the next batch: `start` is then complete, so the
+        # group gets it now (commit() never sees the last batch of an availableNow query).
+        self._commit_group(begin)
+        tps = discover(self.admin, o)
+        if self._target is not None:
+            tps = [tp for tp in tps if tp in self._target]
+        earliest, latest = self._log_ends(tps)
+        if self._target is not None:
+            latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
+        self._latest = latest
+        begin = check_moves(begin, latest, earliest, o.fail_on_data_loss)
+        for tp in tps:  # partitions new to the query are read from their earliest offset
+            begin.setdefault(tp, earliest[tp])
+        end = self._admit(begin, latest, limit)
+        if end == from_json(start):
+            return start
+        self._last_batch = time.monotonic()
+        return to_json(end)
+
+    def _admit(self, begin, latest, limit):
+        """The end offsets this batch may read, as the trigger's read limit allows."""
+        o = self.options
+        if isinstance(limit, ReadAllAvailable):
+            return dict(latest)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else o.min_offsets_per_trigger
+        if min_rows is not None and self._target is None:
+            available = sum(latest[tp] - begin[tp] for tp in latest)
+            waited = time.monotonic() - self._last_batch
+            if available < min_rows and waited < o.max_trigger_delay:
+                return dict(begin)
+        return rate_limit(begin, latest, max_rows) if max_rows is not None else dict(latest)
+
+    def reportLatestOffset(self):
+        return None if self._latest is None else to_json(self._latest)
+
+    def partitions(self, start, end):
+        begin, stop = from_json(start), from_json(end)
+        # Partitions new in this batch, and those whose log was re-created (data loss already
+        # reported by latestOffset), are read from their earliest offset.
+        fresh = [tp for tp, off in stop.items() if tp not in begin or begin[tp] > off]
+        if fresh:
+            begin.update(list_offsets(self.admin, fresh, "earliest"))
+        return plan([(tp, begin[tp], off) for tp, off in stop.items()], self.options)
+
+    def read(self, partition):
+        return read_range(partition, self.options)
+
+    def commit(self, end):
+        self._commit_group(from_json(end))
+
+    def _commit_group(self, position):
+        """Record the query's progress in its consumer group, so Kafka tools show its lag."""
+        group = self.options.group_id
+        if not group or not position or position == self._committed:
+            return
+        try:
+            self.admin.alter_group_offsets(group, position)
+            self._committed = dict(position)
+        except Exception as e:  # noqa: BLE001 - progress is checkpointed; the group is a view
+            log.warning("Could not commit the offsets of group %r: %s", group, e)
+
+    def stop(self):
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None

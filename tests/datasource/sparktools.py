@@ -1,0 +1,103 @@
+"""Helpers for the connector tests: topics filled with known records, read back with
+confluent-kafka (a client we did not write), streaming queries run to an end."""
+import itertools
+import time
+
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+from confluent_kafka import TopicPartition as CKTopicPartition
+from confluent_kafka.admin import AdminClient as CKAdmin
+from confluent_kafka.admin import NewPartitions, NewTopic
+
+_names = itertools.count()
+
+
+def unique(prefix):
+    return f"{prefix}-{time.monotonic_ns()}-{next(_names)}"
+
+
+def create_topic(bootstrap, name, partitions=1, config=None):
+    admin = CKAdmin({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, config=config or {})]).values():
+        f.result(60)
+    wait_for(lambda: partitions_of(bootstrap, name) == partitions, f"topic {name} visible")
+    return name
+
+
+def partitions_of(bootstrap, topic):
+    md = CKAdmin({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    t = md.topics.get(topic)
+    return 0 if t is None or t.error is not None else len(t.partitions)
+
+
+def add_partitions(bootstrap, topic, total):
+    admin = CKAdmin({"bootstrap.servers": bootstrap})
+    for f in admin.create_partitions([NewPartitions(topic, total)]).values():
+        f.result(60)
+    wait_for(lambda: partitions_of(bootstrap, topic) == total, f"{topic} has {total} partitions")
+
+
+def produce(bootstrap, topic, records):
+    """records: [(partition, key, value, headers[, timestamp ms])]; every one acknowledged,
+    else raise."""
+    p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    errors = []
+    for part, key, value, headers, *stamp in records:
+        p.produce(topic, value=value, key=key, partition=part, headers=headers,
+                  timestamp=stamp[0] if stamp else 0,
+                  on_delivery=lambda err, msg: err and errors.append(err))
+    assert p.flush(60) == 0 and not errors, errors
+
+
+def consume_all(bootstrap, topic, partitions, expect, deadline=60):
+    """Every record of the topic's first `partitions` partitions read from the beginning, once
+    `expect` records have arrived: [(partition, offset, key, value, headers)]."""
+    c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": unique("check"),
+                    "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([CKTopicPartition(topic, p, 0) for p in range(partitions)])
+    out, end = [], time.monotonic() + deadline
+    try:
+        while len(out) < expect and time.monotonic() < end:
+            for m in c.consume(1000, 1.0):
+                if m.error() is None:
+                    out.append((m.partition(), m.offset(), m.key(), m.value(),
+                                m.headers() or []))
+    finally:
+        c.close()
+    return sorted(out)
+
+
+def committed(bootstrap, group, topic, partitions):
+    """The group's committed offsets as confluent-kafka reads them: {partition: offset}."""
+    c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                    "enable.auto.commit": False})
+    try:
+        got = c.committed([CKTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        c.close()
+    return {tp.partition: tp.offset for tp in got}
+
+
+def wait_for(condition, what, deadline=90, step=0.2):
+    end = time.monotonic() + deadline
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(step)
+
+
+def run_available_now(df, checkpoint, sink="memory", name=None, **options):
+    """Run a streaming query with the availableNow trigger to its end; its progress list."""
+    w = df.writeStream.format(sink).option("checkpointLocation", str(checkpoint))
+    if name:
+        w = w.queryName(name)
+    for k, v in options.items():
+        w = w.option(k, v)
+    q = w.trigger(availableNow=True).start()
+    try:
+        assert q.awaitTermination(240), "availableNow query did not finish"
+    finally:
+        q.stop()
+    if q.exception() is not None:
+        raise q.exception()
+    return [p for p in q.recentProgress if p["numInputRows"] or p["batchId"] is not None]
