@@ -37,10 +37,12 @@ def add_partitions(bootstrap, topic, total):
     wait_for(lambda: partitions_of(bootstrap, topic) == total, f"{topic} has {total} partitions")
 
 
-def produce(bootstrap, topic, records):
+def produce(bootstrap, topic, records, one_per_batch=False):
     """records: [(partition, key, value, headers[, timestamp ms])]; every one acknowledged,
-    else raise."""
-    p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    else raise. `one_per_batch`: each record in a batch of its own (Tansu's ListOffsets
+    answers the last batch's base offset + 1 for "latest", not the log end)."""
+    p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                    **({"batch.num.messages": 1} if one_per_batch else {})})
     errors = []
     for part, key, value, headers, *stamp in records:
         p.produce(topic, value=value, key=key, partition=part, headers=headers,
