@@ -4,8 +4,11 @@ Spark reuses its Python workers across tasks and queries (`spark.python.worker.r
 task can take the consumer or producer an earlier task opened, as Spark's own Kafka connector
 keeps a cache per executor: a micro-batch then pays for no connections or metadata again.
 A worker runs one task at a time; the lock covers the driver, where threads may share this.
+`MINILOG_CLIENT_POOL=0` in the workers' environment turns the pool off (each task opens and
+closes its own client), to measure what it saves.
 """
 import atexit
+import os
 import threading
 
 from minilog.connector.client import AdminClient, Consumer, Producer
@@ -18,7 +21,13 @@ def _key(kind, config):
     return (kind, tuple(sorted((str(k), str(v)) for k, v in config.items())))
 
 
+def pooled():
+    return os.environ.get("MINILOG_CLIENT_POOL", "1") != "0"
+
+
 def _get(kind, factory, config):
+    if not pooled():
+        return factory(dict(config))
     key = _key(kind, config)
     with _lock:
         client = _pool.get(key)
@@ -34,6 +43,12 @@ def consumer(config):
 
 def producer(config):
     return _get("producer", Producer, config)
+
+
+def release(client):
+    """The task is done with `client`: kept for the next task, or closed without the pool."""
+    if not pooled():
+        client.close()
 
 
 def discard(client):

@@ -41,6 +41,13 @@ def read_range(part, options):
     (retention, a re-created topic) fail the task or are skipped, as failOnDataLoss says."""
     tp = TopicPartition(part.topic, part.partition)
     consumer = clients.consumer(options.client)
+    try:
+        yield from _read(consumer, tp, part, options)
+    finally:
+        clients.release(consumer)
+
+
+def _read(consumer, tp, part, options):
     pos = part.start
     while pos < part.end:
         try:

@@ -77,6 +77,7 @@ def write_batches(batches, options):
     except KafkaError as e:
         clients.discard(producer)
         raise RuntimeError(f"minilog sink: {e}") from e
+    clients.release(producer)
     return Written(rows)
 
 
