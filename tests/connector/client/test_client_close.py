@@ -15,7 +15,7 @@ import confluent_kafka
 import pyarrow as pa
 import pytest
 from clienttools import make_topic
-from minilog.connector.client import KafkaError, Producer
+from minilog.connector.client import Consumer, KafkaError, Producer, TopicPartition
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -87,3 +87,57 @@ def test_close_with_a_timeout_resolves_a_send_arrow_delivery(make_broker):
     assert delivery.done()
     with pytest.raises(KafkaError, match="closed"):
         delivery.result(0)
+
+
+def _wait_for(what, check, timeout=45.0, step=None):
+    """Call `check` (after `step`) until it returns something true; fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if step is not None:
+            step()
+        got = check()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not after {timeout:g}s")
+
+
+@pytest.mark.parametrize("client", ["minilog", "confluent-kafka"])
+def test_a_consumer_closed_during_its_first_join_leaves_the_group(broker, client):
+    """A member that closes while its first JoinGroup waits (it has a member id, no
+    generation) must send LeaveGroup; else the rebalance counts it in and the rest of the
+    group gets only its share of the partitions until the closed member's session expires.
+
+    The first member has an on_revoke callback, so it rejoins only when it polls: the new
+    member's JoinGroup stays parked on the coordinator until then, and it is closed there.
+    Its session timeout (60 s) is longer than the test waits, so only a LeaveGroup lets the
+    first member have every partition again. Run on the minilog broker, which parks JoinGroup
+    as Kafka does: on Tansu 0.6 a LeaveGroup sent while the member's JoinGroup is pending
+    is answered but the member still ends up in the next generation.
+    """
+    topic = make_topic(broker.bootstrap, 4)
+    group = f"g-{topic}"
+    assigned = []
+    first = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                      "heartbeat.interval.ms": 200, "auto.offset.reset": "earliest"})
+    try:
+        first.subscribe([topic], on_assign=lambda _c, tps: assigned.append(sorted(tps)),
+                        on_revoke=lambda _c, tps: None)
+        _wait_for("the first member owns every partition",
+                  lambda: assigned and len(assigned[-1]) == 4, step=lambda: first.poll(0.1))
+        settings = {"bootstrap.servers": broker.bootstrap, "group.id": group,
+                    "session.timeout.ms": 60000}
+        if client == "minilog":
+            second = Consumer(settings)
+        else:
+            second = confluent_kafka.Consumer(settings)
+        second.subscribe([topic])
+        member_id = _wait_for("the second member has a member id", second.memberid,
+                              step=lambda: second.poll(0.05) if client != "minilog" else None)
+        assert len(assigned) == 1  # still the first generation: the join waits for `first`
+        second.close()
+        _wait_for("the first member is assigned again", lambda: len(assigned) > 1,
+                  step=lambda: first.poll(0.1))
+        assert assigned[-1] == [TopicPartition(topic, p) for p in range(4)], member_id
+    finally:
+        first.close()
