@@ -480,11 +480,11 @@ class GroupMembership(GroupCommits, PollSteps):
             self._request_rejoin("partitions of subscribed topics changed")
 
     # ---- leaving -------------------------------------------------------------------------
-    async def _leave(self, reason):
+    async def _leave(self, reason, channel="member"):
         if not self.member_id or not self.coordinator.known:
             return
         try:
-            conn = await self.coordinator.connection("member")
+            conn = await self.coordinator.connection(channel)
             version = conn.version_for(ApiKey.LEAVE_GROUP)
             Req, M = _m(ApiKey.LEAVE_GROUP), _m(ApiKey.LEAVE_GROUP, "members")
             resp = await conn.send(ApiKey.LEAVE_GROUP, Req(
@@ -503,6 +503,7 @@ class GroupMembership(GroupCommits, PollSteps):
         if self._closed:
             return
         self._closed = True
+        joining = self._in_join
         tasks = [t for t in (self._runner, self._ticker) if t is not None]
         for t in tasks:
             t.cancel()
@@ -516,8 +517,10 @@ class GroupMembership(GroupCommits, PollSteps):
                     await self._lose(set(self.owned))
                 else:
                     await self._revoke(set(self.owned))
-                if self.instance_id is None and self.generation >= 0:
-                    await self._leave("the consumer is being closed")
+                if self.instance_id is None:  # Java: whenever it has a member id
+                    # an abandoned JoinGroup or SyncGroup holds the member connection
+                    await self._leave("the consumer is being closed",
+                                      "leave" if joining else "member")
             pending = [t for t in self._tasks if not t.done()]
             if pending:
                 await asyncio.wait(pending, timeout=self.config.seconds("request.timeout.ms"))

@@ -368,6 +368,17 @@ class Producer:
             self._loop.run(close())
         finally:
             self._loop.stop()
+            self._fail_unhanded()
+
+    def _fail_unhanded(self):
+        """Fail records a `send` in another thread queued after close's last hand-over."""
+        exc = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer is closed")
+        while self._pending:
+            fut = self._pending.popleft()[4]
+            if fut.__class__ is BulkDelivery:
+                fut._settle(1, exc)
+            elif not fut.done():
+                fut.set_exception(exc)
 
     def __enter__(self):
         return self

@@ -108,6 +108,7 @@ class ProducerCore:
         self._parts = collections.defaultdict(_PartitionState)
         self._waiting = collections.defaultdict(list)  # topic -> [(partition, record, fut, size, deadline)]
         self._node_in_flight = collections.Counter()
+        self._in_flight = set()  # batches written to a broker, not yet answered
         self._connecting = set()  # nodes the sender is opening a connection to
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
@@ -301,6 +302,7 @@ class ProducerCore:
             self._node_in_flight[node] += 1
             for b in batches:
                 self._parts[b.tp].in_flight += 1
+            self._in_flight.update(batches)
             self._send(node, conn, batches)
         if by_node:
             return 0  # more batches of the same partitions may be ready: look again
@@ -376,6 +378,9 @@ class ProducerCore:
                 for p in t.partition_responses:
                     results[(t.name, p.index)] = p
         for b in batches:
+            if b not in self._in_flight:
+                continue  # already failed by close
+            self._in_flight.discard(b)
             self._parts[b.tp].in_flight -= 1
             if err is not None:
                 self._on_error(b, err.code, str(err), err)
@@ -534,10 +539,15 @@ class ProducerCore:
             self.on_release(n, size)
 
     def _fail_everything(self, exc):
-        for q in self._queues.values():
-            for b in q:
-                b.open = False
-                self._fail(b.futures, exc, b.size, len(b.records))
+        """Fail every record not yet acknowledged: queued, waiting for a retry, written and
+        awaiting an answer, or waiting for metadata (the Java client's abortIncompleteBatches)."""
+        retrying = [b for part in self._parts.values() for b in part.retry]
+        for part in self._parts.values():
+            part.retry, part.in_flight = [], 0
+        in_flight, self._in_flight = self._in_flight, set()
+        for b in [*(b for q in self._queues.values() for b in q), *retrying, *in_flight]:
+            b.open = False
+            self._fail(b.futures, exc, b.size, len(b.records))
         self._queues.clear()
         self._open.clear()
         for waits in self._waiting.values():

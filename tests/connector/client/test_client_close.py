@@ -1,0 +1,143 @@
+"""Closing clients against a broker that does not answer: every record gets an outcome, and a
+consumer leaves its group whatever state its join is in.
+
+Kafka's behaviour is the reference: the Java producer's `close(timeout)` aborts every
+unacknowledged batch (its callbacks run with an error); librdkafka's equivalent, run in the
+same tests, is `flush(timeout)` then `purge()`, which reports every record too.
+"""
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+import confluent_kafka
+import pyarrow as pa
+import pytest
+from clienttools import make_topic
+from minilog.connector.client import Consumer, KafkaError, Producer, TopicPartition
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@contextmanager
+def paused(broker):
+    """The broker process frozen (SIGSTOP): connections stay open, nothing is answered."""
+    os.kill(broker.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(broker.proc.pid, signal.SIGCONT)
+
+
+class Outcomes:
+    """Delivery callbacks, counted from whichever thread calls them."""
+
+    def __init__(self):
+        self.errors, self.successes = [], 0
+        self._lock = threading.Lock()
+
+    def __call__(self, err, _msg):
+        with self._lock:
+            if err is None:
+                self.successes += 1
+            else:
+                self.errors.append(err)
+
+
+@pytest.mark.parametrize("client", ["minilog", "confluent-kafka"])
+def test_close_with_a_timeout_fails_every_unacknowledged_record(make_broker, client):
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    seen = Outcomes()
+    if client == "minilog":
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+        p.send(topic, b"warm-up").result(30)  # connected, producer id known
+        with paused(b):
+            futures = [p.send(topic, b"%d" % i, on_delivery=seen) for i in range(20)]
+            t0 = time.monotonic()
+            p.close(timeout=1.0)
+            closed_in = time.monotonic() - t0
+        assert all(f.done() for f in futures)
+        assert all(isinstance(f.exception(0), KafkaError) for f in futures)
+        assert closed_in < 20  # the timeout bounds close (generous: a shared machine)
+    else:
+        p = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+        p.produce(topic, b"warm-up")
+        assert p.flush(30) == 0
+        with paused(b):
+            for i in range(20):
+                p.produce(topic, b"%d" % i, on_delivery=seen)
+            assert p.flush(1.0) == 20
+            p.purge()
+            assert p.flush(30) == 0  # serves the purged records' callbacks
+    assert seen.successes == 0
+    assert len(seen.errors) == 20
+
+
+def test_close_with_a_timeout_resolves_a_send_arrow_delivery(make_broker):
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "batch.size": 1024})
+    p.send(topic, b"warm-up").result(30)
+    rows = pa.record_batch({"value": pa.array([b"x" * 100] * 500, pa.binary())})
+    with paused(b):
+        delivery = p.send_arrow(rows, topic=topic)
+        p.close(timeout=1.0)
+    assert delivery.done()
+    with pytest.raises(KafkaError, match="closed"):
+        delivery.result(0)
+
+
+def _wait_for(what, check, timeout=45.0, step=None):
+    """Call `check` (after `step`) until it returns something true; fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if step is not None:
+            step()
+        got = check()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not after {timeout:g}s")
+
+
+@pytest.mark.parametrize("client", ["minilog", "confluent-kafka"])
+def test_a_consumer_closed_during_its_first_join_leaves_the_group(broker, client):
+    """A member that closes while its first JoinGroup waits (it has a member id, no
+    generation) must send LeaveGroup; else the rebalance counts it in and the rest of the
+    group gets only its share of the partitions until the closed member's session expires.
+
+    The first member has an on_revoke callback, so it rejoins only when it polls: the new
+    member's JoinGroup stays parked on the coordinator until then, and it is closed there.
+    Its session timeout (60 s) is longer than the test waits, so only a LeaveGroup lets the
+    first member have every partition again. Run on the minilog broker, which parks JoinGroup
+    as Kafka does: on Tansu 0.6 a LeaveGroup sent while the member's JoinGroup is pending
+    is answered but the member still ends up in the next generation.
+    """
+    topic = make_topic(broker.bootstrap, 4)
+    group = f"g-{topic}"
+    assigned = []
+    first = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                      "heartbeat.interval.ms": 200, "auto.offset.reset": "earliest"})
+    try:
+        first.subscribe([topic], on_assign=lambda _c, tps: assigned.append(sorted(tps)),
+                        on_revoke=lambda _c, tps: None)
+        _wait_for("the first member owns every partition",
+                  lambda: assigned and len(assigned[-1]) == 4, step=lambda: first.poll(0.1))
+        settings = {"bootstrap.servers": broker.bootstrap, "group.id": group,
+                    "session.timeout.ms": 60000}
+        if client == "minilog":
+            second = Consumer(settings)
+        else:
+            second = confluent_kafka.Consumer(settings)
+        second.subscribe([topic])
+        member_id = _wait_for("the second member has a member id", second.memberid,
+                              step=lambda: second.poll(0.05) if client != "minilog" else None)
+        assert len(assigned) == 1  # still the first generation: the join waits for `first`
+        second.close()
+        _wait_for("the first member is assigned again", lambda: len(assigned) > 1,
+                  step=lambda: first.poll(0.1))
+        assert assigned[-1] == [TopicPartition(topic, p) for p in range(4)], member_id
+    finally:
+        first.close()
