@@ -30,11 +30,14 @@ def check_sink_schema(schema, options):
     """Spark's Kafka sink checks, on the driver: one message naming the column at fault."""
     fields = {f.name.lower(): f.dataType for f in schema.fields}
     text_or_binary = (StringType(), BinaryType())
-    if "value" not in fields and options.values is None:
+    if "value" not in fields:
         raise OptionError("Required attribute 'value' not found")
-    if "value" in fields and options.values is None and fields["value"] not in text_or_binary:
+    if options.values is None and fields["value"] not in text_or_binary:
         raise OptionError(f"value attribute type must be a string or binary, not "
                           f"{fields['value'].simpleString()}")
+    if options.values is not None and not isinstance(fields["value"], StructType):
+        raise OptionError(f"value attribute type must be a struct with valueFormat "
+                          f"{options.values.kind}, not {fields['value'].simpleString()}")
     if "key" in fields and fields["key"] not in text_or_binary:
         raise OptionError(f"key attribute type must be a string or binary, not "
                           f"{fields['key'].simpleString()}")
