@@ -45,7 +45,8 @@ def produce(bootstrap, topic, records, one_per_batch=False):
                     **({"batch.num.messages": 1} if one_per_batch else {})})
     errors = []
     for part, key, value, headers, *stamp in records:
-        p.produce(topic, value=value, key=key, partition=part, headers=headers,
+        p.produce(topic, value=value, key=key, partition=-1 if part is None else part,
+                  headers=headers,
                   timestamp=stamp[0] if stamp else 0,
                   on_delivery=lambda err, msg: err and errors.append(err))
     assert p.flush(60) == 0 and not errors, errors

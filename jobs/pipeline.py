@@ -1,0 +1,118 @@
+"""What every pipeline job shares: its command line, its Spark session, its trigger.
+
+Each job is a module with `main(argv)`, run either by spark-submit
+
+    spark-submit --properties-file spark-conf/spark-defaults.conf jobs/bank_balance.py ...
+
+or as `python -m minilog.jobs.bank_balance ...`, which starts Spark with the same properties
+file (found beside the installed package, the repository's `spark-conf/`). Jobs read and write
+topics only through `format("minilog")`.
+"""
+import argparse
+import os
+import sys
+from pathlib import Path
+
+TRIGGERS = ("available-now", "processing-time=<interval>", "continuous-until-stopped")
+SPARK_CONF = Path(os.environ.get("MINILOG_SPARK_CONF",
+                                 Path(__file__).resolve().parent.parent / "spark-conf"))
+
+
+def parser(prog, description, topics):
+    """The common options, plus one `--<name>-topic` option per entry of `topics`."""
+    p = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False)
+    p.add_argument("--bootstrap-servers", default="127.0.0.1:9092",
+                   help="the Kafka-compatible cluster (default 127.0.0.1:9092)")
+    p.add_argument("--checkpoint", help="checkpoint directory of the streaming query "
+                   "(default: spark.sql.streaming.checkpointLocation/<job>)")
+    p.add_argument("--trigger", default="available-now", type=trigger_of,
+                   help="available-now (default), processing-time=<interval> such as "
+                        "'processing-time=5 seconds', or continuous-until-stopped")
+    p.add_argument("--starting-offsets", default="earliest",
+                   help="where a new query starts: earliest (default), latest or group")
+    p.add_argument("--max-offsets-per-trigger", type=int,
+                   help="records per micro-batch at most")
+    p.add_argument("--group-id", help="consumer group the query commits its progress to "
+                   "(default: minilog-<job>)")
+    for name, default in topics.items():
+        p.add_argument(f"--{name}-topic", default=default, help=f"default {default}")
+    return p
+
+
+def trigger_of(text):
+    """'available-now' | 'processing-time=<interval>' | 'continuous-until-stopped' as
+    keyword arguments of DataStreamWriter.trigger (None: Spark's default, as fast as it can)."""
+    if text == "available-now":
+        return {"availableNow": True}
+    if text.startswith("processing-time="):
+        return {"processingTime": text.split("=", 1)[1]}
+    if text == "continuous-until-stopped":
+        return None
+    raise argparse.ArgumentTypeError(f"unknown trigger {text!r}: one of {', '.join(TRIGGERS)}")
+
+
+def session(app_name):
+    """The active SparkSession (spark-submit's), or a local one on spark-conf/'s settings."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        # Not under spark-submit: launch Spark's JVM as spark-submit would, with our settings.
+        args = []
+        if (SPARK_CONF / "spark-defaults.conf").is_file():
+            args += ["--properties-file", str(SPARK_CONF / "spark-defaults.conf")]
+        if (SPARK_CONF / "log4j2.properties").is_file():
+            args += ["--driver-java-options",
+                     f"-Dlog4j2.configurationFile=file:{SPARK_CONF / 'log4j2.properties'}"]
+        os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(args + ["pyspark-shell"])
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+    builder = SparkSession.builder.appName(app_name)
+    from pyspark import SparkConf
+    if not SparkConf().contains("spark.master"):
+        builder = builder.master("local[*]")
+    return builder.getOrCreate()
+
+
+def read_topic(spark, args, topic, job):
+    """A streaming DataFrame of `topic`, in the schema of Spark's Kafka source."""
+    reader = (spark.readStream.format("minilog")
+              .option("kafka.bootstrap.servers", args.bootstrap_servers)
+              .option("subscribe", topic)
+              .option("startingOffsets", args.starting_offsets)
+              .option("kafka.group.id", args.group_id or f"minilog-{job}"))
+    if args.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+    return reader.load()
+
+
+def checkpoint(spark, args, job, query):
+    """The checkpoint directory of one of the job's queries."""
+    base = args.checkpoint or os.path.join(
+        spark.conf.get("spark.sql.streaming.checkpointLocation", "/tmp/minilog-checkpoints"),
+        job)
+    return os.path.join(base, query)
+
+
+def start(writer, args, spark, job, query):
+    """Start a query with the job's trigger and checkpoint."""
+    writer = writer.option("checkpointLocation", checkpoint(spark, args, job, query))
+    if args.trigger is not None:
+        writer = writer.trigger(**args.trigger)
+    return writer.queryName(f"{job}_{query}".replace("-", "_")).start()
+
+
+def run(queries):
+    """Wait for the queries: to their end under available-now, else until Ctrl-C; stop them
+    cleanly either way. Raises the first query's failure."""
+    try:
+        for q in queries:
+            q.awaitTermination()
+    except KeyboardInterrupt:
+        print("stopping...", file=sys.stderr)
+    finally:
+        for q in queries:
+            q.stop()
+    for q in queries:
+        if q.exception() is not None:
+            raise q.exception()
+    return 0
