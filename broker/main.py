@@ -1,16 +1,17 @@
 """`minilog broker start`: run one broker from a properties file and/or flags."""
-import argparse
 import asyncio
 import errno
 import logging
 import sys
+
+from minilog.connector.cli_parser import Parser
 
 from .config import BrokerConfig, ConfigError, read_properties
 from .startup import bind_listener
 
 
 def build_parser(prog="minilog broker"):
-    parser = argparse.ArgumentParser(prog=prog, description="Run a minilog broker.")
+    parser = Parser(prog=prog, description="Run a minilog broker.")
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start a broker in the foreground (SIGTERM stops it cleanly)")
     start.add_argument("config", nargs="?", help="a Kafka-style server.properties file")

@@ -5,13 +5,13 @@ keep-balance consumer reads them from the beginning, folds them into balances an
 account's balance to the compacted topic `bank.balances`. Because the log is the source of
 truth, replaying it from offset 0 always gives the same balances: the demo checks that.
 """
-import argparse
 import json
 import random
 import sys
 import time
 
 from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
     Consumer,
@@ -109,7 +109,7 @@ def run(bootstrap, transactions, accounts, partitions, seed, out=sys.stdout):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="minilog demo", description=__doc__.splitlines()[0])
+    parser = Parser(prog="minilog demo", description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-server", help="use this cluster instead of starting a local one")
     parser.add_argument("--transactions", type=int, default=20000)
     parser.add_argument("--accounts", type=int, default=10)
