@@ -17,7 +17,7 @@ PACKAGES = {
     "minilog.jobs": "jobs",
 }
 
-# The record kernel (DESIGN.md, "The hot path, measured"). optional=True: without a compiler
+# The record kernel (docs/ARCHITECTURE.md, "The record kernel"). optional=True: without a compiler
 # the install still succeeds and minilog.connector falls back to its pure-Python kernel.
 RECORDS_KERNEL = Extension("minilog.connector._records_c", ["connector/_records_c.c"],
                            optional=True)
@@ -39,7 +39,7 @@ class EditableWheel(editable_wheel):
 setup(
     name="minilog",
     version="0.1.0",
-    description="A Kafka-compatible partitioned, replicated commit log with a PySpark connector",
+    description="A Kafka-compatible partitioned commit log in Python (a PySpark connector in progress)",
     python_requires=">=3.10",
     packages=list(PACKAGES),
     package_dir={"": "datasource", **PACKAGES},  # "": where the top-level pyspark_minilog is

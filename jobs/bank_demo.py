@@ -1,4 +1,4 @@
-"""The bank-balance demo of the design notes, end to end on a bundled local cluster.
+"""The bank-balance demo: a log as the source of truth, end to end on a bundled local cluster.
 
 Transactions (positive or negative amounts, keyed by account) go to `bank.transactions`; the
 keep-balance consumer reads them from the beginning, folds them into balances and publishes each
