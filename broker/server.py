@@ -30,15 +30,15 @@ MAX_QUEUED_REQUESTS = 64  # per connection, received but not yet handled: then s
 
 
 class BrokerServer:
-    def __init__(self, broker, host, port):
-        self.broker, self.host, self.port = broker, host, port
+    def __init__(self, broker, host, port, sock=None):
+        self.broker, self.host, self.port, self._sock = broker, host, port, sock
         self._server = None
         self._connections = set()
 
     async def start(self):
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
-                                                backlog=512)
+        where = {"sock": self._sock} if self._sock else {"host": self.host, "port": self.port}
+        self._server = await loop.create_server(lambda: _Connection(self), backlog=512, **where)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

@@ -1,7 +1,8 @@
 """Which record kernel runs: the C extension when it was built, else the Python reference.
 
-Walking varint records is the one per-record loop on the consumer's hot path (see DESIGN.md,
-"The hot path, measured"), so `setup.py` builds `_records_c` when a compiler is available.
+Walking varint records is the one per-record loop on the consumer's hot path (see
+docs/ARCHITECTURE.md, "The record kernel"), so `setup.py` builds `_records_c` when a compiler is
+available.
 `MINILOG_PURE_PYTHON=1` forces the reference (to compare, or to rule the extension out when
 debugging). `records.py` and `arrow.py` read `active` on every call, so `use()` switches both.
 

@@ -17,6 +17,7 @@ import sys
 import time
 
 from minilog.connector import cli_groups
+from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
     ConfigError,
@@ -38,18 +39,13 @@ class UserError(Exception):
     """A mistake in how the command was called: reported in one line, exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UserError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-
 def build_parser():
-    common = _Parser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--bootstrap-server", "-b", default=argparse.SUPPRESS, metavar="HOST:PORT",
                         help=f"broker(s) to bootstrap from, comma separated (default {DEFAULT_BOOTSTRAP})")
     common.add_argument("-X", dest="settings", action="append", default=argparse.SUPPRESS,
                         metavar="KEY=VALUE", help="client setting, Kafka's name (repeatable)")
-    parser = _Parser(prog="minilog", parents=[common],
+    parser = Parser(prog="minilog", parents=[common],
                      description="minilog: a Kafka-compatible log. Manage topics, produce, consume.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     sub.add_parser("broker", help="run a broker: minilog broker start --help", add_help=False)
@@ -92,7 +88,9 @@ def build_parser():
     p = sub.add_parser("consume", parents=[common], help="print records")
     p.add_argument("topic")
     start = p.add_mutually_exclusive_group()
-    start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the earliest offset (with --group: where the group has no "
+                            "committed offset, as kafka-console-consumer)")
     start.add_argument("--offset", "-o", type=int,
                        help="start at this offset (negative: that many before the end)")
     start.add_argument("--timestamp", type=int, metavar="MS",
@@ -331,12 +329,15 @@ def _consume(args, out):
 def _consume_group(args, conf, fmt, out):
     """`consume --group`: subscribe, print, auto-commit; close commits and leaves."""
     given = [flag for flag, v in (("--offset", args.offset), ("--timestamp", args.timestamp),
-                                  ("--partition", args.partition),
-                                  ("--from-beginning", args.from_beginning or None))
-             if v is not None]
+                                  ("--partition", args.partition)) if v is not None]
     if given:
         raise UserError(f"minilog consume: {given[0]} cannot be combined with --group "
                         "(the group decides partitions and positions; see groups reset-offsets)")
+    if args.from_beginning:  # only where the group has no committed offset, as Kafka's tool
+        if conf["auto.offset.reset"] not in ("earliest", "smallest", "beginning"):
+            raise UserError("minilog consume: --from-beginning contradicts "
+                            f"-X auto.offset.reset={conf['auto.offset.reset']}")
+        conf["auto.offset.reset"] = "earliest"
     conf["group.id"] = args.group
     with Consumer(conf) as consumer:
         _partitions(consumer, args.topic)  # an unknown topic fails here, at once

@@ -45,6 +45,9 @@ def _m(api_key, *path):
 
 
 def _error(code, what, message=None):
+    """`what` names the subject, unless the broker's message already does (Kafka's do)."""
+    if message and what.lower() in message.lower():
+        return KafkaError(code, message)
     return KafkaError(code, f"{what}: {message}" if message else what)
 
 

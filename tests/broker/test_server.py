@@ -69,7 +69,7 @@ def test_sigterm_stops_cleanly_and_next_start_skips_recovery(tmp_path):
     assert b.stop() == 0
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
     b.start()
-    assert "clean start" in b.log()
+    assert "last shutdown was clean" in b.log()
     b.cleanup()
 
 

@@ -1,0 +1,70 @@
+"""The README's Quick start on a fresh machine: a brand-new virtualenv, a clean copy of the repo.
+
+The virtualenv has no system site packages, so whatever the commands need must come from
+`setup.py`. The commands are read from README.md, not copied here: change the README and this
+runs the new text. pip's cache keeps this to about a minute; run it alone with
+`python -m pytest -m fresh_install`.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from readme import ROOT, quick_start_commands
+
+pytestmark = [pytest.mark.fresh_install, pytest.mark.timeout(1200)]
+
+# What the demo prints once its replayed balances check out (jobs/bank_demo.py).
+VERIFIED = "balances verified"
+
+
+def clean_copy(dest):
+    """The repository's files as a clone would have them (plus uncommitted, not ignored, edits)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, check=True, capture_output=True).stdout
+    dest.mkdir()
+    for name in filter(None, listed.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():  # listed but deleted in the work tree: a clone would not have it
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+def fresh_venv(path):
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP") and not k.startswith("PYSPARK_")}
+    env["VIRTUAL_ENV"] = str(path)  # what `source bin/activate` does
+    env["PATH"] = f"{path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run(command, cwd, env, timeout=900):
+    r = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, check=False,
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"`{command}` exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    return clean_copy(tmp_path_factory.mktemp("fresh") / "minilog")
+
+
+def test_the_first_command_runs_the_demo_in_a_fresh_virtualenv(repo, tmp_path):
+    command = quick_start_commands()[0]
+    env = fresh_venv(tmp_path / "venv")
+    out = run(command, repo, env)
+    assert VERIFIED in out, out[-3000:]
+    assert "runtime imports ok" in run("python tests/runtime_probe.py", repo, env)
+
+
+def test_the_second_command_installs_what_the_tests_import(repo, tmp_path):
+    install = quick_start_commands()[1].split("&&")[0].strip()
+    assert install.startswith("pip install"), install
+    env = fresh_venv(tmp_path / "venv")
+    run(install, repo, env)
+    out = run("python -m pytest --collect-only -q", repo, env)  # imports every test module
+    assert "tests collected" in out, out[-2000:]
