@@ -1,4 +1,4 @@
-"""bank_balance: running balance per account, the design notes' event-sourcing example.
+"""bank_balance: running balance per account, event sourcing with the log as the source of truth.
 
 `bank.transactions` holds one record per transaction: key = account, value = JSON with a
 signed `amount` (`{"id": 7, "amount": -120}`). The job folds them into a balance per account
