@@ -32,15 +32,23 @@ def balances(transactions):
                     F.to_json(F.struct("account", "balance", "transactions")).alias("value")))
 
 
-def main(argv=None):
-    args = pipeline.parser("bank_balance", __doc__.splitlines()[0], {
+def parse(argv):
+    return pipeline.parser("bank_balance", __doc__.splitlines()[0], {
         "transactions": TRANSACTIONS, "balances": BALANCES}).parse_args(argv)
-    spark = pipeline.session(JOB)
+
+
+def start(spark, args):
+    """Start the balances query; the running StreamingQuery."""
     out = balances(pipeline.read_topic(spark, args, args.transactions_topic, JOB))
     writer = (out.writeStream.outputMode("update")
               .foreachBatch(write_each_batch({"kafka.bootstrap.servers": args.bootstrap_servers,
                                               "topic": args.balances_topic})))
-    return pipeline.run([pipeline.start(writer, args, spark, JOB, "balances")])
+    return pipeline.start(writer, args, spark, JOB, "balances")
+
+
+def main(argv=None):
+    args = parse(argv)
+    return pipeline.run([start(pipeline.session(JOB), args)])
 
 
 if __name__ == "__main__":

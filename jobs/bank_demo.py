@@ -1,26 +1,35 @@
-"""The bank-balance demo: a log as the source of truth, end to end on a bundled local cluster.
+"""`minilog demo`: the bank-balance pipeline, end to end, on a bundled local cluster.
 
-Transactions (positive or negative amounts, keyed by account) go to `bank.transactions`; the
-keep-balance consumer reads them from the beginning, folds them into balances and publishes each
-account's balance to the compacted topic `bank.balances`. Because the log is the source of
-truth, replaying it from offset 0 always gives the same balances: the demo checks that.
+It starts minilog on free ports in a temporary directory, writes a stream of bank transactions
+(key = account, value = JSON with a signed amount) to `bank.transactions`, and runs the
+`bank_balance` Spark job over them for a few micro-batches: Spark reads the topic through
+`format("minilog")`, keeps a running balance per account and writes every change to the
+compacted topic `bank.balances`. The demo then reads the balances back, checks them against an
+independent fold of the transactions it wrote, and shows the job's consumer group catching up
+to lag 0. Everything stops on exit, Ctrl-C included; `--keep` leaves the cluster running.
 """
 import json
+import os
 import random
+import shutil
+import signal
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from minilog.broker.local_cluster import LocalCluster
 from minilog.connector.cli_parser import Parser
-from minilog.connector.client import (
-    AdminClient,
-    Consumer,
-    NewTopic,
-    Producer,
-    TopicPartition,
-)
+from minilog.connector.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 
-TRANSACTIONS, BALANCES = "bank.transactions", "bank.balances"
+TRANSACTIONS, BALANCES, GROUP = "bank.transactions", "bank.balances", "bank-balance"
+NO_JAVA = ("minilog demo needs Java 17 or newer to run Spark: install it (for example "
+           "`apt-get install openjdk-17-jre-headless`, or `brew install openjdk@17`) or set "
+           "JAVA_HOME")
+
+
+def java_available():
+    return bool(os.environ.get("JAVA_HOME")) or shutil.which("java") is not None
 
 
 def generate(n, accounts, seed):
@@ -39,73 +48,191 @@ def create_topics(bootstrap, partitions):
             if t.name not in existing])
 
 
-def write_transactions(bootstrap, transactions):
+def progress(done, total, out, width=30):
+    if out.isatty():
+        bar = "#" * (width * done // total)
+        out.write(f"\r  [{bar:<{width}}] {done:,}/{total:,} transactions")
+        if done == total:
+            out.write("\n")
+        out.flush()
+
+
+def write_transactions(bootstrap, n, accounts, seed, out):
+    """Send the transactions; return {account: balance}, the independent fold to check."""
     expected = {}
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10,
                          "compression.type": "zstd"})
     try:
-        for account, txn in transactions:
+        for i, (account, txn) in enumerate(generate(n, accounts, seed), 1):
             expected[account] = expected.get(account, 0) + txn["amount"]
             producer.send(TRANSACTIONS, key=account.encode(), value=json.dumps(txn).encode())
+            if i % 1000 == 0 or i == n:
+                progress(i, n, out)
         producer.flush(60)
     finally:
         producer.close()
     return expected
 
 
-def keep_balance(bootstrap, partitions, timeout=60):
-    """Read every transaction from offset 0 to the current end and fold them into balances."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
-    tps = [TopicPartition(TRANSACTIONS, p) for p in range(partitions)]
+def read_balances(bootstrap, partitions):
+    """The newest value of each key in the compacted balances topic."""
+    tps = [TopicPartition(BALANCES, p) for p in range(partitions)]
+    consumer = Consumer({"bootstrap.servers": bootstrap})
     try:
-        consumer.assign(tps)
-        consumer.seek_to_beginning(tps)
-        with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-            latest = admin.list_offsets({tp: "latest" for tp in tps})
-        ends = {(tp.topic, tp.partition): found.offset for tp, found in latest.items()}
-        balances, seen = {}, {}
-        deadline = time.monotonic() + timeout
-        while any(seen.get(k, 0) < end for k, end in ends.items()):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the transactions did not all arrive in time")
-            for rec in consumer.poll(1.0):
-                account = rec.key.decode()
-                balances[account] = balances.get(account, 0) + json.loads(rec.value)["amount"]
-                seen[(rec.topic, rec.partition)] = rec.offset + 1
-        return balances
+        ends = consumer.end_offsets(tps)
+        latest = {}
+        for tp in tps:
+            for batch in consumer.fetch_range_arrow(tp, 0, ends[tp], timeout=30,
+                                                    include_headers=False):
+                for key, value in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                    latest[key.decode()] = json.loads(value)
+        return latest
     finally:
         consumer.close()
 
 
-def publish_balances(bootstrap, balances):
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+def group_lag(bootstrap, partitions):
+    tps = [(TRANSACTIONS, p) for p in range(partitions)]
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        ends = admin.list_offsets({tp: "latest" for tp in tps})
+        committed = admin.list_group_offsets(GROUP, tps)
+    return sum(ends[tp].offset - (committed[tp].offset if committed.get(tp) else 0)
+               for tp in ends)
+
+
+def start_spark(out):
+    from minilog.jobs import pipeline
+    print("starting Spark (local mode) ...", file=out, flush=True)
+    spark = pipeline.session("minilog-demo")
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stop_spark():
+    """Stop Spark and its JVM: the demo started them, and nothing may outlive it, Ctrl-C
+    included (the JVM ignores SIGINT and does not exit with its Python parent)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
     try:
-        for account, balance in sorted(balances.items()):
-            producer.send(BALANCES, key=account.encode(), value=str(balance).encode())
-        producer.flush(30)
-    finally:
-        producer.close()
+        # Only a context that finished starting can be asked anything: a JVM interrupted
+        # mid-start would keep a call waiting.
+        if SparkContext._active_spark_context is not None:
+            spark = SparkSession.getActiveSession()
+            for q in spark.streams.active if spark is not None else ():
+                q.stop()
+            SparkContext._active_spark_context.stop()
+    except Exception:  # noqa: BLE001 - interrupted mid-start: the JVM goes below regardless
+        pass
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except Exception:  # noqa: BLE001 - a JVM deaf to SIGTERM gets SIGKILL
+            proc.kill()
+    for pid in spark_children():  # interrupted before pyspark knew its JVM's process
+        _terminate(pid)
 
 
-def run(bootstrap, transactions, accounts, partitions, seed, out=sys.stdout):
+def spark_children():
+    """Our own child processes that are Spark's JVM (Linux: read from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) != os.getpid():
+                continue
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"org.apache.spark" in cmdline or b"spark-submit" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _terminate(pid):
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def run_job(spark, bootstrap, n, checkpoint, out):
+    """bank_balance through Spark, availableNow, in about three micro-batches."""
+    from minilog.jobs import bank_balance
+    args = bank_balance.parse([
+        "--bootstrap-servers", bootstrap, "--checkpoint", checkpoint, "--trigger",
+        "available-now", "--max-offsets-per-trigger", str(max(1, n // 3)), "--group-id", GROUP])
+    query = bank_balance.start(spark, args)
+    shown = 0
+    while query.isActive or shown < len(query.recentProgress):
+        for p in query.recentProgress[shown:]:
+            if p["numInputRows"]:
+                print(f"  micro-batch {p['batchId']}: {p['numInputRows']:,} transactions "
+                      f"({p['processedRowsPerSecond']:,.0f}/s)", file=out, flush=True)
+        shown = len(query.recentProgress)
+        query.awaitTermination(0.5)
+    if query.exception() is not None:
+        raise query.exception()
+
+
+def show_balances(bootstrap, partitions, out):
+    balances = read_balances(bootstrap, partitions)
+    print(f"  {'account':<14}{'balance':>12}{'transactions':>14}", file=out)
+    for account, b in sorted(balances.items()):
+        print(f"  {account:<14}{b['balance']:>12,}{b['transactions']:>14,}", file=out)
+    lag, deadline = group_lag(bootstrap, partitions), time.monotonic() + 60
+    while lag and time.monotonic() < deadline:
+        time.sleep(0.5)
+        lag = group_lag(bootstrap, partitions)
+    print(f"consumer group {GROUP!r}: lag {lag} (see `minilog groups describe {GROUP}`)",
+          file=out)
+    return {a: b["balance"] for a, b in balances.items()}
+
+
+def run(bootstrap, args, out=sys.stdout):
+    partitions = args.partitions
     create_topics(bootstrap, partitions)
-    started = time.monotonic()
-    expected = write_transactions(bootstrap, generate(transactions, accounts, seed))
-    written = time.monotonic() - started
-    balances = keep_balance(bootstrap, partitions)
-    publish_balances(bootstrap, balances)
-    print(f"{transactions} transactions written to {TRANSACTIONS} in {written:.2f}s; "
-          f"balances replayed from offset 0 in {time.monotonic() - started - written:.2f}s", file=out)
-    print(f"{'account':<14}{'balance':>10}", file=out)
-    for account, balance in sorted(balances.items()):
-        print(f"{account:<14}{balance:>10}", file=out)
-    if balances != expected:
-        print("MISMATCH: replayed balances differ from the amounts written", file=out)
+    print(f"writing {args.transactions:,} transactions for {args.accounts} accounts to "
+          f"{TRANSACTIONS} ...", file=out, flush=True)
+    expected = write_transactions(bootstrap, args.transactions, args.accounts, args.seed, out)
+    try:
+        with tempfile.TemporaryDirectory(prefix="minilog-demo-checkpoint-") as checkpoint:
+            spark = start_spark(out)
+            started = time.monotonic()
+            run_job(spark, bootstrap, args.transactions, checkpoint, out)
+            print(f"bank_balance ran in {time.monotonic() - started:.1f}s; balances in "
+                  f"{BALANCES}:", file=out)
+            got = show_balances(bootstrap, partitions, out)
+    finally:
+        stop_spark()
+    if got != expected:
+        print("MISMATCH: the balances differ from an independent fold of the transactions",
+              file=out)
         return 1
     # "balances verified" is what the fresh-install test of the README's first command looks
     # for (tests/test_fresh_install.py): keep that line whatever the demo runs on.
-    print("balances verified: replayed balances match the transactions written", file=out)
+    print("balances verified: Spark's balances equal an independent fold of the "
+          "transactions", file=out)
     return 0
+
+
+def how_to_connect(cluster, out):
+    b = cluster.bootstrap
+    pids = " ".join(str(x.proc.pid) for x in cluster.brokers)
+    print(f"""
+the cluster keeps running at {b} (data in {cluster.data_dir}); connect with:
+  kcat -b {b} -C -t {BALANCES} -e
+  minilog -b {b} consume {BALANCES} --from-beginning --exit
+  python -c "from confluent_kafka import Consumer; c = Consumer({{'bootstrap.servers': '{b}', 'group.id': 'me', 'auto.offset.reset': 'earliest'}}); c.subscribe(['{BALANCES}']); print(c.consume(10, 10))"
+  spark.readStream.format("minilog").option("kafka.bootstrap.servers", "{b}").option("subscribe", "{TRANSACTIONS}").load()
+stop it with: kill {pids}""", file=out)
 
 
 def main(argv=None):
@@ -115,12 +242,29 @@ def main(argv=None):
     parser.add_argument("--accounts", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--keep", action="store_true",
+                        help="leave the local cluster running and say how to connect to it")
     args = parser.parse_args(argv)
+    if not java_available():
+        print(NO_JAVA, file=sys.stderr)
+        return 1
     if args.bootstrap_server:
-        return run(args.bootstrap_server, args.transactions, args.accounts, args.partitions, args.seed)
-    with LocalCluster() as cluster:
-        print(f"started a local minilog broker at {cluster.bootstrap}")
-        return run(cluster.bootstrap, args.transactions, args.accounts, args.partitions, args.seed)
+        return run(args.bootstrap_server, args)
+    cluster = LocalCluster(data_dir=tempfile.mkdtemp(prefix="minilog-demo-") if args.keep
+                           else None)
+    try:
+        cluster.start()
+        print(f"started a local minilog broker at {cluster.bootstrap}", flush=True)
+        code = run(cluster.bootstrap, args)
+        if args.keep:
+            how_to_connect(cluster, sys.stdout)
+        return code
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping", file=sys.stderr)
+        return 130
+    finally:
+        if not args.keep:
+            cluster.stop()
 
 
 if __name__ == "__main__":
