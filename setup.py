@@ -39,7 +39,7 @@ class EditableWheel(editable_wheel):
 setup(
     name="minilog",
     version="0.1.0",
-    description="A Kafka-compatible partitioned commit log in Python, with a PySpark source and sink",
+    description="A Kafka-compatible commit log in Python, with a PySpark source and sink",
     python_requires=">=3.10",
     packages=list(PACKAGES),
     package_dir={"": "datasource", **PACKAGES},  # "": where the top-level pyspark_minilog is

@@ -236,7 +236,8 @@ class GroupOffsets:
             self._loading.discard(index)
         self._owned.add(index)
         if offsets or records:
-            log.debug("loaded %d group(s) from partition %d", len(set(offsets) | set(records)), index)
+            log.debug("loaded %d group(s) from partition %d", len(set(offsets) | set(records)),
+                      index)
 
     def unload_partition(self, index):
         """This broker stops coordinating the groups of partition `index` (Kafka's

@@ -3,8 +3,8 @@
  * (_records_py.py), which defines their behaviour; the tests require identical results.
  *
  * Walking the varint records of a v2 batch is the consumer's only per-record loop
- * (docs/ARCHITECTURE.md, "The record kernel"), so it is done here: decode_columns() fills the flat buffers of
- * Arrow columns for all the batches of a fetch in one call, decode_records() builds
+ * (docs/ARCHITECTURE.md, "The record kernel"), so it is done here: decode_columns() fills the
+ * flat buffers of Arrow columns for all the batches of a fetch in one call, decode_records() builds
  * ConsumerRecord tuples, encode_records() writes a producer batch's records payload.
  * Malformed input raises ValueError; the Python callers add batch context.
  *

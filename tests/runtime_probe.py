@@ -60,6 +60,7 @@ def main():
     from minilog.connector import compression
     assert compression.available() == ["none", "gzip", "snappy", "lz4", "zstd"], compression.available()
     import pyspark.sql.datasource  # noqa: F401
+    import pyspark_minilog  # noqa: F401 - how pyspark finds format("minilog") by name
     from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
     require_minimum_pandas_version()
     require_minimum_pyarrow_version()
