@@ -46,6 +46,7 @@ class LogCleaner:
         self.backoff_s = broker.config["log.cleaner.backoff.ms"] / 1000
         self.checkpoint_path = broker.config.data_dir / CHECKPOINT
         self.cleaned_up_to = self._read_checkpoint()  # (topic, partition) -> first dirty offset
+        self._checkpoint_lock = threading.Lock()  # cleaning thread vs topic deletion
         self._stop = threading.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         self._task = None
@@ -119,8 +120,10 @@ class LogCleaner:
         saved = 0
         for group in _groups(cleanable, lg.config.segment_bytes):
             saved += self._clean_group(lg, group, keys, horizon_ns)
-        self.cleaned_up_to[key] = end
-        self._write_checkpoint()
+        with self._checkpoint_lock:
+            if not lg.closed:  # not deleted meanwhile
+                self.cleaned_up_to[key] = end
+                self._write_checkpoint()
         if saved:
             log.info("cleaned %s-%d up to offset %d: %d bytes removed", *key, end, saved)
         return saved
@@ -187,6 +190,13 @@ class LogCleaner:
                 if len(rest) < h.size - HEADER_SIZE:
                     return
                 yield head + rest, h
+
+    def forget(self, partitions):
+        """Drop deleted partitions from the checkpoint (Kafka's LogCleaner.updateCheckpoints on
+        deletion): a topic created again under the same name is dirty from its first offset."""
+        with self._checkpoint_lock:
+            if [key for key in partitions if self.cleaned_up_to.pop(key, None) is not None]:
+                self._write_checkpoint()
 
     # -- checkpoint -----------------------------------------------------------------------------
     def _read_checkpoint(self):

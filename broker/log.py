@@ -124,6 +124,11 @@ class Log:
         return self._leo
 
     @property
+    def closed(self):
+        """True once closed or deleted (the topic may be gone)."""
+        return self._closed
+
+    @property
     def segments(self):
         return tuple(self._segments)
 

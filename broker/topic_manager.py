@@ -98,11 +98,17 @@ class TopicManager:
         if not self.broker.config["delete.topic.enable"]:
             return ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false", ts
         self.store.delete_topic(name)
-        for index in ts.partitions:
-            partition = self.broker.partitions.pop((name, index), None)
+        deleted = [(name, index) for index in ts.partitions]
+        for key in deleted:
+            partition = self.broker.partitions.pop(key, None)
             if partition is not None:
                 partition.notify()
-            self.broker.logs.delete(name, index)
+            self.broker.logs.delete(*key)
+        # State kept by topic name goes with the topic, so one created again starts afresh.
+        if self.broker.cleaner is not None:
+            self.broker.cleaner.forget(deleted)
+        if self.broker.groups is not None:
+            self.broker.groups.on_partitions_deleted(deleted)
         return 0, None, ts
 
     def add_partitions(self, name, count, validate_only=False):

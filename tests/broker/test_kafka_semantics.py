@@ -1,0 +1,85 @@
+"""Kafka's semantics where minilog once lost, skipped or refused acknowledged data (issue 17).
+
+Each test drives a real broker with confluent-kafka exactly as a user would hit the defect.
+"""
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def _admin(b):
+    return AdminClient({"bootstrap.servers": b.bootstrap})
+
+
+def _create(b, name, config=None):
+    admin = _admin(b)  # referenced until the result: librdkafka stops with its handle
+    admin.create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(15)
+
+
+def _delete(b, name):
+    admin = _admin(b)
+    admin.delete_topics([name])[name].result(15)
+
+
+def _produce(b, topic, records, **config):
+    """Produce (key, value, timestamp) tuples; return the delivery errors, one per record."""
+    p = Producer({"bootstrap.servers": b.bootstrap, **config})
+    results = []
+    for key, value, ts in records:
+        p.produce(topic, key=key, value=value, timestamp=ts or 0,
+                  on_delivery=lambda err, msg: results.append(err))
+        if config.get("batch.size") == 1:
+            p.flush(15)  # one record per request: each is its own batch
+    assert p.flush(30) == 0
+    return results
+
+
+def _consume(b, topic, group, expected, timeout=30):
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + timeout
+    try:
+        while len(got) < expected and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    return got
+
+
+# -- 1: deleting a topic deletes its consumer groups' offsets ---------------------------------
+
+def test_recreated_topic_is_consumed_from_its_start_by_a_group_that_committed_before(broker):
+    _create(broker, "orders")
+    _produce(broker, "orders", [(None, b"old-%d" % i, None) for i in range(12)])
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "billing"})
+    c.commit(offsets=[TopicPartition("orders", 0, 10)], asynchronous=False)
+    c.close()
+    _delete(broker, "orders")
+    _create(broker, "orders")
+    _produce(broker, "orders", [(None, b"new-%d" % i, None) for i in range(15)])
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "billing"})
+    committed = c.committed([TopicPartition("orders", 0)], timeout=15)
+    c.close()
+    assert committed[0].offset < 0  # no committed offset left from the deleted topic
+    got = _consume(broker, "orders", "billing", 15)
+    assert got == [(i, b"new-%d" % i) for i in range(15)]
+
+
+def test_deleting_a_compacted_topic_removes_it_from_the_cleaner_checkpoint(make_broker):
+    b = make_broker(extra=["-o", "log.cleaner.backoff.ms=100"])
+    _create(b, "prices", {"cleanup.policy": "compact", "segment.bytes": "1024",
+                          "min.cleanable.dirty.ratio": "0.01"})
+    _produce(b, "prices", [(b"k%d" % (i % 5), b"v" * 100, None) for i in range(60)],
+             **{"batch.size": 1})
+    checkpoint = b.log_dir / "cleaner-offset-checkpoint"
+    deadline = time.monotonic() + 30
+    while not (checkpoint.exists() and "prices 0 " in checkpoint.read_text()):
+        assert time.monotonic() < deadline, "the cleaner never cleaned prices-0"
+        time.sleep(0.1)
+    _delete(b, "prices")
+    assert "prices 0 " not in checkpoint.read_text()
