@@ -26,6 +26,7 @@ from minilog.connector.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
 from minilog.connector.records import record_spans
 
 from .log import Log
+from .log_validator import batch_payload
 
 CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_DELETE_RETENTION_MS = 24 * 3600 * 1000  # Kafka's log.cleaner.delete.retention.ms
@@ -135,7 +136,7 @@ class LogCleaner:
             for raw, h in self._batches(seg):
                 if h.is_control or h.last_offset < first_dirty:
                     continue
-                for _, _, _, delta, key, _ in record_spans(_payload(raw, h), h.record_count):
+                for _, _, _, delta, key, _ in record_spans(batch_payload(raw, h), h.record_count):
                     if key is not None and h.base_offset + delta >= first_dirty:
                         keys[key] = h.base_offset + delta
         return keys
@@ -235,16 +236,11 @@ def _groups(segments, max_bytes):
         yield group
 
 
-def _payload(raw, h):
-    data = raw[HEADER_SIZE:]
-    return codecs.decompress(h.compression, data) if h.compression else data
-
-
 def _filter_batch(raw, h, keys, drop_tombstones):
     """The batch with only the records to keep: `raw` itself if all stay, None if none do."""
     if h.is_control:
         return raw
-    payload = _payload(raw, h)
+    payload = batch_payload(raw, h)
     kept, max_ts_delta = [], None
     for start, end, ts_delta, delta, key, tombstone in record_spans(payload, h.record_count):
         if key is None or h.base_offset + delta < keys.get(key, -1) or (

@@ -4,7 +4,8 @@ Each test drives a real broker with confluent-kafka exactly as a user would hit 
 """
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -83,3 +84,23 @@ def test_deleting_a_compacted_topic_removes_it_from_the_cleaner_checkpoint(make_
         time.sleep(0.1)
     _delete(b, "prices")
     assert "prices 0 " not in checkpoint.read_text()
+
+
+# -- 2: keyless records on a compacted topic are refused, never acknowledged ---------------------
+
+@pytest.mark.parametrize("one_batch", [True, False], ids=["one-batch", "batch-per-record"])
+def test_keyless_records_to_a_compacted_topic_fail_with_invalid_record(broker, one_batch):
+    topic = f"compacted-{one_batch}"
+    _create(broker, topic, {"cleanup.policy": "compact"})
+    records = [(None if i % 10 == 0 else b"k%d" % i, b"v%d" % i, None) for i in range(100)]
+    config = {"linger.ms": 1000, "batch.num.messages": 1000} if one_batch else {"batch.size": 1}
+    errors = _produce(broker, topic, records, **config)
+    codes = [e.code() if e else None for e in errors]
+    if one_batch:
+        assert codes.count(KafkaError.INVALID_RECORD) == 10
+        assert codes.count(KafkaError._INVALID_DIFFERENT_RECORD) == 90
+    else:
+        assert codes.count(KafkaError.INVALID_RECORD) == 10
+        assert codes.count(None) == 90
+        got = _consume(broker, topic, "compacted-reader", 90)
+        assert [v for _, v in got] == [b"v%d" % i for i in range(100) if i % 10]
