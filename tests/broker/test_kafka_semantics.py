@@ -8,6 +8,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+DAY_MS = 24 * 3600 * 1000
+
 
 def _admin(b):
     return AdminClient({"bootstrap.servers": b.bootstrap})
@@ -49,6 +51,13 @@ def _consume(b, topic, group, expected, timeout=30):
     finally:
         c.close()
     return got
+
+
+def _wait_for_log(b, text, timeout=30):
+    deadline = time.monotonic() + timeout
+    while text not in b.log():
+        assert time.monotonic() < deadline, f"{text!r} not in the broker log"
+        time.sleep(0.1)
 
 
 # -- 1: deleting a topic deletes its consumer groups' offsets ---------------------------------
@@ -104,3 +113,26 @@ def test_keyless_records_to_a_compacted_topic_fail_with_invalid_record(broker, o
         assert codes.count(None) == 90
         got = _consume(broker, topic, "compacted-reader", 90)
         assert [v for _, v in got] == [b"v%d" % i for i in range(100) if i % 10]
+
+
+# -- 3: an idempotent producer whose state expired goes on writing (KIP-360) --------------------
+
+def test_idempotent_backfill_producer_survives_the_expiry_of_its_state(make_broker):
+    b = make_broker(extra=["-o", "log.retention.check.interval.ms=200"])
+    _create(b, "backfill")
+    two_days_ago = int(time.time() * 1000) - 2 * DAY_MS
+    p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True})
+    errors = []
+
+    def send(i):
+        p.produce("backfill", value=b"r%d" % i, timestamp=two_days_ago + i,
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+        assert p.flush(30) == 0
+
+    for i in range(5):
+        send(i)
+    _wait_for_log(b, "expired 1 idle producer id(s)")
+    for i in range(5, 10):
+        send(i)
+    assert errors == []
+    assert [v for _, v in _consume(b, "backfill", "reader", 10)] == [b"r%d" % i for i in range(10)]
