@@ -56,6 +56,15 @@ def _now_ms():
     return time.time_ns() // 1_000_000
 
 
+def _max_timestamp_of(headers):
+    """(max timestamp, last offset of the first batch reaching it) over batch headers, or None."""
+    best = None
+    for h in headers:
+        if h.max_timestamp >= 0 and (best is None or h.max_timestamp > best[0]):
+            best = (h.max_timestamp, h.last_offset)
+    return best
+
+
 class OffsetOutOfRange(Exception):
     """A read or DeleteRecords offset outside [log_start_offset, log_end_offset] (Kafka code 1)."""
 
@@ -339,13 +348,23 @@ class Log:
 
         The offset is the last offset of the first batch that reached the maximum (Kafka's
         shallow offset); `read(offset, 1)` returns that batch for a record-exact answer.
+        Batches wholly below the log start offset (DeleteRecords) are not counted: their
+        segment may still be on disk, but their records are gone for every reader.
         """
         with self._lock:
             best = None
             for seg in self._segments:
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                    best = seg
-            return None if best is None else (best.max_timestamp, best.offset_of_max_timestamp)
+                if seg.next_offset <= self._log_start:
+                    continue
+                if seg.base_offset < self._log_start:
+                    entry = _max_timestamp_of(seg.iter_headers(self._log_start))
+                elif seg.max_timestamp >= 0:
+                    entry = (seg.max_timestamp, seg.offset_of_max_timestamp)
+                else:
+                    entry = None
+                if entry is not None and (best is None or entry[0] > best[0]):
+                    best = entry
+            return best
 
     # -- truncation, retention --------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -136,3 +136,21 @@ def test_idempotent_backfill_producer_survives_the_expiry_of_its_state(make_brok
         send(i)
     assert errors == []
     assert [v for _, v in _consume(b, "backfill", "reader", 10)] == [b"r%d" % i for i in range(10)]
+
+
+# -- 4: ListOffsets MAX_TIMESTAMP after DeleteRecords ------------------------------------------
+
+def test_max_timestamp_after_delete_records_is_the_largest_still_in_the_log(broker):
+    _create(broker, "stamped")
+    base = 1_700_000_000_000
+    # Newest timestamps first, one batch each: the largest ones are deleted below.
+    _produce(broker, "stamped", [(None, b"r%d" % i, base + 10 - i) for i in range(10)],
+             **{"batch.size": 1})
+    admin = _admin(broker)
+    tp = TopicPartition("stamped", 0, 5)
+    assert admin.delete_records([tp])[tp].result(15).low_watermark == 5
+    tp = TopicPartition("stamped", 0)
+    found = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(15)
+    assert (found.offset, found.timestamp) == (5, base + 5)
+    found = admin.list_offsets({tp: OffsetSpec.latest()})[tp].result(15)  # still connected
+    assert found.offset == 10
