@@ -1,14 +1,15 @@
 """Produce: validate whole batches, append them to partition leaders, answer per partition.
 
 The broker checks each batch's framing, CRC and record count, then stamps offsets; records
-are never decoded. acks=0 requests get no response at all, as in Kafka.
+are never decoded. acks=0 requests get no response at all, as in Kafka: one that fails closes
+the connection instead, the only way its client can notice.
 """
 from minilog.connector import batch as batch_format
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..log_validator import validate_keys
 from ..producer_errors import append_error_code
-from . import NO_RESPONSE, handles
+from . import NO_RESPONSE, CloseConnection, handles
 
 _RESP = response(ApiKey.PRODUCE)
 
@@ -74,5 +75,9 @@ async def produce(broker, header, req):
                  for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == 0:
+        failed = [f"{t.name}-{p.index}: error {p.error_code}" for t in results
+                  for p in t.partition_responses if p.error_code]
+        if failed:  # the client hears of it only by the connection closing, as in Kafka
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
         return NO_RESPONSE
     return _RESP.cls(responses=results, throttle_time_ms=0)

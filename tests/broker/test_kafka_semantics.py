@@ -5,8 +5,11 @@ Each test drives a real broker with confluent-kafka exactly as a user would hit 
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
+from minilog.connector.protocol import ApiKey, RequestHeader, encode_request, request
+from minilog.connector.records import encode_batch
+from wire import RawConnection
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -154,3 +157,128 @@ def test_max_timestamp_after_delete_records_is_the_largest_still_in_the_log(brok
     assert (found.offset, found.timestamp) == (5, base + 5)
     found = admin.list_offsets({tp: OffsetSpec.latest()})[tp].result(15)  # still connected
     assert found.offset == 10
+
+
+# -- 7-12: read in Kafka's code, checked here ------------------------------------------------
+
+def _raw_produce(conn, topic, index, acks, records):
+    req = request(ApiKey.PRODUCE)
+    body = req.cls(acks=acks, timeout_ms=5000, topic_data=[req.make(
+        "topic_data", name=topic, partition_data=[req.make(
+            "topic_data", "partition_data", index=index, records=records)])])
+    if acks:
+        return conn.call(ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0]
+    conn.corr += 1
+    conn.send_raw(b"".join(encode_request(RequestHeader(ApiKey.PRODUCE, 9, conn.corr, "raw"), body)))
+
+
+def _api_versions(conn):
+    return conn.call(ApiKey.API_VERSIONS, 3, request(ApiKey.API_VERSIONS).cls(
+        client_software_name="t", client_software_version="1")).error_code
+
+
+def test_a_failed_acks0_produce_closes_the_connection_and_a_good_one_does_not(broker):
+    _create(broker, "fire-and-forget")
+    conn = RawConnection(broker.bootstrap)
+    try:
+        _raw_produce(conn, "fire-and-forget", 0, 0, encode_batch([(1000, None, b"v", [])]))
+        assert _api_versions(conn) == 0  # still open: nothing failed
+        _raw_produce(conn, "fire-and-forget", 7, 0, encode_batch([(1000, None, b"v", [])]))
+        assert conn.closed_by_peer_within(15), "an acks=0 produce failed and nobody noticed"
+    finally:
+        conn.close()
+
+
+def test_transactional_producer_fails_fast_with_a_clear_error(broker):
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-1"})
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(30)
+    error = e.value.args[0]
+    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and error.fatal()
+    assert "transactions are not supported" in error.str()
+
+
+def _init_pid(conn, producer_id=-1, epoch=-1):
+    resp = conn.call(ApiKey.INIT_PRODUCER_ID, 4, request(ApiKey.INIT_PRODUCER_ID).cls(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=producer_id,
+        producer_epoch=epoch))
+    assert resp.error_code == 0
+    return resp.producer_id, resp.producer_epoch
+
+
+def test_init_producer_id_with_another_producers_id_cannot_fence_it(broker):
+    _create(broker, "fenced")
+    conn = RawConnection(broker.bootstrap)
+    try:
+        pid, epoch = _init_pid(conn)
+        batch = encode_batch([(1000, None, b"a", [])], producer_id=pid, producer_epoch=epoch,
+                             base_sequence=0)
+        assert _raw_produce(conn, "fenced", 0, -1, batch).error_code == 0
+        other = _init_pid(conn, pid, epoch)  # any client may send any id
+        assert other[0] != pid and other[1] == 0
+        batch = encode_batch([(1000, None, b"b", [])], producer_id=pid, producer_epoch=epoch,
+                             base_sequence=1)
+        assert _raw_produce(conn, "fenced", 0, -1, batch).error_code == 0
+    finally:
+        conn.close()
+
+
+def _list_offset(conn, topic, timestamp):
+    req = request(ApiKey.LIST_OFFSETS)
+    resp = conn.call(ApiKey.LIST_OFFSETS, 9, req.cls(replica_id=-1, topics=[req.make(
+        "topics", name=topic, partitions=[req.make("topics", "partitions", partition_index=0,
+                                                   timestamp=timestamp)])]))
+    p = resp.topics[0].partitions[0]
+    return p.error_code, p.offset, p.leader_epoch
+
+
+def test_list_offsets_latest_tiered_is_minus_one_without_tiered_storage(broker):
+    _create(broker, "untiered")
+    _produce(broker, "untiered", [(None, b"v%d" % i, None) for i in range(3)])
+    conn = RawConnection(broker.bootstrap)
+    try:
+        assert _list_offset(conn, "untiered", -5) == (0, -1, -1)
+        assert _list_offset(conn, "untiered", -2) == (0, 0, 0)  # the epoch of the batch there
+    finally:
+        conn.close()
+
+
+def test_offset_commit_without_generation_on_an_empty_group_is_accepted(broker):
+    """Kafka's ClassicGroup.validateOffsetCommit accepts generation -1 on an empty group
+    whatever member id it carries (admin tools, assign() consumers): so does minilog."""
+    _create(broker, "standalone")
+    conn = RawConnection(broker.bootstrap)
+    req = request(ApiKey.OFFSET_COMMIT)
+    try:
+        resp = conn.call(ApiKey.OFFSET_COMMIT, 8, req.cls(
+            group_id="standalone-group", generation_id_or_member_epoch=-1, member_id="someone",
+            topics=[req.make("topics", name="standalone", partitions=[req.make(
+                "topics", "partitions", partition_index=0, committed_offset=1)])]))
+        assert resp.topics[0].partitions[0].error_code == 0
+    finally:
+        conn.close()
+
+
+def test_create_topic_with_a_manual_replica_assignment(broker):
+    admin = _admin(broker)
+    fs = admin.create_topics([NewTopic("assigned", 2, replica_assignment=[[1], [1]])])
+    fs["assigned"].result(15)
+    assert len(admin.list_topics("assigned", timeout=15).topics["assigned"].partitions) == 2
+    for name, assignment in [("on-nobody", [[2]]), ("twice", [[1, 1]])]:
+        with pytest.raises(KafkaException) as e:
+            admin.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment)])[
+                name].result(15)
+        assert e.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, name
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
+def test_legacy_alter_configs_replaces_the_topics_settings(broker):
+    _create(broker, "altered", {"segment.ms": "3600000"})
+    admin = _admin(broker)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "altered",
+                              set_config={"retention.ms": "1000"})
+    admin.alter_configs([resource])[resource].result(15)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "altered")])
+    configs = next(iter(described.values())).result(15)
+    assert configs["retention.ms"].value == "1000"
+    assert configs["segment.ms"].value != "3600000"  # left out: back to the default
