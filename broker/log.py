@@ -107,6 +107,7 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         now = _now_ms() if now_ms is None else now_ms
         self._pending_flushes = set()
+        self._dir_dirty = False  # a segment file was created since the directory was fsynced
         self._recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT) or 0
         self._segments, self.recovered_bytes = load_segments(
             self.dir, clean_shutdown, self._recovery_point, now,
@@ -279,6 +280,7 @@ class Log:
         def flush():
             try:
                 segment.flush()
+                fsync_dir(self.dir)  # the segment's own name, created when it became active
                 self.producer_state.sync_snapshot(snapshot)
             except (OSError, ValueError, TypeError):
                 return  # deleted or closed meanwhile (retention, truncation): nothing to keep
@@ -455,9 +457,14 @@ class Log:
     # -- durability, lifecycle --------------------------------------------------------------
 
     def flush(self, *, now_ms=None):
-        """fsync the active segment (older ones were fsynced when the log rolled past them)."""
+        """fsync the active segment (older ones were fsynced when the log rolled past them),
+        and the directory if a segment was created since, as Kafka's LocalLog.flush: the new
+        file's name must be durable too, or a power loss takes the flushed segment along."""
         with self._lock:
             self._segments[-1].flush()
+            if self._dir_dirty:
+                fsync_dir(self.dir)
+                self._dir_dirty = False
             self._unflushed = 0
             self._last_flush_ms = _now_ms() if now_ms is None else now_ms
 
@@ -512,6 +519,7 @@ class Log:
         if not existing:  # a stale file of an untracked segment must not come back to life
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 segment_file(self.dir, base, suffix).unlink(missing_ok=True)
+            self._dir_dirty = True
         return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                           max_index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
 
