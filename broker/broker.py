@@ -81,7 +81,9 @@ class Broker:
             self.logs.flush_due()
             if asyncio.get_running_loop().time() >= next_retention:
                 next_retention += interval
-                self.logs.expire_producers(self.config["producer.id.expiration.ms"])
+                expired = self.logs.expire_producers(self.config["producer.id.expiration.ms"])
+                if expired:
+                    log.info("expired %d idle producer id(s)", expired)
                 deleted = self.logs.apply_retention()
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)

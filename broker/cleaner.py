@@ -26,6 +26,7 @@ from minilog.connector.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
 from minilog.connector.records import record_spans
 
 from .log import Log
+from .log_validator import batch_payload
 
 CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_DELETE_RETENTION_MS = 24 * 3600 * 1000  # Kafka's log.cleaner.delete.retention.ms
@@ -46,6 +47,7 @@ class LogCleaner:
         self.backoff_s = broker.config["log.cleaner.backoff.ms"] / 1000
         self.checkpoint_path = broker.config.data_dir / CHECKPOINT
         self.cleaned_up_to = self._read_checkpoint()  # (topic, partition) -> first dirty offset
+        self._checkpoint_lock = threading.Lock()  # cleaning thread vs topic deletion
         self._stop = threading.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         self._task = None
@@ -119,8 +121,10 @@ class LogCleaner:
         saved = 0
         for group in _groups(cleanable, lg.config.segment_bytes):
             saved += self._clean_group(lg, group, keys, horizon_ns)
-        self.cleaned_up_to[key] = end
-        self._write_checkpoint()
+        with self._checkpoint_lock:
+            if not lg.closed:  # not deleted meanwhile
+                self.cleaned_up_to[key] = end
+                self._write_checkpoint()
         if saved:
             log.info("cleaned %s-%d up to offset %d: %d bytes removed", *key, end, saved)
         return saved
@@ -132,7 +136,7 @@ class LogCleaner:
             for raw, h in self._batches(seg):
                 if h.is_control or h.last_offset < first_dirty:
                     continue
-                for _, _, _, delta, key, _ in record_spans(_payload(raw, h), h.record_count):
+                for _, _, _, delta, key, _ in record_spans(batch_payload(raw, h), h.record_count):
                     if key is not None and h.base_offset + delta >= first_dirty:
                         keys[key] = h.base_offset + delta
         return keys
@@ -188,6 +192,13 @@ class LogCleaner:
                     return
                 yield head + rest, h
 
+    def forget(self, partitions):
+        """Drop deleted partitions from the checkpoint (Kafka's LogCleaner.updateCheckpoints on
+        deletion): a topic created again under the same name is dirty from its first offset."""
+        with self._checkpoint_lock:
+            if [key for key in partitions if self.cleaned_up_to.pop(key, None) is not None]:
+                self._write_checkpoint()
+
     # -- checkpoint -----------------------------------------------------------------------------
     def _read_checkpoint(self):
         try:
@@ -225,16 +236,11 @@ def _groups(segments, max_bytes):
         yield group
 
 
-def _payload(raw, h):
-    data = raw[HEADER_SIZE:]
-    return codecs.decompress(h.compression, data) if h.compression else data
-
-
 def _filter_batch(raw, h, keys, drop_tombstones):
     """The batch with only the records to keep: `raw` itself if all stay, None if none do."""
     if h.is_control:
         return raw
-    payload = _payload(raw, h)
+    payload = batch_payload(raw, h)
     kept, max_ts_delta = [], None
     for start, end, ts_delta, delta, key, tombstone in record_spans(payload, h.record_count):
         if key is None or h.base_offset + delta < keys.get(key, -1) or (

@@ -283,35 +283,48 @@ class GroupOffsets:
                 log.exception("offset expiry failed")
 
     def expire_offsets(self, now=None):
-        """Tombstone offsets past retention, and those of deleted topics (Kafka removes them at
-        deletion; here within one check interval); empty groups left without offsets die.
-
-        Returns the number of offsets removed."""
+        """Tombstone offsets past retention, and those of topics no longer in the metadata;
+        empty groups left without offsets die. Returns the number of offsets removed."""
         now = now_ms() if now is None else now
         topics = self.broker.metadata.topics
         removed = 0
         for group in list(self.groups.values()):
             expired = set(group.expired_offsets(now, self.retention_ms))
             expired |= {tp for tp in group.offsets if tp[0] not in topics}
-            dead = (group.state == g.EMPTY and not group.members and not group.pending_members
-                    and len(expired) == len(group.offsets))
-            if dead and (expired or group.persisted):
-                error = self._remove_group(group, expired)
-            elif dead:
-                group.transition(g.DEAD, now)
-                self.groups.pop(group.group_id, None)
-                error = 0
-            elif expired:
-                error = self.store.append(self.store.partition_for(group.group_id),
-                                          [(offset_key(group.group_id, t, p), None)
-                                           for t, p in expired])
-                if not error:
-                    for tp in expired:
-                        del group.offsets[tp]
-            else:
-                continue
-            if not error:
-                removed += len(expired)
+            removed += self._drop_offsets(group, expired, now)
         if removed:
             log.info("expired %d committed offset(s)", removed)
         return removed
+
+    def on_partitions_deleted(self, partitions):
+        """Kafka's onPartitionsDeleted: every group forgets its offsets of deleted partitions
+        at once, so a topic created again under the same name is read from its start."""
+        doomed, now, removed = set(partitions), now_ms(), 0
+        for group in list(self.groups.values()):
+            hit = doomed & group.offsets.keys()
+            if hit:
+                removed += self._drop_offsets(group, hit, now)
+        if removed:
+            log.info("removed %d committed offset(s) of deleted partitions", removed)
+        return removed
+
+    def _drop_offsets(self, group, doomed, now):
+        """Tombstone `doomed` offsets of `group`, removing an empty group left with none;
+        returns how many offsets went (0 when the write failed)."""
+        dead = (group.state == g.EMPTY and not group.members and not group.pending_members
+                and len(doomed) == len(group.offsets))
+        if dead and (doomed or group.persisted):
+            error = self._remove_group(group, doomed)
+        elif dead:
+            group.transition(g.DEAD, now)
+            self.groups.pop(group.group_id, None)
+            error = 0
+        elif doomed:
+            error = self.store.append(self.store.partition_for(group.group_id),
+                                      [(offset_key(group.group_id, t, p), None) for t, p in doomed])
+            if not error:
+                for tp in doomed:
+                    del group.offsets[tp]
+        else:
+            return 0
+        return 0 if error else len(doomed)

@@ -56,6 +56,15 @@ def _now_ms():
     return time.time_ns() // 1_000_000
 
 
+def _max_timestamp_of(headers):
+    """(max timestamp, last offset of the first batch reaching it) over batch headers, or None."""
+    best = None
+    for h in headers:
+        if h.max_timestamp >= 0 and (best is None or h.max_timestamp > best[0]):
+            best = (h.max_timestamp, h.last_offset)
+    return best
+
+
 class OffsetOutOfRange(Exception):
     """A read or DeleteRecords offset outside [log_start_offset, log_end_offset] (Kafka code 1)."""
 
@@ -98,6 +107,7 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         now = _now_ms() if now_ms is None else now_ms
         self._pending_flushes = set()
+        self._dir_dirty = False  # a segment file was created since the directory was fsynced
         self._recovery_point = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT) or 0
         self._segments, self.recovered_bytes = load_segments(
             self.dir, clean_shutdown, self._recovery_point, now,
@@ -122,6 +132,11 @@ class Log:
     def log_end_offset(self):
         """The offset the next appended record gets."""
         return self._leo
+
+    @property
+    def closed(self):
+        """True once closed or deleted (the topic may be gone)."""
+        return self._closed
 
     @property
     def segments(self):
@@ -265,6 +280,7 @@ class Log:
         def flush():
             try:
                 segment.flush()
+                fsync_dir(self.dir)  # the segment's own name, created when it became active
                 self.producer_state.sync_snapshot(snapshot)
             except (OSError, ValueError, TypeError):
                 return  # deleted or closed meanwhile (retention, truncation): nothing to keep
@@ -334,13 +350,23 @@ class Log:
 
         The offset is the last offset of the first batch that reached the maximum (Kafka's
         shallow offset); `read(offset, 1)` returns that batch for a record-exact answer.
+        Batches wholly below the log start offset (DeleteRecords) are not counted: their
+        segment may still be on disk, but their records are gone for every reader.
         """
         with self._lock:
             best = None
             for seg in self._segments:
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                    best = seg
-            return None if best is None else (best.max_timestamp, best.offset_of_max_timestamp)
+                if seg.next_offset <= self._log_start:
+                    continue
+                if seg.base_offset < self._log_start:
+                    entry = _max_timestamp_of(seg.iter_headers(self._log_start))
+                elif seg.max_timestamp >= 0:
+                    entry = (seg.max_timestamp, seg.offset_of_max_timestamp)
+                else:
+                    entry = None
+                if entry is not None and (best is None or entry[0] > best[0]):
+                    best = entry
+            return best
 
     # -- truncation, retention --------------------------------------------------------------
 
@@ -431,9 +457,14 @@ class Log:
     # -- durability, lifecycle --------------------------------------------------------------
 
     def flush(self, *, now_ms=None):
-        """fsync the active segment (older ones were fsynced when the log rolled past them)."""
+        """fsync the active segment (older ones were fsynced when the log rolled past them),
+        and the directory if a segment was created since, as Kafka's LocalLog.flush: the new
+        file's name must be durable too, or a power loss takes the flushed segment along."""
         with self._lock:
             self._segments[-1].flush()
+            if self._dir_dirty:
+                fsync_dir(self.dir)
+                self._dir_dirty = False
             self._unflushed = 0
             self._last_flush_ms = _now_ms() if now_ms is None else now_ms
 
@@ -488,6 +519,7 @@ class Log:
         if not existing:  # a stale file of an untracked segment must not come back to life
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 segment_file(self.dir, base, suffix).unlink(missing_ok=True)
+            self._dir_dirty = True
         return LogSegment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
                           max_index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
 

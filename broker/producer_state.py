@@ -69,9 +69,8 @@ class ProducerEntry:
 
 def _check(entry, producer_id, epoch, first_seq, last_seq):
     if entry is None:
-        if first_seq != 0:
-            raise ProducerStateError(OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                     f"unknown producer {producer_id} started at sequence {first_seq}")
+        # KIP-360: a producer with no state here (new, expired, or its batches all deleted by
+        # retention or DeleteRecords) may continue at any sequence, as Kafka accepts it.
         return None
     if epoch < entry.epoch:
         raise ProducerStateError(INVALID_PRODUCER_EPOCH,
@@ -151,7 +150,8 @@ class ProducerStateManager:
 
         Returns None when the batch is new and in sequence, ("duplicate", first_offset,
         last_offset) when it repeats one of the producer's last five batches, and raises
-        ProducerStateError for a gap (45) or an old epoch (47). Non-idempotent batches
+        ProducerStateError for a gap (45) or an old epoch (47). A producer without state
+        starts at any sequence (KIP-360). Non-idempotent batches
         (producer id -1) always pass.
         """
         if producer_id == NO_PRODUCER_ID:
@@ -180,8 +180,13 @@ class ProducerStateManager:
         return ProducerAppend(self)
 
     def remove_expired(self, now_ms, max_age_ms=86_400_000):
-        """Forget producers idle longer than producer.id.expiration.ms (Kafka default 1 day)."""
-        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp > max_age_ms]
+        """Forget producers idle for producer.id.expiration.ms (Kafka default 1 day).
+
+        Idle is judged as Kafka's ProducerStateManager does, by the max timestamp of the
+        producer's last batch, so a producer backfilling old timestamps is forgotten at each
+        check; it goes on writing all the same, since a producer without state may continue
+        at any sequence (KIP-360)."""
+        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp >= max_age_ms]
         for pid in expired:
             del self._producers[pid]
         return len(expired)

@@ -2,9 +2,10 @@
 
 Each connection handles its requests one at a time, in order, as Kafka does, so responses
 never need reordering; a long-polling fetch holds only its own connection. Bytes that do not
-decode as a request the broker supports close that connection and nothing else. Frames arrive
-through `FramedProtocol`: a large Produce request lands once, in a buffer the handlers may
-stamp in place.
+decode as a request the broker supports close that connection and nothing else; a handler
+that fails answers its request with UNKNOWN_SERVER_ERROR and the connection goes on. Frames
+arrive through `FramedProtocol`: a large Produce request lands once, in a buffer the handlers
+may stamp in place.
 """
 import asyncio
 import collections
@@ -15,13 +16,15 @@ from minilog.connector.protocol import (
     REQUESTS,
     ApiKey,
     CorruptMessage,
+    ErrorCode,
     api_name,
     decode_request_header,
     encode_response,
 )
 
+from .error_response import error_response
 from .file_region import FileRegion
-from .handlers import HANDLERS, NO_RESPONSE
+from .handlers import HANDLERS, NO_RESPONSE, CloseConnection
 from .handlers.api_versions import unsupported_version_response
 
 log = logging.getLogger("minilog.broker.server")
@@ -71,10 +74,19 @@ class BrokerServer:
             request = REQUESTS[key].decode(body_reader, version)
         except CorruptMessage as e:
             raise _CloseConnection(f"malformed {api_name(key)} v{version}: {e}") from None
-        response = await entry.handler(self.broker, header, request)
-        if response is NO_RESPONSE:
-            return None
-        return encode_response(key, version, header.correlation_id, response)
+        try:
+            response = await entry.handler(self.broker, header, request)
+            if response is NO_RESPONSE:
+                return None
+            return encode_response(key, version, header.correlation_id, response)
+        except CloseConnection as e:
+            raise _CloseConnection(str(e)) from None
+        except Exception:  # a handler's bug: answer this request with Kafka's code, go on
+            log.exception("%s v%d from %s failed", api_name(key), version, peer)
+            response = error_response(key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if response is None:
+                raise _CloseConnection(f"{api_name(key)} failed and gets no response") from None
+            return encode_response(key, version, header.correlation_id, response)
 
 
 class _Connection(FramedProtocol):

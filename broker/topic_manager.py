@@ -54,7 +54,10 @@ class TopicManager:
         if name in self.image.topics:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists", None
         if assignments:
-            return ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported", None
+            code, message = self._assignment_error(num_partitions, replication_factor, assignments)
+            if code:
+                return code, message, None
+            num_partitions, replication_factor = len(assignments), len(assignments[0].broker_ids)
         partitions = cfg["num.partitions"] if num_partitions == -1 else num_partitions
         rf = cfg["default.replication.factor"] if replication_factor == -1 else replication_factor
         if partitions <= 0:
@@ -73,6 +76,44 @@ class TopicManager:
         ts = self.store.create_topic(name, partitions, rf, configs, internal=internal)
         self.open_partitions(ts)
         return 0, None, ts
+
+    def _assignment_error(self, num_partitions, replication_factor, assignments):
+        """(code, message) for a manual replica assignment, as Kafka's controller checks it."""
+        if replication_factor != -1:
+            return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                    "but replication factor was not set to -1.")
+        if num_partitions != -1:
+            return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                    "but numPartitions was not set to -1.")
+        seen, rf = set(), None
+        for a in assignments:
+            replicas = sorted(a.broker_ids)
+            if a.partition_index in seen:
+                problem = ("Found multiple manual partition assignments for partition "
+                           f"{a.partition_index}")
+            elif not replicas:
+                problem = "The manual partition assignment includes an empty replica list."
+            elif any(b not in self.image.brokers for b in replicas):
+                unknown = next(b for b in replicas if b not in self.image.brokers)
+                problem = (f"The manual partition assignment includes broker {unknown}, but no "
+                           "such broker is registered.")
+            elif len(set(replicas)) != len(replicas):
+                problem = "The manual partition assignment includes a broker more than once."
+            elif rf is not None and len(replicas) != rf:
+                problem = (f"The manual partition assignment includes a partition with "
+                           f"{len(replicas)} replica(s), but this is not consistent with "
+                           f"previous partitions, which have {rf} replica(s).")
+            else:
+                seen.add(a.partition_index)
+                rf = len(replicas)
+                continue
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+        if seen != set(range(len(seen))):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "partitions should be a consecutive 0-based integer sequence")
+        # Every registered broker is this one until the controller quorum places replicas, so
+        # a valid assignment is the placement the store makes.
+        return 0, None
 
     def auto_create(self, name):
         """Kafka's auto.create.topics.enable path; returns an error code (0 when created)."""
@@ -98,11 +139,17 @@ class TopicManager:
         if not self.broker.config["delete.topic.enable"]:
             return ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false", ts
         self.store.delete_topic(name)
-        for index in ts.partitions:
-            partition = self.broker.partitions.pop((name, index), None)
+        deleted = [(name, index) for index in ts.partitions]
+        for key in deleted:
+            partition = self.broker.partitions.pop(key, None)
             if partition is not None:
                 partition.notify()
-            self.broker.logs.delete(name, index)
+            self.broker.logs.delete(*key)
+        # State kept by topic name goes with the topic, so one created again starts afresh.
+        if self.broker.cleaner is not None:
+            self.broker.cleaner.forget(deleted)
+        if self.broker.groups is not None:
+            self.broker.groups.on_partitions_deleted(deleted)
         return 0, None, ts
 
     def add_partitions(self, name, count, validate_only=False):

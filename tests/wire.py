@@ -1,5 +1,6 @@
 """A bare Kafka-protocol socket for tests that must send what no well-behaved client would."""
 import socket
+import time
 
 from minilog.connector.protocol import (
     FrameReader,
@@ -41,6 +42,15 @@ class RawConnection:
             return self.sock.recv(1) == b""
         except (TimeoutError, ConnectionResetError):
             return False
+
+    def closed_by_peer_within(self, seconds):
+        """Whether the broker closes this connection within `seconds` (checked every recv
+        timeout): for requests whose only answer is a closed connection."""
+        deadline = time.monotonic() + seconds
+        while not self.is_closed_by_peer():
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     def close(self):
         self.sock.close()

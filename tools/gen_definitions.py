@@ -20,7 +20,7 @@ SUPPORTED = {
     "CreateTopics": (2, 7), "DeleteTopics": (1, 6), "DeleteRecords": (0, 2),
     "InitProducerId": (0, 5), "DescribeConfigs": (1, 4), "DeleteGroups": (0, 2),
     "CreatePartitions": (0, 3), "IncrementalAlterConfigs": (0, 1), "OffsetDelete": (0, 0),
-    "DescribeCluster": (0, 1),
+    "DescribeCluster": (0, 1), "AlterConfigs": (0, 2),
 }
 
 

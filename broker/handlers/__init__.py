@@ -8,6 +8,11 @@ from typing import NamedTuple
 NO_RESPONSE = object()  # returned for acks=0 produce requests
 
 
+class CloseConnection(Exception):
+    """Raised by a handler whose client must see its request fail by the connection closing
+    (a failed acks=0 produce, which gets no response), as Kafka does."""
+
+
 class Entry(NamedTuple):
     handler: Callable[..., Awaitable]
     versions: tuple

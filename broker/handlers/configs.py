@@ -1,10 +1,12 @@
-"""DescribeConfigs and IncrementalAlterConfigs for topics (type 2) and the broker (type 4)."""
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics (type 2) and the broker
+(type 4)."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from . import handles
 
 _DESCRIBE = response(ApiKey.DESCRIBE_CONFIGS)
 _ALTER = response(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+_LEGACY_ALTER = response(ApiKey.ALTER_CONFIGS)
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Kafka's config_source values
@@ -80,24 +82,43 @@ def _apply(current, effective, ops):
     return new
 
 
+def _alter_topic(broker, r, new_overrides, validate_only):
+    """(code, message) of changing one resource's configs to `new_overrides(current, effective)`
+    (which raises ValueError for a bad operation)."""
+    if r.resource_type != TOPIC:
+        return ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+    if r.resource_name not in broker.metadata.topics:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {r.resource_name} does not exist"
+    try:
+        new = new_overrides(broker.metadata.topics[r.resource_name].configs,
+                            broker.topics.effective_configs(r.resource_name))
+    except ValueError as e:
+        return ErrorCode.INVALID_REQUEST, str(e)
+    return broker.topics.alter_configs(r.resource_name, new, validate_only=validate_only)
+
+
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 async def incremental_alter_configs(broker, header, req):
     results = []
     for r in req.resources:
-        code, message = 0, None
-        if r.resource_type != TOPIC:
-            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
-        elif r.resource_name not in broker.metadata.topics:
-            code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {r.resource_name} does not exist"
-        else:
-            try:
-                new = _apply(broker.metadata.topics[r.resource_name].configs,
-                             broker.topics.effective_configs(r.resource_name), r.configs)
-            except ValueError as e:
-                code, message = ErrorCode.INVALID_REQUEST, str(e)
-            else:
-                code, message = broker.topics.alter_configs(r.resource_name, new,
-                                                            validate_only=req.validate_only)
+        code, message = _alter_topic(
+            broker, r, lambda current, effective, r=r: _apply(current, effective, r.configs),
+            req.validate_only)
         results.append(_ALTER.make("responses", error_code=code, error_message=message,
                                    resource_type=r.resource_type, resource_name=r.resource_name))
     return _ALTER.cls(throttle_time_ms=0, responses=results)
+
+
+@handles(ApiKey.ALTER_CONFIGS, 0, 2)
+async def alter_configs(broker, header, req):
+    """The legacy AlterConfigs (still served by Kafka 4): the request's configs replace all of
+    the resource's own settings; those it leaves out return to their defaults."""
+    results = []
+    for r in req.resources:
+        code, message = _alter_topic(
+            broker, r, lambda current, effective, r=r: {c.name: c.value for c in r.configs},
+            req.validate_only)
+        results.append(_LEGACY_ALTER.make("responses", error_code=code, error_message=message,
+                                          resource_type=r.resource_type,
+                                          resource_name=r.resource_name))
+    return _LEGACY_ALTER.cls(throttle_time_ms=0, responses=results)

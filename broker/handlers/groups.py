@@ -32,7 +32,7 @@ NO_AUTH_OPS = -2147483648
 def _coordinator(broker, key, key_type):
     """(error, message, endpoint or None) for one coordinator key."""
     if key_type == TRANSACTION_KEY:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported", None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported", None
     if key_type != GROUP_KEY or key is None:
         return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", None
     if not broker.groups.active:

@@ -3,6 +3,7 @@
 The log answers at batch granularity without decoding; the one batch it points at is then
 decoded here so the answer names the exact record, as Kafka's does.
 """
+from minilog.connector.batch import read_header
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 from minilog.connector.records import decode_batches
 
@@ -13,34 +14,47 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 
 
 def lookup(partition, timestamp, committed_only=True):
-    """(timestamp, offset) Kafka answers for a ListOffsets query on one partition."""
+    """(timestamp, offset, leader epoch) Kafka answers for a ListOffsets query on one partition.
+
+    The leader epoch is that of the batch found, as Kafka's (-1 when none is known).
+    """
     end = partition.high_watermark if committed_only else partition.log_end_offset
     if timestamp == LATEST:
-        return -1, end
+        return -1, end, partition.leader_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return -1, partition.log_start_offset
-    if timestamp == LATEST_TIERED:
-        return -1, partition.log_start_offset - 1
+        start = partition.log_start_offset
+        return -1, start, _epoch_of_batch_at(partition, start, partition.leader_epoch)
+    if timestamp == LATEST_TIERED:  # no tiered storage: nothing was ever tiered
+        return -1, -1, -1
     if timestamp == MAX_TIMESTAMP:
         entry = partition.log.max_timestamp_entry()
         if not entry or entry[1] >= end:
-            return -1, -1
-        records = _records_of_batch_at(partition, entry[1])
+            return -1, -1, -1
+        epoch, records = _batch_at(partition, entry[1])
         best = max(records, key=lambda r: r.timestamp, default=None)  # first of equal maxima
-        return (best.timestamp, best.offset) if best else entry
+        return (best.timestamp, best.offset, epoch) if best else (*entry, epoch)
     found = partition.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= end:
-        return -1, -1
-    for r in _records_of_batch_at(partition, found[0]):
+        return -1, -1, -1
+    epoch, records = _batch_at(partition, found[0])
+    for r in records:
         if r.timestamp >= timestamp and r.offset < end:
-            return r.timestamp, r.offset
-    return found[1], found[0]
+            return r.timestamp, r.offset, epoch
+    return found[1], found[0], epoch
 
 
-def _records_of_batch_at(partition, offset):
-    """Every record of the batch holding `offset` (all of it: the offset may be its last)."""
+def _batch_at(partition, offset):
+    """(leader epoch, records at or above the log start) of the batch holding `offset`."""
     data = partition.log.read(offset, 1, min_one=True)
-    return decode_batches(data, start_offset=partition.log_start_offset)
+    epoch = read_header(data).partition_leader_epoch if data else -1
+    return max(epoch, -1), decode_batches(data, start_offset=partition.log_start_offset)
+
+
+def _epoch_of_batch_at(partition, offset, default):
+    if offset >= partition.log_end_offset:
+        return default
+    epoch, _ = _batch_at(partition, offset)
+    return epoch
 
 
 @handles(ApiKey.LIST_OFFSETS, 1, 9)
@@ -60,9 +74,8 @@ async def list_offsets(broker, header, req):
                 parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
                                         error_code=code))
                 continue
-            ts, offset = lookup(partition, p.timestamp, committed_only=req.replica_id < 0)
+            ts, offset, epoch = lookup(partition, p.timestamp, committed_only=req.replica_id < 0)
             parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
-                                    error_code=0, timestamp=ts, offset=offset,
-                                    leader_epoch=partition.leader_epoch))
+                                    error_code=0, timestamp=ts, offset=offset, leader_epoch=epoch))
         topics.append(_RESP.make("topics", name=t.name, partitions=parts))
     return _RESP.cls(throttle_time_ms=0, topics=topics)

@@ -1,21 +1,27 @@
 """Produce: validate whole batches, append them to partition leaders, answer per partition.
 
 The broker checks each batch's framing, CRC and record count, then stamps offsets; records
-are never decoded. acks=0 requests get no response at all, as in Kafka.
+are never decoded. acks=0 requests get no response at all, as in Kafka: one that fails closes
+the connection instead, the only way its client can notice.
 """
 from minilog.connector import batch as batch_format
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..log_validator import validate_keys
 from ..producer_errors import append_error_code
-from . import NO_RESPONSE, handles
+from . import NO_RESPONSE, CloseConnection, handles
 
 _RESP = response(ApiKey.PRODUCE)
 
 
-def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start=-1, message=None):
+def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start=-1, message=None,
+                      record_errors=()):
     return _RESP.make("responses", "partition_responses", index=index, error_code=code,
                       base_offset=base_offset, log_append_time_ms=log_append_time,
-                      log_start_offset=log_start, error_message=message)
+                      log_start_offset=log_start, error_message=message,
+                      record_errors=[_RESP.make("responses", "partition_responses", "record_errors",
+                                                batch_index=i, batch_index_error_message=m)
+                                     for i, m in record_errors])
 
 
 def produce_to_partition(broker, topic, index, records, acks):
@@ -31,6 +37,12 @@ def produce_to_partition(broker, topic, index, records, acks):
     if any(h.is_transactional or h.is_control for _, h in batches):
         return _partition_result(index, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                                  message="transactions are not supported")
+    if "compact" in partition.log.config.cleanup_policy.split(","):
+        refused = validate_keys([(records[pos:pos + h.size], h) for pos, h in batches],
+                                topic, index)
+        if refused:
+            return _partition_result(index, refused.code, log_start=partition.log_start_offset,
+                                     message=refused.message, record_errors=refused.records)
     if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
         return _partition_result(index, ErrorCode.NOT_ENOUGH_REPLICAS)
     try:
@@ -63,5 +75,9 @@ async def produce(broker, header, req):
                  for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == 0:
+        failed = [f"{t.name}-{p.index}: error {p.error_code}" for t in results
+                  for p in t.partition_responses if p.error_code]
+        if failed:  # the client hears of it only by the connection closing, as in Kafka
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
         return NO_RESPONSE
     return _RESP.cls(responses=results, throttle_time_ms=0)

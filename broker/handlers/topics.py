@@ -26,9 +26,14 @@ async def create_topics(broker, header, req):
                                                  assignments=t.assignments)
         out = _CREATE.make("topics", name=t.name, error_code=code, error_message=message)
         if not code:
-            out.num_partitions = t.num_partitions if t.num_partitions > 0 else broker.config["num.partitions"]
-            out.replication_factor = (t.replication_factor if t.replication_factor > 0
-                                      else broker.config["default.replication.factor"])
+            if t.assignments:
+                out.num_partitions = len(t.assignments)
+                out.replication_factor = len(t.assignments[0].broker_ids)
+            else:
+                out.num_partitions = (t.num_partitions if t.num_partitions > 0
+                                      else broker.config["num.partitions"])
+                out.replication_factor = (t.replication_factor if t.replication_factor > 0
+                                          else broker.config["default.replication.factor"])
             out.configs = [_CREATE.make("topics", "configs", name=k, value=str(v), read_only=False,
                                         config_source=src, is_sensitive=False)
                            for k, (v, src) in broker.topics.effective_configs(t.name, configs).items()]
@@ -98,9 +103,8 @@ async def init_producer_id(broker, header, req):
     if req.transactional_id is not None:
         # No transaction coordinator: transactional producers are refused, idempotent ones served.
         return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if req.producer_id >= 0 and 0 <= req.producer_epoch < 32766:
-        # A producer asking to bump its epoch (KIP-360): keep its id, fence older epochs.
-        return _PID.cls(throttle_time_ms=0, error_code=0, producer_id=req.producer_id,
-                            producer_epoch=req.producer_epoch + 1)
+    # Without a transactional id Kafka ignores any producer id and epoch sent (a KIP-360 bump
+    # request included) and hands out a new id: bumping the one sent would let any client
+    # fence any producer.
     return _PID.cls(throttle_time_ms=0, error_code=0,
                     producer_id=broker.topics.allocate_producer_id(), producer_epoch=0)

@@ -490,4 +490,19 @@ DescribeClusterResponse 60 0-1 flex0
     port int32
     rack string null0+
   cluster_authorized_operations int32 =-2147483648
+AlterConfigsRequest 33 0-2 flex2
+  resources []
+    resource_type int8
+    resource_name string
+    configs []
+      name string
+      value string null0+
+  validate_only bool
+AlterConfigsResponse 33 0-2 flex2
+  throttle_time_ms int32
+  responses []
+    error_code int16
+    error_message string null0+
+    resource_type int8
+    resource_name string
 '''
