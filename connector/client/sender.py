@@ -120,6 +120,7 @@ class ProducerCore:
         self._batch_size, self._max_request = cfg["batch.size"], cfg["max.request.size"]
         self._delivery_timeout = cfg.seconds("delivery.timeout.ms")
         self._max_block = cfg.seconds("max.block.ms")
+        self._max_age = cfg.seconds("metadata.max.age.ms")  # then ask again: partitions added
         self._linger, self._backoff = cfg.seconds("linger.ms"), cfg.seconds("retry.backoff.ms")
         self._max_in_flight = cfg["max.in.flight.requests.per.connection"]
         self._open = {}  # (topic, partition) -> its newest batch, open or not: enqueue_many's cache
@@ -239,7 +240,7 @@ class ProducerCore:
         """Send every ready batch we may send; return seconds until the next thing to do."""
         cluster, backoff = self._cluster, self._backoff
         wake = []
-        if self._waiting or cluster.needs_refresh:
+        if self._waiting or cluster.needs_refresh or now - cluster.last_refresh > self._max_age:
             if self._meta_task is None:
                 self._meta_task = self._spawn(self._refresh_metadata())
             wake.append(backoff)
