@@ -3,9 +3,10 @@
 `GroupMembership` runs on the consumer's event loop as two tasks, like the Java client's
 coordinator and heartbeat thread: the *runner* (re)joins the group whenever a rebalance is
 needed (JoinGroup with the MEMBER_ID_REQUIRED retry, the leader runs the assignor, SyncGroup)
-and the *ticker* heartbeats every `heartbeat.interval.ms`, auto-commits every
-`auto.commit.interval.ms`, watches metadata (regex subscriptions, partition counts) and leaves
-the group when `poll` has not been called for `max.poll.interval.ms`.
+and the *ticker* heartbeats every `heartbeat.interval.ms`, watches metadata (regex
+subscriptions, partition counts) and leaves the group when `poll` has not been called for
+`max.poll.interval.ms`. Auto-commit runs inside `poll` (every `auto.commit.interval.ms`), as
+in Java: it commits what the previous poll returned, never records not yet processed.
 
 Rebalance protocols (KIP-429): EAGER members revoke everything before rejoining; COOPERATIVE
 members (when every configured assignor supports it, as in Java) keep their partitions, revoke
@@ -90,6 +91,9 @@ class GroupMembership(GroupCommits, PollSteps):
         self._in_join = self._lost = self._poll_expired = self._closed = False
         self._fatal, self._errors = None, []
         self._last_poll = self._last_heartbeat_ok = time.monotonic()
+        self._auto_commit_every = config.seconds("auto.commit.interval.ms") \
+            if config["enable.auto.commit"] else None
+        self._next_auto_commit = self._last_poll + (self._auto_commit_every or 0)
         self._snapshot, self._watched, self._group_topics = {}, set(), set()
         self._lead_counts = None
         self._committed_positions = {}
@@ -138,8 +142,10 @@ class GroupMembership(GroupCommits, PollSteps):
 
     # ---- the poll thread's side ---------------------------------------------------------
     def poll(self):
-        """Called on every consumer poll: resets the poll timer, raises what went wrong."""
-        self._last_poll = time.monotonic()
+        """Called on every consumer poll: resets the poll timer, auto-commits, raises what
+        went wrong."""
+        self._last_poll = now = time.monotonic()
+        self._maybe_auto_commit(now)
         if self._poll_expired:
             self._poll_expired = False
             self._wake.set()
@@ -147,6 +153,17 @@ class GroupMembership(GroupCommits, PollSteps):
             raise self._fatal
         if self._errors:
             raise self._errors.pop(0)
+
+    def _maybe_auto_commit(self, now):
+        """Java's maybeAutoCommitOffsetsAsync, at the start of a poll: the positions now are
+        those after the records the previous poll returned, which the application has
+        finished with by polling again. (Never from a timer: records handed out but not
+        processed yet would be committed, and lost by a crash.)"""
+        if self._auto_commit_every is None or now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self._auto_commit_every
+        if self.is_member() and self.owned:
+            self._spawn(self._commit_async(self._positions(self.owned), auto=True))
 
     # ---- the runner: (re)joining ----------------------------------------------------------
     def _spawn(self, coro):
@@ -384,14 +401,13 @@ class GroupMembership(GroupCommits, PollSteps):
             self._lost = True
         self._request_rejoin(why)
 
-    # ---- the ticker: heartbeats, auto-commit, metadata, poll timeout -------------------------
+    # ---- the ticker: heartbeats, metadata, poll timeout -------------------------------------
     async def _tick_loop(self):
         cfg = self.config
         interval, backoff = cfg.seconds("heartbeat.interval.ms"), cfg.seconds("retry.backoff.ms")
         meta_every, max_poll = cfg.seconds("metadata.max.age.ms"), cfg.seconds("max.poll.interval.ms")
-        commit_every = cfg.seconds("auto.commit.interval.ms") if cfg["enable.auto.commit"] else None
         now = time.monotonic()
-        next_hb, next_commit, next_meta = now, now, now + meta_every
+        next_hb, next_meta = now, now + meta_every
         while True:
             try:
                 now = time.monotonic()
@@ -400,10 +416,6 @@ class GroupMembership(GroupCommits, PollSteps):
                 if self.is_member() and now >= next_hb:
                     ok = await self._heartbeat()
                     next_hb = time.monotonic() + (interval if ok else min(interval, backoff))
-                if commit_every is not None and now >= next_commit:
-                    next_commit = now + commit_every
-                    if self.is_member() and self.owned:
-                        self._spawn(self._commit_async(self._positions(self.owned), auto=True))
                 if now >= next_meta:
                     next_meta = now + meta_every
                     await self._refresh_metadata()
@@ -411,8 +423,7 @@ class GroupMembership(GroupCommits, PollSteps):
             except Exception:  # the heartbeat must outlive any one failure
                 log.exception("group %s: background step failed", self.group_id)
                 next_hb = time.monotonic() + backoff
-            wake = min(next_hb, next_meta, next_commit if commit_every else next_meta,
-                       self._last_poll + max_poll + 0.01)
+            wake = min(next_hb, next_meta, self._last_poll + max_poll + 0.01)
             self._tick.clear()
             await wait_set(self._tick, max(0.01, wake - time.monotonic()))
 
