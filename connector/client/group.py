@@ -98,6 +98,7 @@ class GroupMembership(GroupCommits, PollSteps):
         self._lead_counts = None
         self._committed_positions = {}
         self._tasks, self._runner, self._ticker = set(), None, None
+        self._close_by = None  # monotonic deadline of close, once closing
         self._wake = self._tick = None
 
     @property
@@ -352,10 +353,12 @@ class GroupMembership(GroupCommits, PollSteps):
 
         async def commit_first():
             if self.config["enable.auto.commit"] and self.is_member():
-                try:
-                    await self._commit_sync(self._positions(tps), self._deadline(None))
-                except KafkaError as e:
-                    log.warning("group %s: commit before revoking failed: %s", self.group_id, e)
+                try:  # bounded by close's timeout too: it may run in the caller's thread
+                    await asyncio.wait_for(self._commit_sync(self._positions(tps),
+                                                             self._deadline(None)),
+                                           self._close_time_left())
+                except (KafkaError, asyncio.TimeoutError) as e:
+                    log.warning("group %s: commit before revoking failed: %r", self.group_id, e)
 
         await self._at_poll("revoke", self._listeners.get("revoke"), (self.owner.group_face, tps),
                             pre=commit_first, post=lambda: self._drop(tps))
@@ -509,11 +512,21 @@ class GroupMembership(GroupCommits, PollSteps):
         except KafkaError as e:
             log.info("group %s: LeaveGroup failed: %s", self.group_id, e)
 
-    async def close(self):
-        """Commit (auto-commit), revoke (or lose) what we own, leave (dynamic members), stop."""
+    def _close_time_left(self):
+        """Seconds left of close's timeout (None: not closing, or no timeout)."""
+        if self._close_by is None:
+            return None
+        return max(0.0, self._close_by - time.monotonic())
+
+    async def close(self, timeout=None):
+        """Commit (auto-commit), revoke (or lose) what we own, leave (dynamic members), stop.
+        The owner bounds it by `timeout`; the commit, which may run in the poll thread, is
+        bounded here too."""
         if self._closed:
             return
         self._closed = True
+        if timeout is not None:
+            self._close_by = time.monotonic() + timeout
         joining = self._in_join
         tasks = [t for t in (self._runner, self._ticker) if t is not None]
         for t in tasks:

@@ -141,3 +141,20 @@ def test_a_consumer_closed_during_its_first_join_leaves_the_group(broker, client
         assert assigned[-1] == [TopicPartition(topic, p) for p in range(4)], member_id
     finally:
         first.close()
+
+
+def test_consumer_close_is_bounded_by_its_timeout_when_the_coordinator_is_frozen(make_broker):
+    """Java's close(timeout): a coordinator that answers nothing (frozen) cannot hold close
+    for its commit and LeaveGroup timeouts (65 s with the defaults)."""
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    assigned = []
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic}",
+                  "enable.auto.commit": True})
+    c.subscribe([topic], on_assign=lambda _c, tps: assigned.append(tps))
+    _wait_for("assigned", lambda: assigned, step=lambda: c.poll(0.1))
+    with paused(b):
+        t0 = time.monotonic()
+        c.close(timeout=1.0)
+        closed_in = time.monotonic() - t0
+    assert closed_in < 20  # generous for a shared machine; unbounded, it takes 65 s
