@@ -258,6 +258,9 @@ class AsyncConsumer(GroupConsumer):
     def _schedule(self, now):
         cluster, backoff = self._cluster, self.config.seconds("retry.backoff.ms")
         delay = None
+        for tp, st in self._states.items():
+            if st.out_of_range is not None and not st.chunks:
+                self._out_of_range(tp, st, st.out_of_range)  # what came before is handed out
         topics = {tp.topic for tp, st in self._states.items() if st.reset != _STUCK}
         if self._meta_task is None and (cluster.needs_refresh or
                                         any(t not in cluster.topics for t in topics)):
@@ -268,6 +271,8 @@ class AsyncConsumer(GroupConsumer):
             self._reset_task = self._spawn(self._reset_positions())
         groups = {}
         for tp, st in self._states.items():
+            if st.out_of_range is not None:
+                continue  # waits for its buffered records to be handed out (above)
             if st.paused or st.position is None or st.in_fetch or len(st.chunks) >= 2 \
                     or st.error is not None:
                 continue
@@ -323,7 +328,10 @@ class AsyncConsumer(GroupConsumer):
                     st.fetch_offset = pd.next_offset
                     got_data = True
             elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                self._out_of_range(tp, st, offsets[tp])
+                if st.chunks:  # at the fetch offset, ahead of the position: records first
+                    st.out_of_range = offsets[tp]
+                else:
+                    self._out_of_range(tp, st, offsets[tp])
             elif pd.error in RETRY_LATER:
                 cluster.request_update()
             else:
