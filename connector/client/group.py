@@ -532,10 +532,15 @@ class GroupMembership(GroupCommits, PollSteps):
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        unannounced = set()  # partitions whose on_assign will not run now
         for item in self.take_callbacks():  # steps of a rebalance that will not happen now
             if not item.future.done():
                 item.future.cancel()
+            if item.kind == "assign":  # still queued: it never ran
+                unannounced.update(item.args[1])
         try:
+            if unannounced:  # the application never had them: no on_revoke, no commit
+                self._drop(sorted(unannounced & self.owned))
             if self._runner is not None:
                 if self._lost or self.generation < 0:
                     await self._lose(set(self.owned))
