@@ -4,14 +4,20 @@ Knowledge carries over from every other Kafka client, so the names (and mostly t
 Kafka's. Values may be given as strings, as `-X key=value` on the command line passes them; each
 key has a type that coerces and checks them. Unknown keys are an error (with a did-you-mean
 hint) rather than silently ignored, because a mistyped key is one of the most common client
-configuration bugs. Keys that belong to another client role are accepted and ignored, so one
-dict can configure a producer and a consumer alike.
+configuration bugs. The names of the Java client and librdkafka are accepted too (see
+`foreign_settings.py`): their own names for what minilog implements, and the rest with one
+warning that they have no effect here. Keys that belong to another client role are validated
+and ignored, so one dict can configure a producer and a consumer alike.
 """
 import difflib
+import logging
 from collections.abc import Mapping
 
 from .assignors import ASSIGNORS
+from .foreign_settings import ALIASES, JAVA_CLIENT, JAVA_SERDES, LIBRDKAFKA
 from .types import ConfigError
+
+log = logging.getLogger("minilog.client")
 
 _BOOL_TEXT = {"true": True, "1": True, "yes": True, "on": True,
               "false": False, "0": False, "no": False, "off": False}
@@ -96,6 +102,30 @@ def _callable(v, name):
     return v
 
 
+def _serde(v, name):
+    """A callable, or a Java (de)serializer class name (what Spark users and Java configs
+    pass), as the callable that reads or writes the same bytes."""
+    if not isinstance(v, str):
+        return _callable(v, name)
+    cls = v.strip().rsplit(".", 1)[-1]
+    wanted = "Deserializer" if name.endswith("deserializer") else "Serializer"
+    if cls.endswith(wanted) and cls in JAVA_SERDES:
+        return JAVA_SERDES[cls]
+    known = sorted(k for k in JAVA_SERDES if k.endswith(wanted) and
+                   (wanted == "Deserializer" or not k.endswith("Deserializer")))
+    raise ConfigError(f"{name}: {v!r} is not a callable nor a Java {wanted.lower()} the "
+                      f"minilog client knows ({', '.join(known)})")
+
+
+# the Java client's assignor class names (org.apache.kafka.clients.consumer.<Class>)
+_ASSIGNOR_CLASSES = {"RangeAssignor": "range", "RoundRobinAssignor": "roundrobin",
+                     "CooperativeStickyAssignor": "cooperative-sticky"}
+
+
+def _assignors(v, name):
+    return [_ASSIGNOR_CLASSES.get(a.rsplit(".", 1)[-1], a) for a in _list(v, name)]
+
+
 def _list(v, name):
     return [s.strip() for s in v.split(",") if s.strip()] if isinstance(v, str) else list(v)
 
@@ -103,6 +133,7 @@ def _list(v, name):
 def _unsupported(what):
     def check(v, name):
         raise ConfigError(f"{name} is not supported by the minilog client ({what})")
+    check.unsupported = True  # only in its own role: another role's dict may carry it
     return check
 
 
@@ -134,8 +165,8 @@ SPEC = {
     "buffer.memory": (_int, 32 * 1024 * 1024, (P,), 1024),
     "max.request.size": (_int, 1024 * 1024, (P,), 1024),
     "partitioner": (_callable_or("murmur2_random", "murmur2", "random"), "murmur2_random", (P,), None),
-    "key.serializer": (_callable, None, (P,), None),
-    "value.serializer": (_callable, None, (P,), None),
+    "key.serializer": (_serde, None, (P,), None),
+    "value.serializer": (_serde, None, (P,), None),
     # -- consumer --
     "group.id": (_str, None, (C,), None),
     "group.instance.id": (_str, None, (C,), None),
@@ -146,7 +177,8 @@ SPEC = {
     "max.poll.interval.ms": (_int, 300000, (C,), 1),
     # Java's default: range, unless every member also offers cooperative-sticky; with range in
     # the list the rebalance protocol is eager (cooperative only when all assignors are).
-    "partition.assignment.strategy": (_list, ["range", "cooperative-sticky"], (C,), None),
+    "partition.assignment.strategy": (_assignors, ["range", "cooperative-sticky"], (C,), None),
+    "group.protocol": (_enum("classic"), "classic", (C,), None),  # not KIP-848's "consumer"
     "on_commit": (_callable, None, (C,), None),  # confluent-kafka's: fn(error, offsets)
     "auto.offset.reset": (_enum("earliest", "latest", "none",
                                 aliases={"smallest": "earliest", "beginning": "earliest",
@@ -160,8 +192,8 @@ SPEC = {
     "max.poll.records": (_int, 500, (C,), 1),
     "check.crcs": (_bool, True, (C,), None),
     "client.rack": (_str, "", (C,), None),
-    "key.deserializer": (_callable, None, (C,), None),
-    "value.deserializer": (_callable, None, (C,), None),
+    "key.deserializer": (_serde, None, (C,), None),
+    "value.deserializer": (_serde, None, (C,), None),
 }
 
 
@@ -175,19 +207,29 @@ class Config(Mapping):
         given = dict(settings or {})
         given.update(overrides)
         values = {name: spec[1] for name, spec in SPEC.items() if role in spec[2]}
-        for name, raw in given.items():
+        no_effect = []
+        for given_name, raw in given.items():
+            name = ALIASES.get(given_name, given_name)
             spec = SPEC.get(name)
             if spec is None:
-                close = difflib.get_close_matches(name, SPEC, n=1)
+                if name in JAVA_CLIENT or name in LIBRDKAFKA:
+                    no_effect.append(name)
+                    continue
+                close = difflib.get_close_matches(name, [*SPEC, *ALIASES, *JAVA_CLIENT,
+                                                         *LIBRDKAFKA], n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"unknown configuration key {name!r}{hint}")
-            if role not in spec[2]:
-                continue  # another role's key: shared config dicts are common
-            coerce, _, _, minimum = spec
-            value = coerce(raw, name) if raw is not None else None
+            coerce, _, roles, minimum = spec
+            if role not in roles and getattr(coerce, "unsupported", False):
+                continue  # another role's unsupported key: not ours to refuse
+            shown = name if given_name == name else f"{given_name} ({name})"
+            value = coerce(raw, shown) if raw is not None else None
             if minimum is not None and value is not None and value < minimum:
-                raise ConfigError(f"{name} must be at least {minimum}, got {value}")
-            values[name] = value
+                raise ConfigError(f"{shown} must be at least {minimum}, got {value}")
+            if role in roles:  # another role's key is checked, not kept: shared dicts
+                values[name] = value
+        if no_effect:
+            _warn_no_effect(role, no_effect)
         if values.get("bootstrap.servers") is None:
             raise ConfigError("bootstrap.servers is required (host:port[,host:port...])")
         self._values = values
@@ -243,6 +285,18 @@ class Config(Mapping):
 
     def __repr__(self):
         return f"Config({self.role!r}, {self._values!r})"
+
+
+_warned = set()  # (role, names) already warned about: Spark opens a client per task
+
+
+def _warn_no_effect(role, names):
+    key = (role, tuple(sorted(names)))
+    if key not in _warned:
+        _warned.add(key)
+        log.warning("%s settings with no effect in the minilog client (accepted for "
+                    "compatibility with the Java client and librdkafka): %s", role,
+                    ", ".join(sorted(names)))
 
 
 def parse_assignments(pairs):

@@ -39,6 +39,7 @@ from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
 
 log = logging.getLogger("minilog.client")
 _STUCK = "stuck"  # out of range with auto.offset.reset=none: waits for a seek
+_CLOSE_TIMEOUT = 30.0  # seconds: the Java consumer's default close timeout
 
 
 class AsyncConsumer(GroupConsumer):
@@ -257,6 +258,9 @@ class AsyncConsumer(GroupConsumer):
     def _schedule(self, now):
         cluster, backoff = self._cluster, self.config.seconds("retry.backoff.ms")
         delay = None
+        for tp, st in self._states.items():
+            if st.out_of_range is not None and not st.chunks:
+                self._out_of_range(tp, st, st.out_of_range)  # what came before is handed out
         topics = {tp.topic for tp, st in self._states.items() if st.reset != _STUCK}
         if self._meta_task is None and (cluster.needs_refresh or
                                         any(t not in cluster.topics for t in topics)):
@@ -267,6 +271,8 @@ class AsyncConsumer(GroupConsumer):
             self._reset_task = self._spawn(self._reset_positions())
         groups = {}
         for tp, st in self._states.items():
+            if st.out_of_range is not None:
+                continue  # waits for its buffered records to be handed out (above)
             if st.paused or st.position is None or st.in_fetch or len(st.chunks) >= 2 \
                     or st.error is not None:
                 continue
@@ -322,7 +328,10 @@ class AsyncConsumer(GroupConsumer):
                     st.fetch_offset = pd.next_offset
                     got_data = True
             elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                self._out_of_range(tp, st, offsets[tp])
+                if st.chunks:  # at the fetch offset, ahead of the position: records first
+                    st.out_of_range = offsets[tp]
+                else:
+                    self._out_of_range(tp, st, offsets[tp])
             elif pd.error in RETRY_LATER:
                 cluster.request_update()
             else:
@@ -407,9 +416,20 @@ class AsyncConsumer(GroupConsumer):
                                  timeout=timeout, include_headers=include_headers,
                                  isolation_level=self._isolation)
 
-    async def close(self):
+    async def close(self, timeout=None):
+        """Leave the group (committing first with auto-commit) and release connections, within
+        `timeout` seconds (30 by default, as the Java client): what a coordinator that does
+        not answer holds up by then is abandoned (its partitions then wait for the session
+        timeout)."""
+        timeout = _CLOSE_TIMEOUT if timeout is None else timeout
         if self._group is not None:
-            await self._group.close()
+            task = asyncio.ensure_future(self._group.close(timeout))
+            await asyncio.wait((task,), timeout=timeout)
+            if not task.done():
+                log.warning("group %s: close did not complete within its timeout: leaving "
+                            "without committing or LeaveGroup", self._group.group_id)
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         for task in [t for t in (self._runner, *self._tasks) if t is not None]:
             task.cancel()
         await asyncio.gather(*(t for t in (self._runner, *self._tasks) if t is not None),
@@ -467,10 +487,11 @@ class Consumer:
             if not self._loop.loop.is_closed():
                 self._loop.run(agen.aclose())
 
-    def close(self):
+    def close(self, timeout=None):
+        """Leave the group and stop, within `timeout` seconds (default 30)."""
         if not self._loop.loop.is_closed():
             try:
-                run_serving(self, self._core.close())  # on_revoke runs in this thread
+                run_serving(self, self._core.close(timeout))  # on_revoke runs in this thread
             finally:
                 self._loop.stop()
 

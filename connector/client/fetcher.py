@@ -46,19 +46,23 @@ class PartitionState:
     `position` is the next offset handed to the application; `fetch_offset` (>= position) the
     next one to fetch, ahead of it by the chunks buffered in between. `epoch` changes on every
     seek, so answers to fetches sent before it are recognised as stale and dropped.
+    `out_of_range`: the fetch offset a broker called out of range while chunks before it were
+    still buffered; the position is reset only once they are handed out (Java resets only
+    for an out-of-range answer at the position).
     """
     __slots__ = ("chunks", "epoch", "error", "fetch_offset", "high_watermark", "in_fetch",
-                 "last_stable_offset", "log_start_offset", "paused", "position", "reset")
+                 "last_stable_offset", "log_start_offset", "out_of_range", "paused", "position",
+                 "reset")
 
     def __init__(self):
-        self.position = self.fetch_offset = self.reset = self.error = None
+        self.position = self.fetch_offset = self.reset = self.error = self.out_of_range = None
         self.chunks = collections.deque()
         self.epoch, self.paused, self.in_fetch = 0, False, False
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
 
     def set_position(self, offset):
         self.position = self.fetch_offset = offset
-        self.reset = None
+        self.reset = self.out_of_range = None
         self.chunks.clear()
         self.epoch += 1
 

@@ -3,9 +3,10 @@
 `GroupMembership` runs on the consumer's event loop as two tasks, like the Java client's
 coordinator and heartbeat thread: the *runner* (re)joins the group whenever a rebalance is
 needed (JoinGroup with the MEMBER_ID_REQUIRED retry, the leader runs the assignor, SyncGroup)
-and the *ticker* heartbeats every `heartbeat.interval.ms`, auto-commits every
-`auto.commit.interval.ms`, watches metadata (regex subscriptions, partition counts) and leaves
-the group when `poll` has not been called for `max.poll.interval.ms`.
+and the *ticker* heartbeats every `heartbeat.interval.ms`, watches metadata (regex
+subscriptions, partition counts) and leaves the group when `poll` has not been called for
+`max.poll.interval.ms`. Auto-commit runs inside `poll` (every `auto.commit.interval.ms`), as
+in Java: it commits what the previous poll returned, never records not yet processed.
 
 Rebalance protocols (KIP-429): EAGER members revoke everything before rejoining; COOPERATIVE
 members (when every configured assignor supports it, as in Java) keep their partitions, revoke
@@ -90,10 +91,14 @@ class GroupMembership(GroupCommits, PollSteps):
         self._in_join = self._lost = self._poll_expired = self._closed = False
         self._fatal, self._errors = None, []
         self._last_poll = self._last_heartbeat_ok = time.monotonic()
+        self._auto_commit_every = config.seconds("auto.commit.interval.ms") \
+            if config["enable.auto.commit"] else None
+        self._next_auto_commit = self._last_poll + (self._auto_commit_every or 0)
         self._snapshot, self._watched, self._group_topics = {}, set(), set()
         self._lead_counts = None
         self._committed_positions = {}
         self._tasks, self._runner, self._ticker = set(), None, None
+        self._close_by = None  # monotonic deadline of close, once closing
         self._wake = self._tick = None
 
     @property
@@ -138,8 +143,10 @@ class GroupMembership(GroupCommits, PollSteps):
 
     # ---- the poll thread's side ---------------------------------------------------------
     def poll(self):
-        """Called on every consumer poll: resets the poll timer, raises what went wrong."""
-        self._last_poll = time.monotonic()
+        """Called on every consumer poll: resets the poll timer, auto-commits, raises what
+        went wrong."""
+        self._last_poll = now = time.monotonic()
+        self._maybe_auto_commit(now)
         if self._poll_expired:
             self._poll_expired = False
             self._wake.set()
@@ -147,6 +154,17 @@ class GroupMembership(GroupCommits, PollSteps):
             raise self._fatal
         if self._errors:
             raise self._errors.pop(0)
+
+    def _maybe_auto_commit(self, now):
+        """Java's maybeAutoCommitOffsetsAsync, at the start of a poll: the positions now are
+        those after the records the previous poll returned, which the application has
+        finished with by polling again. (Never from a timer: records handed out but not
+        processed yet would be committed, and lost by a crash.)"""
+        if self._auto_commit_every is None or now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self._auto_commit_every
+        if self.is_member() and self.owned:
+            self._spawn(self._commit_async(self._positions(self.owned), auto=True))
 
     # ---- the runner: (re)joining ----------------------------------------------------------
     def _spawn(self, coro):
@@ -335,10 +353,12 @@ class GroupMembership(GroupCommits, PollSteps):
 
         async def commit_first():
             if self.config["enable.auto.commit"] and self.is_member():
-                try:
-                    await self._commit_sync(self._positions(tps), self._deadline(None))
-                except KafkaError as e:
-                    log.warning("group %s: commit before revoking failed: %s", self.group_id, e)
+                try:  # bounded by close's timeout too: it may run in the caller's thread
+                    await asyncio.wait_for(self._commit_sync(self._positions(tps),
+                                                             self._deadline(None)),
+                                           self._close_time_left())
+                except (KafkaError, asyncio.TimeoutError) as e:
+                    log.warning("group %s: commit before revoking failed: %r", self.group_id, e)
 
         await self._at_poll("revoke", self._listeners.get("revoke"), (self.owner.group_face, tps),
                             pre=commit_first, post=lambda: self._drop(tps))
@@ -384,14 +404,13 @@ class GroupMembership(GroupCommits, PollSteps):
             self._lost = True
         self._request_rejoin(why)
 
-    # ---- the ticker: heartbeats, auto-commit, metadata, poll timeout -------------------------
+    # ---- the ticker: heartbeats, metadata, poll timeout -------------------------------------
     async def _tick_loop(self):
         cfg = self.config
         interval, backoff = cfg.seconds("heartbeat.interval.ms"), cfg.seconds("retry.backoff.ms")
         meta_every, max_poll = cfg.seconds("metadata.max.age.ms"), cfg.seconds("max.poll.interval.ms")
-        commit_every = cfg.seconds("auto.commit.interval.ms") if cfg["enable.auto.commit"] else None
         now = time.monotonic()
-        next_hb, next_commit, next_meta = now, now, now + meta_every
+        next_hb, next_meta = now, now + meta_every
         while True:
             try:
                 now = time.monotonic()
@@ -400,10 +419,6 @@ class GroupMembership(GroupCommits, PollSteps):
                 if self.is_member() and now >= next_hb:
                     ok = await self._heartbeat()
                     next_hb = time.monotonic() + (interval if ok else min(interval, backoff))
-                if commit_every is not None and now >= next_commit:
-                    next_commit = now + commit_every
-                    if self.is_member() and self.owned:
-                        self._spawn(self._commit_async(self._positions(self.owned), auto=True))
                 if now >= next_meta:
                     next_meta = now + meta_every
                     await self._refresh_metadata()
@@ -411,8 +426,7 @@ class GroupMembership(GroupCommits, PollSteps):
             except Exception:  # the heartbeat must outlive any one failure
                 log.exception("group %s: background step failed", self.group_id)
                 next_hb = time.monotonic() + backoff
-            wake = min(next_hb, next_meta, next_commit if commit_every else next_meta,
-                       self._last_poll + max_poll + 0.01)
+            wake = min(next_hb, next_meta, self._last_poll + max_poll + 0.01)
             self._tick.clear()
             await wait_set(self._tick, max(0.01, wake - time.monotonic()))
 
@@ -498,20 +512,35 @@ class GroupMembership(GroupCommits, PollSteps):
         except KafkaError as e:
             log.info("group %s: LeaveGroup failed: %s", self.group_id, e)
 
-    async def close(self):
-        """Commit (auto-commit), revoke (or lose) what we own, leave (dynamic members), stop."""
+    def _close_time_left(self):
+        """Seconds left of close's timeout (None: not closing, or no timeout)."""
+        if self._close_by is None:
+            return None
+        return max(0.0, self._close_by - time.monotonic())
+
+    async def close(self, timeout=None):
+        """Commit (auto-commit), revoke (or lose) what we own, leave (dynamic members), stop.
+        The owner bounds it by `timeout`; the commit, which may run in the poll thread, is
+        bounded here too."""
         if self._closed:
             return
         self._closed = True
+        if timeout is not None:
+            self._close_by = time.monotonic() + timeout
         joining = self._in_join
         tasks = [t for t in (self._runner, self._ticker) if t is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        unannounced = set()  # partitions whose on_assign will not run now
         for item in self.take_callbacks():  # steps of a rebalance that will not happen now
             if not item.future.done():
                 item.future.cancel()
+            if item.kind == "assign":  # still queued: it never ran
+                unannounced.update(item.args[1])
         try:
+            if unannounced:  # the application never had them: no on_revoke, no commit
+                self._drop(sorted(unannounced & self.owned))
             if self._runner is not None:
                 if self._lost or self.generation < 0:
                     await self._lose(set(self.owned))

@@ -30,6 +30,7 @@ from .cluster import STALE_METADATA, Cluster
 from .connection import message_class, wait_set
 from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
 from .partitioner import Partitioner
+from .sequences import MAX_EPOCH, SEQUENCE_ERRORS, PartitionState
 from .types import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -42,10 +43,9 @@ log = logging.getLogger("minilog.client")
 _PRODUCE = request(ApiKey.PRODUCE)
 _TopicData = message_class(_PRODUCE, "topic_data")
 _PartitionData = message_class(_PRODUCE, "topic_data", "partition_data")
-_SEQ_WRAP = 1 << 31
 _IDEMPOTENCE_WINDOW = 5  # the broker remembers the last five batches per producer/partition
-_PID_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID,
-                         ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
+_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                     ErrorCode.PRODUCER_FENCED})
 
 _first = itemgetter(0)
 _new_tuple = tuple.__new__
@@ -59,6 +59,7 @@ class _Batch:
         "created",
         "data",
         "deadline",
+        "epoch",
         "futures",
         "last_error",
         "log_append_time",
@@ -76,7 +77,7 @@ class _Batch:
         self.tp, self.created, self.deadline, self.parts = tp, now, deadline, parts
         self.records, self.futures = [], []
         self.size, self.open, self.attempts, self.retry_at = 0, True, 0, 0.0
-        self.data = self.base_sequence = self.pid = self.last_error = None
+        self.data = self.base_sequence = self.pid = self.epoch = self.last_error = None
         self.base_offset, self.log_append_time, self.timestamps = -1, None, None
 
     def metadata(self, index):
@@ -86,12 +87,6 @@ class _Batch:
             self.tp[0], self.tp[1], self.base_offset + index if self.base_offset >= 0 else -1,
             lat if lat is not None and lat >= 0 else self.timestamps[index]))
 
-
-class _PartitionState:
-    __slots__ = ("in_flight", "next_sequence", "retry")
-
-    def __init__(self):
-        self.next_sequence, self.in_flight, self.retry = 0, 0, []
 
 class ProducerCore:
     """Batches, sequence numbers, in-flight accounting and the sender task (loop thread only)."""
@@ -105,7 +100,7 @@ class ProducerCore:
         self._codec = CODECS[cfg["compression.type"]]
         self._key_ser, self._value_ser = cfg["key.serializer"], cfg["value.serializer"]
         self._queues = {}                      # TopicPartition -> deque of _Batch
-        self._parts = collections.defaultdict(_PartitionState)
+        self._parts = collections.defaultdict(PartitionState)
         self._waiting = collections.defaultdict(list)  # topic -> [(partition, record, fut, size, deadline)]
         self._node_in_flight = collections.Counter()
         self._in_flight = set()  # batches written to a broker, not yet answered
@@ -116,6 +111,7 @@ class ProducerCore:
         self._unfinished = 0
         self._flushing = 0
         self._pid, self._epoch, self._pid_reset = -1, -1, False
+        self._granted_epoch = -1  # the epoch InitProducerId gave; above it, bumped here
         self._tasks = set()
         self._meta_task = self._pid_task = self._sender = None
         self._closed = False
@@ -124,6 +120,7 @@ class ProducerCore:
         self._batch_size, self._max_request = cfg["batch.size"], cfg["max.request.size"]
         self._delivery_timeout = cfg.seconds("delivery.timeout.ms")
         self._max_block = cfg.seconds("max.block.ms")
+        self._max_age = cfg.seconds("metadata.max.age.ms")  # then ask again: partitions added
         self._linger, self._backoff = cfg.seconds("linger.ms"), cfg.seconds("retry.backoff.ms")
         self._max_in_flight = cfg["max.in.flight.requests.per.connection"]
         self._open = {}  # (topic, partition) -> its newest batch, open or not: enqueue_many's cache
@@ -243,7 +240,7 @@ class ProducerCore:
         """Send every ready batch we may send; return seconds until the next thing to do."""
         cluster, backoff = self._cluster, self._backoff
         wake = []
-        if self._waiting or cluster.needs_refresh:
+        if self._waiting or cluster.needs_refresh or now - cluster.last_refresh > self._max_age:
             if self._meta_task is None:
                 self._meta_task = self._spawn(self._refresh_metadata())
             wake.append(backoff)
@@ -275,6 +272,9 @@ class ProducerCore:
             part = self._parts[tp]
             if part.retry or (self._idempotent and part.in_flight >= _IDEMPOTENCE_WINDOW):
                 continue  # woken when in-flight batches answer
+            if self._idempotent and not part.settle(b, self._epoch):
+                if not (part.restart and not part.in_flight and self._bump_epoch(tp, part, q)):
+                    continue  # woken when in-flight batches answer
             node = cluster.leader(tp.topic, tp.partition)
             if node is None:
                 cluster.request_update()
@@ -309,17 +309,29 @@ class ProducerCore:
         return min(wake) if wake else None
 
     def _seal(self, b, part):
-        """Fix the batch's sequence and bytes at its first send; retries resend the same bytes."""
+        """Fix the batch's sequence and bytes at its first send; retries resend the same bytes
+        (unless its partition started over: see `sequences.py`)."""
         if b.data is not None and b.pid == self._pid:
             return
         if self._idempotent:
-            b.base_sequence = part.next_sequence
-            part.next_sequence = (part.next_sequence + len(b.records)) % _SEQ_WRAP
-        b.pid = self._pid
+            b.base_sequence = part.take(len(b.records))
+        b.pid, b.epoch = self._pid, part.epoch if self._idempotent else -1
         b.data = _records.encode_batch(
             b.records, compression=self._codec, producer_id=self._pid,
-            producer_epoch=self._epoch if self._idempotent else -1,
-            base_sequence=b.base_sequence if self._idempotent else -1)
+            producer_epoch=b.epoch, base_sequence=b.base_sequence if self._idempotent else -1)
+
+    def _bump_epoch(self, tp, part, queue):
+        """KIP-360: `tp` lost sequence numbers: a new epoch, its batches numbered from 0.
+        True when it may send now; False when the epoch is exhausted (a new producer id)."""
+        if self._epoch >= MAX_EPOCH:
+            self._pid_reset = True
+            return False
+        self._epoch += 1
+        log.info("producer %d: sequence numbers of %s lost (last acknowledged %d, next %d): "
+                 "epoch bumped to %d, sequences restart at 0", self._pid, tp, part.last_acked,
+                 part.next_sequence, self._epoch)
+        part.start_over(self._epoch, queue)
+        return True
 
     def _ready_connection(self, node):
         """The open connection to `node`, or None while the sender opens one."""
@@ -407,13 +419,23 @@ class ProducerCore:
         b.last_error = exc
         if code in STALE_METADATA or isinstance(exc, KafkaConnectionError):
             self._cluster.request_update()
-        retriable = exc.retriable or isinstance(exc, KafkaConnectionError) or (
-            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and part.retry)
+        if self._idempotent and code in SEQUENCE_ERRORS:
+            retriable = part.retry_sequence_error(code, b) or (
+                code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and part.retry)
+        elif self._idempotent and code in _FENCED and b.pid == self._pid and \
+                b.epoch > self._granted_epoch:
+            # a broker that does not take an epoch bumped by the client (no KIP-360): the
+            # batch was refused, so it is safe to send again under a new producer id
+            self._pid_reset = retriable = True
+        else:
+            retriable = exc.retriable or isinstance(exc, KafkaConnectionError)
         if retriable and b.attempts <= self.config["retries"] and time.monotonic() < b.deadline:
             part.retry.append(b)
             return
-        if self._idempotent and code in _PID_ERRORS:
-            self._pid_reset = True  # sequences are broken: new producer id, sequences from 0
+        if self._idempotent:
+            if code in _FENCED:
+                self._pid_reset = True  # fenced: a new producer id, sequences from 0
+            part.lost(b)
         self._fail(b.futures, exc, b.size, len(b.records))
 
     def _requeue_retries(self, tp):
@@ -432,6 +454,8 @@ class ProducerCore:
             while q and q[0].deadline <= now:
                 b = q.popleft()
                 b.open = False  # no longer queued: enqueue_many must not append to it
+                if b.data is not None and self._idempotent:
+                    self._parts[tp].lost(b)  # sent before: its sequences may be a gap now
                 why = f"; last error: {b.last_error}" if b.last_error else ""
                 self._fail(b.futures, KafkaTimeoutError(
                     f"{len(b.records)} record(s) for {tp} expired after "
@@ -475,8 +499,9 @@ class ProducerCore:
             if resp.error_code:
                 raise KafkaError(resp.error_code, "InitProducerId")
             self._pid, self._epoch, self._pid_reset = resp.producer_id, resp.producer_epoch, False
+            self._granted_epoch = self._epoch
             for part in self._parts.values():
-                part.next_sequence = 0
+                part.reset(self._epoch)  # nothing in flight: queued retries are renumbered
         except KafkaError as e:
             if e.code == ErrorCode.UNSUPPORTED_VERSION and not self._idempotence_explicit:
                 log.warning("broker has no InitProducerId: sending without idempotence")
@@ -498,6 +523,8 @@ class ProducerCore:
         """
         records, futures = b.records, b.futures
         b.base_offset, b.log_append_time = base_offset, log_append_time
+        if self._idempotent:
+            self._parts[b.tp].acked(b)
         if log_append_time is None or log_append_time < 0:
             b.timestamps = list(map(_first, records))
         # the futures may outlive the batch: keep only what RecordMetadata needs

@@ -5,6 +5,7 @@ Kafka's behaviour is the reference: the Java producer's `close(timeout)` aborts 
 unacknowledged batch (its callbacks run with an error); librdkafka's equivalent, run in the
 same tests, is `flush(timeout)` then `purge()`, which reports every record too.
 """
+import asyncio
 import os
 import signal
 import threading
@@ -15,7 +16,14 @@ import confluent_kafka
 import pyarrow as pa
 import pytest
 from clienttools import make_topic
-from minilog.connector.client import Consumer, KafkaError, Producer, TopicPartition
+from minilog.connector.client import (
+    AdminClient,
+    AsyncConsumer,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -141,3 +149,59 @@ def test_a_consumer_closed_during_its_first_join_leaves_the_group(broker, client
         assert assigned[-1] == [TopicPartition(topic, p) for p in range(4)], member_id
     finally:
         first.close()
+
+
+def test_consumer_close_is_bounded_by_its_timeout_when_the_coordinator_is_frozen(make_broker):
+    """Java's close(timeout): a coordinator that answers nothing (frozen) cannot hold close
+    for its commit and LeaveGroup timeouts (65 s with the defaults)."""
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    assigned = []
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic}",
+                  "enable.auto.commit": True})
+    c.subscribe([topic], on_assign=lambda _c, tps: assigned.append(tps))
+    _wait_for("assigned", lambda: assigned, step=lambda: c.poll(0.1))
+    with paused(b):
+        t0 = time.monotonic()
+        c.close(timeout=1.0)
+        closed_in = time.monotonic() - t0
+    assert closed_in < 20  # generous for a shared machine; unbounded, it takes 65 s
+
+
+@pytest.mark.parametrize("face", ["sync", "asyncio"])
+def test_close_revokes_only_what_on_assign_announced(broker, face):
+    """The join completes in the background while the application does not poll, so its
+    on_assign waits for a poll; close may run it or cancel it, and on_revoke must not be
+    called for partitions the application was never given. (In Java both run inside poll:
+    a consumer is never told of revoking what it was not told it had.)"""
+    topic = make_topic(broker.bootstrap, 2)
+    group = f"g-{topic}"
+    calls = []
+    settings = {"bootstrap.servers": broker.bootstrap, "group.id": group}
+    callbacks = {"on_assign": lambda _c, tps: calls.append(("assign", set(tps))),
+                 "on_revoke": lambda _c, tps: calls.append(("revoke", set(tps)))}
+
+    def stable():
+        with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+            _wait_for("the group is stable",
+                      lambda: admin.describe_groups([group])[group].state == "Stable")
+
+    if face == "sync":
+        c = Consumer(settings)
+        c.subscribe([topic], **callbacks)
+        stable()
+        c.close()
+    else:
+        async def main():
+            c = await AsyncConsumer(settings).start()
+            c.subscribe([topic], **callbacks)
+            await asyncio.to_thread(stable)
+            await c.close()
+        asyncio.run(asyncio.wait_for(main(), 60))
+    announced = set()
+    for kind, tps in calls:
+        if kind == "assign":
+            announced |= tps
+        else:
+            assert tps <= announced, calls
+            announced -= tps

@@ -136,7 +136,9 @@ def test_two_members_split_a_topic_and_the_survivor_takes_all_when_one_closes(gb
             await b.close()
             await until(lambda: len(a.owner.assigned) == 4, what="survivor owns 4", poll=[a])
             assert time.monotonic() - started < SESSION_MS / 1000  # left, not timed out
-            assert b.owner.events[-1][0] == "revoke" and b.owner.assigned == set()
+            assert b.owner.assigned == set()
+            # revoked if on_assign told it of them; close may come before b polled for that
+            assert [k for k, _ in b.owner.events] in ([], ["assign", "revoke"])
     run(scenario())
 
 
