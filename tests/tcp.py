@@ -29,3 +29,13 @@ def ends(port, state=ESTABLISHED):
     conns = [c for c in connections(port) if c.state == state]
     server = {c.remote: c for c in conns if c.local == port}
     return [(c, server.get(c.local)) for c in conns if c.remote == port]
+
+
+def unread_by_server(port, sock):
+    """Bytes that `sock`, a client connected to server `port`, sent and the server has not
+    read yet (None once the connection is gone)."""
+    mine = sock.getsockname()[1]
+    for c in connections(port):
+        if c.local == port and c.remote == mine:
+            return c.unread
+    return None

@@ -13,3 +13,18 @@ def wait_until(predicate, timeout=60.0, what="condition", interval=0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(interval)
+
+
+def kafka_python_to_end(consumer, timeout=60.0):
+    """Every record a kafka-python consumer reads from its position up to the end offsets of
+    its assignment as of now: it stops on reaching them, not after a quiet period."""
+    assigned = consumer.assignment()
+    ends = consumer.end_offsets(list(assigned))
+    records = []
+
+    def done():
+        for batch in consumer.poll(200).values():
+            records.extend(batch)
+        return all(consumer.position(tp) >= ends[tp] for tp in assigned)
+    wait_until(done, timeout, what=f"kafka-python to reach {ends}", interval=0)
+    return records
