@@ -1,5 +1,6 @@
 """Waiting on a condition instead of sleeping: a loaded machine makes everything slower, so
 tests wait for what they need to see, with deadlines far beyond the usual time."""
+import sys
 import time
 
 
@@ -28,3 +29,14 @@ def kafka_python_to_end(consumer, timeout=60.0):
         return all(consumer.position(tp) >= ends[tp] for tp in assigned)
     wait_until(done, timeout, what=f"kafka-python to reach {ends}", interval=0)
     return records
+
+
+def blocked(thread):
+    """Whether `thread` is waiting inside threading (an Event, a Condition, a join): how a test
+    knows a call has started to block, without sleeping and hoping."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith("threading.py") and frame.f_code.co_name == "wait":
+            return True
+        frame = frame.f_back
+    return False
