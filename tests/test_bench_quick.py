@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RATIO = re.compile(r"^ratio .+ = (\S+)", re.MULTILINE)
 BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale",
               pytest.param("spark", marks=pytest.mark.xfail(
-                  strict=True, reason="bench spark waits for the Spark connector (issue 8)"))]
+                  strict=True, reason="bench spark is a placeholder until its benchmark is written (issue 8)"))]
 
 
 def _run(name, out, timeout=150):

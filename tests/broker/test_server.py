@@ -15,7 +15,7 @@ from minilog.connector.protocol import (
 )
 from minilog.connector.records import encode_batch
 from tcp import unread_by_server
-from waiting import wait_until
+from waiting import kafka_python_to_end, wait_until
 from wire import RawConnection
 
 
@@ -153,10 +153,9 @@ def test_large_fetches_are_whole_stored_batches_sent_from_the_file(broker):
         seen += [m.value() for m in c.consume(1000, 0.5) if not m.error()]
     c.close()
     assert seen == want
-    k = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                            consumer_timeout_ms=5000)
+    k = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
     k.assign([kafka.TopicPartition("large", 0)])
     k.seek(kafka.TopicPartition("large", 0), 0)
-    seen = [m.value for _, m in zip(range(len(want)), k)]
+    seen = [m.value for m in kafka_python_to_end(k)]
     k.close()
     assert seen == want
