@@ -5,7 +5,13 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from waiting import wait_until
 
 
@@ -118,12 +124,17 @@ def test_garbage_over_the_tail_is_detected_and_truncated(make_broker):
 
 def test_retention_deletes_old_segments_and_clients_reset_to_log_start(make_broker):
     b = make_broker(extra=["-o", "log.retention.check.interval.ms=300"])
-    _create(b.bootstrap, "short-lived", config={"segment.bytes": "1024", "retention.ms": "600000"})
-    an_hour_ago = int(time.time() * 1000) - 3600 * 1000  # past retention at once: no sleeping
+    _create(b.bootstrap, "short-lived", config={"segment.bytes": "1024", "retention.ms": "7200000"})
+    an_hour_ago = int(time.time() * 1000) - 3600 * 1000
     _produce(b.bootstrap, "short-lived", 30, prefix=b"old-" + b"x" * 100, timestamp=an_hour_ago)
     part_dir = Path(b.data_dir) / "data" / "short-lived-0"
     assert len(list(part_dir.glob("*.log"))) > 3
     _produce(b.bootstrap, "short-lived", 3, prefix=b"new")
+    # Retention shortened below the old records' age: they are past it at once, no sleeping.
+    shorter = ConfigResource(ConfigResource.Type.TOPIC, "short-lived", incremental_configs=[
+        ConfigEntry("retention.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.incremental_alter_configs([shorter])[shorter].result(15)
     admin_consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "x"})
     try:
         def trimmed():
