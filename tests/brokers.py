@@ -2,6 +2,9 @@
 
 Every process is bounded in time to start and is killed at teardown, whatever the test did.
 """
+import contextlib
+import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -19,6 +22,16 @@ class MinilogBroker(BrokerProcess):
             self._tmp = tempfile.TemporaryDirectory(prefix="minilog-test-")
             data_dir = self._tmp.name
         super().__init__(data_dir, port, node_id, extra)
+
+    @contextlib.contextmanager
+    def paused(self):
+        """SIGSTOP for the block: a silent broker, whose kernel still accepts connections and
+        takes requests that nothing reads or answers until SIGCONT."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        try:
+            yield self
+        finally:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def cleanup(self):
         self.kill()

@@ -17,7 +17,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RATIO = re.compile(r"^ratio .+ = (\S+)", re.MULTILINE)
-BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale"]
+BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale",
+              pytest.param("spark", marks=pytest.mark.xfail(
+                  strict=True, reason="bench spark is a placeholder until its benchmark is written (issue 8)"))]
 
 
 def _run(name, out, timeout=150):
@@ -37,12 +39,6 @@ def test_quick_benchmark_runs_and_prints_its_ratios(name, tmp_path):
     assert results["machine"]["nproc"] >= 1
     if importlib.util.find_spec("matplotlib") is not None:
         assert list((tmp_path / "img").glob(f"{name}-*.png"))
-
-
-def test_spark_benchmark_says_it_waits_for_the_connector(tmp_path):
-    proc = _run("spark", tmp_path, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert "not yet" in proc.stdout
 
 
 @pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")

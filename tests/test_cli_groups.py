@@ -1,17 +1,15 @@
 """`minilog groups ...` and `minilog consume --group` as a user runs them, checked against what
 confluent-kafka reports independently (committed offsets, watermarks)."""
-import subprocess
-import sys
 import time
 import uuid
 
 import confluent_kafka
 import pytest
 from brokers import MinilogBroker
+from clitools import FAILED, USAGE, ok, one_line_error, run
 from minilog.connector.client import Consumer, TopicPartition
 
 pytestmark = pytest.mark.timeout(180)
-CLI = [sys.executable, "-m", "minilog.connector.cli"]
 FAST = ["-o", "group.initial.rebalance.delay.ms=0", "-o", "group.min.session.timeout.ms=1000"]
 BASE_TS = 1_700_000_000_000
 
@@ -21,23 +19,6 @@ def gbroker():
     b = MinilogBroker(extra=FAST).start()
     yield b
     b.cleanup()
-
-
-def run(*args, timeout=60):
-    return subprocess.run([*CLI, *map(str, args)], check=False, capture_output=True,
-                          timeout=timeout)
-
-
-def ok(*args, **kwargs):
-    r = run(*args, **kwargs)
-    assert r.returncode == 0, r.stderr.decode()
-    return r.stdout.decode()
-
-
-def one_line_error(r):
-    err = r.stderr.decode()
-    assert r.returncode != 0 and err.count("\n") == 1 and "Traceback" not in err, err
-    return err
 
 
 def name(prefix):
@@ -122,12 +103,12 @@ def test_list_and_delete_groups(gbroker):
         c.commit()
         assert group in ok("groups", "list", "-b", bs).split()
         assert f"{group}\tStable" in ok("groups", "list", "--state", "-b", bs)
-        assert "NON_EMPTY_GROUP" in one_line_error(run("groups", "delete", group, "-b", bs))
+        assert "NON_EMPTY_GROUP" in one_line_error(run("groups", "delete", group, "-b", bs), FAILED)
     finally:
         c.close()
     assert ok("groups", "delete", group, "-b", bs) == f"Deleted consumer group {group}.\n"
     assert group not in ok("groups", "list", "-b", bs).split()
-    assert "does not exist" in one_line_error(run("groups", "describe", group, "-b", bs))
+    assert "does not exist" in one_line_error(run("groups", "describe", group, "-b", bs), FAILED)
 
 
 def test_reset_offsets_dry_run_then_execute(gbroker):
@@ -137,7 +118,7 @@ def test_reset_offsets_dry_run_then_execute(gbroker):
     try:
         c.commit({TopicPartition(topic, 0): 7, TopicPartition(topic, 1): 3})
         refused = one_line_error(run("groups", "reset-offsets", group, "--topic", topic,
-                                     "--to-earliest", "--execute", "-b", bs))
+                                     "--to-earliest", "--execute", "-b", bs), FAILED)
         assert "inactive" in refused and "Stable" in refused
     finally:
         c.close()
@@ -165,11 +146,11 @@ def test_reset_offsets_dry_run_then_execute(gbroker):
 def test_reset_offsets_usage_errors_are_one_line(gbroker):
     bs = gbroker.bootstrap
     assert "--topic" in one_line_error(run("groups", "reset-offsets", "g", "--to-earliest",
-                                           "-b", bs))
+                                           "-b", bs), USAGE)
     assert "ISO 8601" in one_line_error(run("groups", "reset-offsets", "g", "--topic", "t",
-                                            "--to-datetime", "yesterday", "-b", bs))
+                                            "--to-datetime", "yesterday", "-b", bs), USAGE)
     one_line_error(run("groups", "reset-offsets", "g", "--topic", "t", "--to-earliest",
-                       "--to-latest", "-b", bs))
+                       "--to-latest", "-b", bs), USAGE)
 
 
 def test_consume_with_a_group_resumes_where_the_last_run_stopped(gbroker):
@@ -183,5 +164,5 @@ def test_consume_with_a_group_resumes_where_the_last_run_stopped(gbroker):
     assert rest.split() == ["v8", "v9"]
     rows = table(ok("groups", "describe", group, "-b", bs))
     assert [(r["CURRENT-OFFSET"], r["LAG"]) for r in rows] == [("10", "0")]
-    err = one_line_error(run("consume", topic, "--group", group, "--offset", "3", "-b", bs))
+    err = one_line_error(run("consume", topic, "--group", group, "--offset", "3", "-b", bs), USAGE)
     assert "--group" in err

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 from brokers import MinilogBroker
-from test_cli import ok, one_line_error, run
+from clitools import FAILED, USAGE, ok, one_line_error, run
 
 pytestmark = pytest.mark.timeout(180)
 FAST = ["-o", "group.initial.rebalance.delay.ms=0"]
@@ -35,7 +35,7 @@ def test_from_beginning_with_a_group_applies_where_it_has_no_committed_offset(fa
 
 def test_from_beginning_contradicting_auto_offset_reset_is_one_line(fast_groups):
     err = one_line_error(run("consume", "t", "--group", "g", "--from-beginning",
-                             "-X", "auto.offset.reset=latest", "-b", fast_groups.bootstrap), code=2)
+                             "-X", "auto.offset.reset=latest", "-b", fast_groups.bootstrap), USAGE)
     assert "auto.offset.reset=latest" in err
 
 
@@ -54,20 +54,20 @@ def test_abbreviated_flags_are_refused_in_one_line(fast_groups, tmp_path, args, 
     args = [a.format(topic=topic, tmp=tmp_path) for a in args]
     bootstrap = [] if args[0] == "broker" else \
         ["--bootstrap-server", bs] if args[0] == "demo" else ["-b", bs]
-    err = one_line_error(run(*args, *bootstrap, timeout=60), code=2)
+    err = one_line_error(run(*args, *bootstrap, timeout=60), USAGE)
     assert flag in err
 
 
 def test_an_abbreviated_global_flag_is_refused(fast_groups):
-    one_line_error(run("--bootstrap", fast_groups.bootstrap, "topics", "list"), code=2)
+    one_line_error(run("--bootstrap", fast_groups.bootstrap, "topics", "list"), USAGE)
 
 
 def test_errors_name_their_subject_once(fast_groups):
     bs, topic = fast_groups.bootstrap, unique("subject")
     ok("topics", "create", topic, "-b", bs)
-    err = one_line_error(run("topics", "create", topic, "-b", bs), code=1)
+    err = one_line_error(run("topics", "create", topic, "-b", bs), FAILED)
     assert err == f"minilog: TOPIC_ALREADY_EXISTS (36): topic '{topic}' already exists\n"
-    err = one_line_error(run("topics", "delete", unique("missing"), "-b", bs), code=1)
+    err = one_line_error(run("topics", "delete", unique("missing"), "-b", bs), FAILED)
     assert err.count("'subject-") == 0 and err.count("'missing-") == 1, err
-    err = one_line_error(run("topics", "alter", topic, "--partitions", 1, "-b", bs), code=1)
+    err = one_line_error(run("topics", "alter", topic, "--partitions", 1, "-b", bs), FAILED)
     assert err.count(f"'{topic}'") == 1, err

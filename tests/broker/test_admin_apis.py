@@ -125,13 +125,18 @@ def test_kafka_python_admin_client(broker):
     from kafka.admin import NewTopic as KNewTopic
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
-        admin.create_topics([KNewTopic("kp-admin", 2, 1, topic_configs={"retention.ms": "3600000"})])
+        created = admin.create_topics([KNewTopic("kp-admin", 2, 1,
+                                                 topic_configs={"retention.ms": "3600000"})])
+        assert [(t["name"], t["error_code"], t["num_partitions"]) for t in created["topics"]] == \
+            [("kp-admin", 0, 2)]
         assert "kp-admin" in admin.list_topics()
         described = admin.describe_topics(["kp-admin"])
         assert len(described[0]["partitions"]) == 2
-        admin.create_partitions({"kp-admin": KNewPartitions(3)})
+        grown = admin.create_partitions({"kp-admin": KNewPartitions(3)})
+        assert [(r.name, r.error_code) for r in grown.results] == [("kp-admin", 0)]
+        assert len(admin.describe_topics(["kp-admin"])[0]["partitions"]) == 3
         cfg = admin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "kp-admin")])
-        assert "retention.ms" in str(cfg)
+        assert cfg["topic"]["kp-admin"]["retention.ms"]["value"] == "3600000"
         admin.delete_topics(["kp-admin"])
         assert "kp-admin" not in admin.list_topics()
     finally:

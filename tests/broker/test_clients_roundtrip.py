@@ -4,6 +4,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import kafka_python_to_end
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 N_PER_CODEC = 60
@@ -106,9 +107,9 @@ def test_kafka_python_producer_and_consumer_round_trip(broker, compression):
     metas = [f.get(timeout=15) for f in futures]
     producer.close(5)
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+                             auto_offset_reset="earliest")
     consumer.assign([KTP(topic, 0), KTP(topic, 1)])
-    records = list(consumer)
+    records = kafka_python_to_end(consumer)
     consumer.close()
     assert len(records) == 100
     assert {(r.partition, r.offset) for r in records} == {(m.partition, m.offset) for m in metas}

@@ -5,7 +5,14 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+from waiting import wait_until
 
 
 def _create(bootstrap, name, partitions=1, config=None):
@@ -74,11 +81,12 @@ def _only_segment(data_dir, topic):
     return logs[-1]
 
 
-def _produce(bootstrap, topic, n, prefix=b"r"):
+def _produce(bootstrap, topic, n, prefix=b"r", timestamp=0):
+    """`n` records, one per batch, stamped now (or at `timestamp`, ms)."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
     for i in range(n):
-        p.produce(topic, value=prefix + b"%d" % i)
-        p.flush(10)
+        p.produce(topic, value=prefix + b"%d" % i, timestamp=timestamp)
+        assert p.flush(30) == 0
 
 
 def test_truncated_tail_is_recovered_and_earlier_records_survive(make_broker):
@@ -116,22 +124,26 @@ def test_garbage_over_the_tail_is_detected_and_truncated(make_broker):
 
 def test_retention_deletes_old_segments_and_clients_reset_to_log_start(make_broker):
     b = make_broker(extra=["-o", "log.retention.check.interval.ms=300"])
-    _create(b.bootstrap, "short-lived", config={"segment.bytes": "1024", "retention.ms": "1500"})
-    _produce(b.bootstrap, "short-lived", 30, prefix=b"old-" + b"x" * 100)
+    _create(b.bootstrap, "short-lived", config={"segment.bytes": "1024", "retention.ms": "7200000"})
+    an_hour_ago = int(time.time() * 1000) - 3600 * 1000
+    _produce(b.bootstrap, "short-lived", 30, prefix=b"old-" + b"x" * 100, timestamp=an_hour_ago)
     part_dir = Path(b.data_dir) / "data" / "short-lived-0"
     assert len(list(part_dir.glob("*.log"))) > 3
-    time.sleep(1.6)
     _produce(b.bootstrap, "short-lived", 3, prefix=b"new")
-    deadline = time.monotonic() + 10
+    # Retention shortened below the old records' age: they are past it at once, no sleeping.
+    shorter = ConfigResource(ConfigResource.Type.TOPIC, "short-lived", incremental_configs=[
+        ConfigEntry("retention.ms", "600000", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.incremental_alter_configs([shorter])[shorter].result(15)
     admin_consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "x"})
-    low = 0
-    while time.monotonic() < deadline:
-        low, high = admin_consumer.get_watermark_offsets(TopicPartition("short-lived", 0), 5)
-        if low >= 20:
-            break
-        time.sleep(0.2)
-    admin_consumer.close()
-    assert 20 <= low <= 30 and high == 33
+    try:
+        def trimmed():
+            low, high = admin_consumer.get_watermark_offsets(TopicPartition("short-lived", 0), 15)
+            return low >= 20 and (low, high)
+        low, high = wait_until(trimmed, what="retention to move the log start")
+    finally:
+        admin_consumer.close()
+    assert 20 <= low <= 30 and high == 33  # the new records' segment stays
     # A fetch from offset 0 is below the log start: the client gets OFFSET_OUT_OF_RANGE and resets.
     got = _read_all(b.bootstrap, "short-lived", reset="earliest", start=0)
     assert got[0].offset() == low

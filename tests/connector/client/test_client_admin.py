@@ -86,9 +86,13 @@ def test_topic_and_broker_configs(cluster, admin):
     assert configs["retention.bytes"].value == "1048576"
     assert configs["retention.ms"].is_default
     broker_id = admin.describe_cluster().brokers[0].node_id
-    assert admin.describe_configs("broker", broker_id)
-    with pytest.raises(KafkaError):
+    broker = admin.describe_configs("broker", broker_id)
+    assert broker["node.id"].value == str(broker_id)
+    assert broker["message.max.bytes"].value == "1048588"  # Kafka's default, not overridden here
+    with pytest.raises(KafkaError) as unknown:
         admin.alter_configs("topic", name, set={"no.such.setting": "1"})
+    assert unknown.value.name == "INVALID_CONFIG" and "no.such.setting" in str(unknown.value)
+    assert "no.such.setting" not in admin.describe_configs("topic", name)
 
 
 def test_delete_records(cluster, admin):

@@ -1,9 +1,10 @@
-"""Delivery outcomes and the producer's hand-over, the per-record hot path.
+"""Delivery outcomes and the producer's hand-over, the per-record hot path, against real brokers.
 
 A batch completes its futures in one pass (each gets the batch and its index; RecordMetadata
 is built only when asked), and `Producer.send` hands records to the loop thread, which appends
-the common ones inline. These tests pin down that nothing of the old per-record behaviour was
-lost: every future ends once, callbacks run exactly once, waiters wake, order holds.
+the common ones inline. These tests pin down that nothing of the per-record behaviour is lost:
+every future ends once, callbacks run exactly once, waiters wake, order holds. Where a test
+needs a delivery to be still pending, the broker is paused (SIGSTOP): it cannot answer.
 """
 import logging
 import threading
@@ -17,127 +18,123 @@ from minilog.connector.client import (
     KafkaTimeoutError,
     Producer,
     RecordMetadata,
-    TopicPartition,
 )
-from minilog.connector.client.config import Config
-from minilog.connector.client.delivery import _SentFuture
-from minilog.connector.client.sender import ProducerCore, _Batch
 from minilog.connector.protocol import ErrorCode
+from waiting import blocked, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _core():
-    return ProducerCore(Config("producer", {"bootstrap.servers": "127.0.0.1:1"}), False)
+@pytest.fixture
+def ready(make_broker):
+    """A broker of its own (tests pause it), a topic, and a producer that has delivered once
+    (connected, metadata known), so a later send waits on the broker alone."""
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    with Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0}) as p:
+        assert p.send(topic, b"first").result(30).offset == 0
+        yield b, topic, p
 
 
-def _sent(on_delivery=None):
-    fut = _SentFuture()  # as Producer.send makes them
-    fut._watch = None if on_delivery is None else [on_delivery]
-    return fut
-
-
-def _batch(core, futures, t0=1000):
-    tp = TopicPartition("t", 3)
-    b = _Batch(tp, 0.0, 1e9, [tp.partition])
-    for i, fut in enumerate(futures):
-        b.records.append((t0 + i, None, b"v%d" % i, ()))
-        b.futures.append(fut)
-        b.size += 26
-    core._unfinished += len(futures)
-    return b
-
-
-def test_batch_completes_every_future_with_lazy_metadata():
-    core = _core()
-    futs = [_sent() for _ in range(5)]
-    b = _batch(core, futs)
-    assert not any(f.done() for f in futs)
-    core._complete(b, 42, None)
+def test_batch_completes_every_future_with_its_metadata(broker):
+    topic = make_topic(broker.bootstrap, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50}) as p:
+        futs = [p.send(topic, b"v%d" % i, timestamp=1000 + i) for i in range(5)]
+        assert p.flush(30) == 0
+    assert [f.result(0) for f in futs] == [RecordMetadata(topic, 0, i, 1000 + i) for i in range(5)]
     assert all(f.done() and f.exception(0) is None for f in futs)
-    assert [f.result(0) for f in futs] == [RecordMetadata("t", 3, 42 + i, 1000 + i)
-                                          for i in range(5)]
-    assert b.records is None and b.data is None  # what outlives the batch: timestamps only
-    assert core._unfinished == 0
 
 
-@pytest.mark.parametrize(("base_offset", "lat", "offsets", "timestamps"), [
-    (7, 5555, [7, 8], [5555, 5555]),      # LogAppendTime: the broker's time for every record
-    (-1, -1, [-1, -1], [1000, 1001]),     # acks=0: no offset, the records' own timestamps
-])
-def test_log_append_time_and_acks_0(base_offset, lat, offsets, timestamps):
-    core = _core()
-    futs = [_sent(), _sent()]
-    core._complete(_batch(core, futs), base_offset, lat)
-    assert [f.result(0).offset for f in futs] == offsets
-    assert [f.result(0).timestamp for f in futs] == timestamps
+def test_log_append_time_replaces_the_records_timestamps(broker):
+    topic = make_topic(broker.bootstrap, 1, {"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50}) as p:
+        futs = [p.send(topic, b"a", timestamp=1000), p.send(topic, b"b", timestamp=1001)]
+        assert p.flush(30) == 0
+    mds = [f.result(0) for f in futs]
+    assert [md.offset for md in mds] == [0, 1]
+    assert all(md.timestamp >= before for md in mds)  # the broker's clock, not 1000 and 1001
 
 
-def test_failure_reaches_future_and_callback():
-    core = _core()
+def test_acks_0_reports_no_offset_and_the_records_own_timestamps(broker):
+    topic = make_topic(broker.bootstrap, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "acks": 0, "linger.ms": 50}) as p:
+        futs = [p.send(topic, b"a", timestamp=1000), p.send(topic, b"b", timestamp=1001)]
+        assert p.flush(30) == 0
+    assert [(f.result(0).offset, f.result(0).timestamp) for f in futs] == [(-1, 1000), (-1, 1001)]
+    assert [m.value() for m in confluent_consume(broker.bootstrap, topic, [0], 2)] == [b"a", b"b"]
+
+
+def test_failure_reaches_future_and_callback(broker):
+    """The broker refuses the batch (the topic's max.message.bytes): both ways of hearing of
+    it get the same error."""
+    topic = make_topic(broker.bootstrap, 1, {"max.message.bytes": "1000"})
     seen = []
-    futs = [_sent(lambda f: seen.append(f.exception(0))), _sent()]
-    b = _batch(core, futs)
-    err = KafkaError(ErrorCode.MESSAGE_TOO_LARGE, "too big")
-    core._fail(b.futures, err, b.size, len(b.records))
-    assert seen == [err]
-    for f in futs:
-        assert f.done() and f.exception(0) is err
-        with pytest.raises(KafkaError, match="too big"):
-            f.result(0)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        fut = p.send(topic, b"x" * 2000, on_delivery=lambda err, md: seen.append((err, md)))
+        p.flush(30)
+    err = fut.exception(0)
+    assert isinstance(err, KafkaError) and err.name == "MESSAGE_TOO_LARGE"
+    assert seen == [(err, None)]
+    with pytest.raises(KafkaError, match="MESSAGE_TOO_LARGE"):
+        fut.result(0)
 
 
-def test_callbacks_run_once_in_order_and_their_errors_are_logged(caplog):
-    core = _core()
+def test_callbacks_run_once_in_order_and_their_errors_are_logged(ready, caplog):
+    b, topic, p = ready
     calls = []
 
     def bad(f):
         calls.append("bad")
         raise RuntimeError("callback bug")
-    fut = _sent(lambda f: calls.append(("first", f.result(0).offset)))
-    fut.add_done_callback(bad)
-    fut.add_done_callback(lambda f: calls.append("third"))
     with caplog.at_level(logging.ERROR, "minilog.client"):
-        core._complete(_batch(core, [fut]), 0, None)
-    assert calls == [("first", 0), "bad", "third"]
+        with b.paused():  # still pending while the callbacks are added: the loop thread runs them
+            fut = p.send(topic, b"x", on_delivery=lambda err, md: calls.append(("first", md.offset)))
+            fut.add_done_callback(bad)
+            fut.add_done_callback(lambda f: calls.append("third"))
+            assert not fut.done()
+        assert p.flush(30) == 0
+    assert calls == [("first", 1), "bad", "third"]
     assert "delivery callback failed" in caplog.text
     fut.add_done_callback(lambda f: calls.append("late"))  # already done: runs at once
     assert calls[-1] == "late" and len(calls) == 4
 
 
-def test_waiter_in_another_thread_wakes_and_pending_times_out():
-    core = _core()
-    fut = _sent()
-    with pytest.raises(KafkaTimeoutError):
-        fut.result(0.01)
+def test_waiter_in_another_thread_wakes_and_pending_times_out(ready):
+    b, topic, p = ready
     got = []
-    t = threading.Thread(target=lambda: got.append(fut.result(10)))
-    t.start()
-    time.sleep(0.05)
-    core._complete(_batch(core, [fut]), 100, None)
-    t.join(10)
-    assert got == [RecordMetadata("t", 3, 100, 1000)]
-
-
-def test_callbacks_added_while_batches_complete_run_exactly_once():
-    """add_done_callback from another thread racing the loop thread's completion."""
-    core = _core()
-    for _ in range(20):
-        futs = [_sent() for _ in range(2000)]
-        b = _batch(core, futs)
-        counts = [0] * len(futs)
-
-        def add(futs=futs, counts=counts):
-            for i, f in enumerate(futs):
-                f.add_done_callback(lambda _, i=i, c=counts: c.__setitem__(i, c[i] + 1))
-        t = threading.Thread(target=add)
+    with b.paused():
+        fut = p.send(topic, b"x", timestamp=1000)
+        with pytest.raises(KafkaTimeoutError):
+            fut.result(0.01)
+        t = threading.Thread(target=lambda: got.append(fut.result(60)))
         t.start()
-        core._complete(b, 0, None)
-        t.join(10)
+        wait_until(lambda: blocked(t), what="the waiter to block")
+    t.join(60)
+    assert got == [RecordMetadata(topic, 0, 1, 1000)]
+
+
+def test_callbacks_added_while_batches_complete_run_exactly_once(ready):
+    """add_done_callback from another thread racing the loop thread's completion: the broker
+    is let go while the callbacks are being added."""
+    b, topic, p = ready
+    for _ in range(10):
+        with b.paused():
+            futs = [p.send(topic, b"r") for _ in range(2000)]
+            counts = [0] * len(futs)
+
+            def add(futs=futs, counts=counts):
+                for i, f in enumerate(futs):
+                    f.add_done_callback(lambda _, i=i, c=counts: c.__setitem__(i, c[i] + 1))
+            t = threading.Thread(target=add)
+            t.start()
+        assert p.flush(30) == 0
+        t.join(30)
         assert counts == [1] * len(futs)
 
 
-def test_public_delivery_future_still_works_standalone():
+def test_public_delivery_future_works_standalone():
+    """DeliveryFuture is public for code that hands out futures of its own."""
     fut = DeliveryFuture()
     seen = []
     fut.add_done_callback(seen.append)
@@ -148,11 +145,6 @@ def test_public_delivery_future_still_works_standalone():
     bad = DeliveryFuture()
     bad.set_exception(KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "x"))
     assert bad.done() and isinstance(bad.exception(0), KafkaError) and "failed" in repr(bad)
-    # a future the producer did not make goes through the batch completion too
-    core = _core()
-    mine = DeliveryFuture()
-    core._complete(_batch(core, [_sent(), mine]), 5, None)
-    assert mine.result(0).offset == 6
 
 
 def test_hand_over_mixes_inline_and_slow_paths_in_order(broker):
@@ -198,22 +190,6 @@ def test_hand_over_mixes_inline_and_slow_paths_in_order(broker):
         assert [m.value() for m in got] == [v for _, v in sent]
 
 
-def test_sends_block_on_buffer_memory_and_all_arrive(broker):
-    topic = make_topic(broker.bootstrap, 1)
-    released = []
-    with Producer({"bootstrap.servers": broker.bootstrap, "buffer.memory": 20_000,
-                   "batch.size": 5_000, "linger.ms": 1}) as p:
-        real_release, real_wait = p._release, p._wait_for_space
-        waits = []
-        p._core.on_release = lambda n, size: (released.append(size), real_release(n, size))
-        p._wait_for_space = lambda size: (waits.append(size), real_wait(size))
-        futs = [p.send(topic, b"%04d" % i + b"x" * 996) for i in range(500)]
-        assert p.flush(30) == 0
-        assert p._reserved == p._released == sum(released) == 500 * 1024
-        assert [f.result(0).offset for f in futs] == list(range(500))
-    assert waits  # the buffer filled up: sends waited for deliveries to free it
-
-
 def test_send_to_missing_topic_fails_after_max_block(broker):
     with Producer({"bootstrap.servers": broker.bootstrap, "allow.auto.create.topics": False,
                    "max.block.ms": 300}) as p:
@@ -222,3 +198,39 @@ def test_send_to_missing_topic_fails_after_max_block(broker):
             with pytest.raises(KafkaError) as e:
                 f.result(10)
             assert e.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def test_sends_block_on_buffer_memory_until_deliveries_free_it(make_broker):
+    """While the broker cannot answer, sends fill buffer.memory and then block: until
+    max.block.ms (then fail), or until deliveries free space (then all arrive, in order)."""
+    b = make_broker()
+    topic = make_topic(b.bootstrap, 1)
+    value = b"x" * 1000
+    settings = {"bootstrap.servers": b.bootstrap, "buffer.memory": 20_000, "batch.size": 5_000,
+                "linger.ms": 1}
+    with Producer({**settings, "max.block.ms": 500}) as impatient, \
+            Producer({**settings, "max.block.ms": 120_000}) as patient:
+        impatient.send(topic, b"w").result(30)
+        patient.send(topic, b"w").result(30)
+        with b.paused():
+            accepted = []
+            with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
+                while len(accepted) < 100:
+                    accepted.append(impatient.send(topic, value))
+            assert 0 < len(accepted) <= 20  # no more than buffer.memory holds
+            sent = []
+            t = threading.Thread(target=lambda: sent.extend(
+                patient.send(topic, b"%04d" % i + value) for i in range(200)))
+            t.start()
+            wait_until(lambda: blocked(t), what="a send to block on buffer.memory")
+            assert not any(f.done() for f in accepted)
+        t.join(60)
+        assert impatient.flush(60) == 0 and patient.flush(60) == 0
+        assert all(f.exception(0) is None for f in accepted + sent) and len(sent) == 200
+        # Everything delivered was released: the buffer takes as much again without blocking.
+        again = [impatient.send(topic, value) for _ in range(300)]
+        assert impatient.flush(60) == 0 and all(f.exception(0) is None for f in again)
+    offsets = [f.result(0).offset for f in sent]
+    assert offsets == sorted(offsets)
+    values = [m.value() for m in confluent_consume(b.bootstrap, topic, [0], 2 + len(accepted) + 500)]
+    assert [v for v in values if v[:4].isdigit()] == [b"%04d" % i + value for i in range(200)]

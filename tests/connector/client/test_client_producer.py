@@ -1,7 +1,5 @@
 """Our producer against real brokers, read back by confluent-kafka (a client we did not write)."""
 import asyncio
-import os
-import signal
 import threading
 import time
 
@@ -17,6 +15,8 @@ from minilog.connector.client import (
     Producer,
     TopicPartition,
 )
+from tcp import CLOSE_WAIT, ends
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -101,11 +101,9 @@ def test_errors_reach_the_future_not_silence(cluster):
         with pytest.raises(KafkaError) as too_large:
             p.send(topic, b"x" * 4096).result(10)
         assert too_large.value.name == "MESSAGE_TOO_LARGE"
-        t0 = time.monotonic()
-        with pytest.raises(KafkaError) as unknown:
-            p.send(unique("missing"), b"x").result(10)
+        with pytest.raises(KafkaError) as unknown:  # after max.block.ms, not a result timeout
+            p.send(unique("missing"), b"x").result(60)
         assert unknown.value.name == "UNKNOWN_TOPIC_OR_PARTITION"
-        assert time.monotonic() - t0 < 5
         with pytest.raises(TypeError):
             p.send(topic, 12345)
 
@@ -246,27 +244,35 @@ def test_a_batch_sent_while_the_leader_reconnects_keeps_its_place(make_broker):
     test then lets the answer arrive while its own code blocks the event loop and queues the
     next record in that same moment, so the client sees both in one loop iteration. A client
     that fixes a batch's sequence before its connection is ready then writes the second batch
-    first, and the broker rejects it as OUT_OF_ORDER_SEQUENCE_NUMBER.
+    first, and the broker rejects it as OUT_OF_ORDER_SEQUENCE_NUMBER. Each step waits for
+    what the kernel shows of the connections (tcp.py), not for time to pass.
     """
     b = make_broker()
     topic = make_topic(b.bootstrap, 1)
+
+    async def until(predicate, what):
+        deadline = time.monotonic() + 60
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.01)
 
     async def main():
         async with AsyncProducer({"bootstrap.servers": b.bootstrap, "linger.ms": 0}) as p:
             first = await p.send_and_wait(topic, b"0")
             await asyncio.to_thread(b.restart)
-            os.kill(b.proc.pid, signal.SIGSTOP)
-            try:
-                await asyncio.sleep(0.2)  # the client has seen its old connection close
+            with b.paused():
+                await until(lambda: not ends(b.port, CLOSE_WAIT), "the old connection closed")
                 a = await p.send(topic, b"1")  # reconnects; the broker cannot answer yet
-                await asyncio.sleep(0.2)
-            finally:
-                os.kill(b.proc.pid, signal.SIGCONT)
-            time.sleep(0.5)  # noqa: ASYNC251 - blocks the loop on purpose: the broker answers
+                await until(lambda: any(theirs and theirs.unread for _, theirs in ends(b.port)),
+                            "ApiVersions waiting at the paused broker")
+            # Blocks the loop on purpose until the broker's answer waits in the client's socket.
+            wait_until(lambda: any(mine.unread for mine, _ in ends(b.port)),
+                       what="the ApiVersions answer")
+            assert not a.done()  # the race is staged: "1" waits for the answer just arrived
             c = await p.send(topic, b"2")  # no await inside: queued in this same step
             done = await asyncio.gather(a, c, return_exceptions=True)
             return [first, *done]
-    got = asyncio.run(asyncio.wait_for(main(), 60))
+    got = asyncio.run(asyncio.wait_for(main(), 120))
     assert [getattr(m, "offset", m) for m in got] == [0, 1, 2]
     assert [m.value() for m in confluent_consume(b.bootstrap, topic, [0], 3)] == [b"0", b"1", b"2"]
 
@@ -285,7 +291,6 @@ def test_async_producer_for_asyncio_code(cluster):
 
 
 def test_unreachable_cluster_fails_at_once():
-    t0 = time.monotonic()
-    with pytest.raises(KafkaConnectionError, match="Connection refused"):
-        Producer({"bootstrap.servers": "127.0.0.1:1"})
-    assert time.monotonic() - t0 < 5
+    with pytest.raises(KafkaConnectionError, match="Connection refused"):  # the module's
+        Producer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 600_000,  # timeout is
+                  "socket.connection.setup.timeout.ms": 600_000})  # far below these
