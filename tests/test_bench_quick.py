@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RATIO = re.compile(r"^ratio .+ = (\S+)", re.MULTILINE)
-BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale"]
+BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale", "spark"]
+TIMEOUTS = {"spark": 420}  # a Spark session takes 20-60 s to start on a busy 2-core machine
 
 
 def _run(name, out, timeout=150):
@@ -27,7 +28,7 @@ def _run(name, out, timeout=150):
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_quick_benchmark_runs_and_prints_its_ratios(name, tmp_path):
-    proc = _run(name, tmp_path)
+    proc = _run(name, tmp_path, TIMEOUTS.get(name, 150))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ratios = RATIO.findall(proc.stdout)
     assert ratios, proc.stdout[-3000:]
@@ -37,12 +38,6 @@ def test_quick_benchmark_runs_and_prints_its_ratios(name, tmp_path):
     assert results["machine"]["nproc"] >= 1
     if importlib.util.find_spec("matplotlib") is not None:
         assert list((tmp_path / "img").glob(f"{name}-*.png"))
-
-
-def test_spark_benchmark_says_it_waits_for_the_connector(tmp_path):
-    proc = _run("spark", tmp_path, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert "not yet" in proc.stdout
 
 
 @pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed")
