@@ -1,15 +1,273 @@
-"""spark: the `format("minilog")` read and write benchmark (issue 8); waits for the connector.
+"""spark: `format("minilog")` in a local Spark session, against what Spark and users can do
+without it (issues 8 and 14).
 
-Planned: streaming read rows/s through `format("minilog")` into a `noop` sink against a
-synthetic Python DataSource yielding the same Arrow batches (target >= 0.6 of it), and write
-rows/s.
+One minilog broker, one Spark session (`local[2]`, UI off), 1M records of 100 B over 4
+partitions (quick: 50k, no warm-up), each measurement repeated with the alternatives
+interleaved, median kept:
+
+- **read**: a streaming query, `trigger(availableNow=True)` into `format("noop")`, timed from
+  `readStream` to its end (query start included), through `format("minilog")`, through a
+  synthetic Python DataSource handing out the same Arrow batches (same schema, partitions, rows
+  and batch sizes) from memory, the ceiling for any Python source (target: minilog >= 0.8 of
+  it), and through a naive source on confluent-kafka's `consume()` yielding tuples.
+- **pool**: the per-worker client pool (`datasource/clients.py`), on and off, as time per
+  micro-batch of a query made of many small ones (`maxOffsetsPerTrigger`). "Off" is the same
+  source registered under another name while `MINILOG_CLIENT_POOL=0` is in the session's
+  `environment`: Spark starts separate Python workers with that environment for it (checked:
+  `spark.executorEnv.*` and the driver's environment at start also reach the workers, but for
+  the whole session).
+- **write**: rows/s of `df.write.format("minilog")...mode("append").save()` against a
+  `foreachPartition` writer on confluent-kafka's Producer (same producer settings), each run
+  into a new topic, its record count checked, the topic deleted after.
 """
-from .report import main_args
+import json
+import os
+import sys
+import tempfile
+import time
+
+from . import clients, cluster, spark_sources
+from .report import Report, bars, main_args, median
+
+RECORDS, QUICK_RECORDS = 1_000_000, 50_000
+PARTITIONS, SIZE = 4, 100
+POOL_RECORDS, QUICK_POOL_RECORDS, POOL_TRIGGER = 60_000, 6_000, 2_000
+READERS = ("minilog", "synthetic", "naive confluent")
+WRITERS = ("minilog sink", "confluent foreachPartition")
+POOL = {"pool on": "minilog", "pool off": "minilog_nopool"}
+
+
+def start_spark():
+    """The local session every measurement shares, with the baseline sources registered."""
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ.pop("MINILOG_CLIENT_POOL", None)
+    from pyspark import cloudpickle
+    from pyspark.sql import SparkSession
+    cloudpickle.register_pickle_by_value(spark_sources)
+    spark = (SparkSession.builder.master("local[2]").appName("minilog-bench")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "2")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(spark_sources.SyntheticSource)
+    spark.dataSource.register(spark_sources.NaiveSource)
+    env = spark.sparkContext.environment
+    env["MINILOG_CLIENT_POOL"] = "0"
+    try:
+        spark.dataSource.register(spark_sources.MinilogWithoutPool)
+    finally:
+        del env["MINILOG_CLIENT_POOL"]
+    return spark
+
+
+def fill(bootstrap, topic, n):
+    """`n` records of SIZE bytes over PARTITIONS partitions; returns [[partition, end, [rows
+    per batch as minilog's fetches return them]]], the shape the baselines copy."""
+    from minilog.connector.client import Consumer, TopicPartition
+    cluster.create_topic(bootstrap, topic, PARTITIONS)
+    prod = clients.producer("minilog-arrow", clients.producer_config(bootstrap))
+    try:
+        prod.produce(topic, clients.value_of(SIZE), n, PARTITIONS)
+    finally:
+        prod.close()
+    c = Consumer({"bootstrap.servers": bootstrap})
+    try:
+        parts = []
+        for p in range(PARTITIONS):
+            tp = TopicPartition(topic, p)
+            end = c.end_offsets([tp])[tp]
+            parts.append([p, end, [b.num_rows for b in c.fetch_range_arrow(tp, 0, end, 60)]])
+    finally:
+        c.close()
+    if sum(end for _, end, _ in parts) != n:
+        raise RuntimeError(f"{topic} holds {[end for _, end, _ in parts]} records, not {n}")
+    return parts
+
+
+def stream(spark, fmt, options, rows, timeout=600):
+    """Run `fmt` with `options` as an availableNow query into noop, to its end: (seconds,
+    [progress of each micro-batch]); fails unless exactly `rows` rows were read."""
+    with tempfile.TemporaryDirectory(prefix="minilog-bench-ckpt-") as ckpt:
+        t0 = time.perf_counter()
+        q = (spark.readStream.format(fmt).options(**options).load().writeStream
+             .format("noop").option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+        try:
+            if not q.awaitTermination(timeout):
+                raise TimeoutError(f"{fmt}: the availableNow query did not end in {timeout} s")
+        finally:
+            q.stop()
+        seconds = time.perf_counter() - t0
+        if q.exception() is not None:
+            raise RuntimeError(f"{fmt}: {q.exception()}")
+        progress = list({p["batchId"]: p for p in q.recentProgress if p["numInputRows"]}.values())
+    got = sum(p["numInputRows"] for p in progress)
+    if got != rows:
+        raise RuntimeError(f"{fmt} read {got} rows, expected {rows}")
+    return seconds, progress
+
+
+def interleaved(variants, repeats, warmup):
+    """{name: [result of each timed run]} of `variants` ({name: run()}): one warm-up run each
+    (if `warmup`), then `repeats` rounds taking each in turn, so machine noise spreads over
+    all of them."""
+    for run in variants.values() if warmup else ():
+        run()
+    results = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, run in variants.items():
+            results[name].append(run())
+    return results
+
+
+def throughput_rows(rep, kind, times, n):
+    rows = []
+    for name, ts in times.items():
+        t = median(ts)
+        rows.append({"what": name, "rows": n, "seconds": t, "rows_s": n / t,
+                     "min": n / max(ts), "max": n / min(ts), "mb_s": n * SIZE / t / 1e6})
+        rep.log(f"{kind} {name:28} {n / t:>12,.0f} rows/s  ({t:.2f} s)")
+    return rows
+
+
+def measure_read(rep, spark, bootstrap, n, repeats, warmup):
+    parts = fill(bootstrap, "read", n)
+    rep.log(f"filled: {n:,} records, {sum(len(s) for *_, s in parts)} fetched batches")
+    options = {
+        "minilog": ("minilog", {"kafka.bootstrap.servers": bootstrap, "subscribe": "read",
+                                "startingOffsets": "earliest"}),
+        "synthetic": ("bench_synthetic", {"topic": "read", "parts": json.dumps(parts),
+                                          "valueSize": str(SIZE)}),
+        "naive confluent": ("bench_naive", {"bootstrap": bootstrap, "topic": "read",
+                                            "parts": json.dumps(parts)}),
+    }
+    times = interleaved({name: (lambda f=fmt, o=opts: stream(spark, f, o, n)[0])
+                         for name, (fmt, opts) in options.items()}, repeats, warmup)
+    return throughput_rows(rep, "read ", times, n)
+
+
+def measure_pool(rep, spark, bootstrap, n, repeats, warmup):
+    fill(bootstrap, "pool", n)
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "pool",
+               "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(POOL_TRIGGER)}
+    runs = interleaved({name: (lambda f=fmt: stream(spark, f, options, n)[1])
+                        for name, fmt in POOL.items()}, repeats, warmup)
+    rows = []
+    for name, progresses in runs.items():
+        batches = [p["durationMs"] for progress in progresses for p in progress]
+        trigger = median([d["triggerExecution"] for d in batches])
+        tasks = median([d["addBatch"] for d in batches])
+        rows.append({"what": name, "batches": len(batches), "rows_batch": POOL_TRIGGER,
+                     "trigger_ms": trigger, "add_batch_ms": tasks})
+        rep.log(f"pool  {name:28} {trigger:6.0f} ms per micro-batch, {tasks:.0f} ms of it in "
+                f"addBatch ({len(batches)} micro-batches)")
+    return rows
+
+
+def measure_write(rep, spark, bootstrap, n, repeats, warmup):
+    from pyspark.sql import functions as F
+    value = clients.value_of(SIZE)
+    df = spark.range(0, n, 1, PARTITIONS).select(F.lit(bytearray(value)).alias("value"))
+    topics = iter(f"write-{i}" for i in range(10_000))
+    settings = clients.PRODUCER
+
+    def into_new_topic(write):
+        topic = next(topics)
+        cluster.create_topic(bootstrap, topic, PARTITIONS)
+        t0 = time.perf_counter()
+        write(topic)
+        seconds = time.perf_counter() - t0
+        _check_and_delete(bootstrap, topic, n)
+        return seconds
+
+    def sink(topic):
+        (df.write.format("minilog").option("kafka.bootstrap.servers", bootstrap)
+         .options(**{f"kafka.{k}": str(v) for k, v in settings.items()})
+         .option("topic", topic).mode("append").save())
+
+    def by_hand(topic):
+        df.foreachPartition(spark_sources.confluent_writer(bootstrap, topic, settings))
+
+    times = interleaved({"minilog sink": lambda: into_new_topic(sink),
+                         "confluent foreachPartition": lambda: into_new_topic(by_hand)},
+                        repeats, warmup)
+    return throughput_rows(rep, "write", times, n)
+
+
+def _check_and_delete(bootstrap, topic, n):
+    from minilog.connector.client import AdminClient, Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap})
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        got = sum(c.end_offsets(tps).values())
+    finally:
+        c.close()
+    if got != n:
+        raise RuntimeError(f"{topic} received {got} records, expected {n}")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.delete_topic(topic)
+    finally:
+        admin.close()
+
+
+def run(args):
+    import pyspark
+    quick = args.quick
+    repeats = args.repeats or (1 if quick else 3)
+    n = QUICK_RECORDS if quick else RECORDS
+    pool_n = QUICK_POOL_RECORDS if quick else POOL_RECORDS
+    rep = Report("spark", quick, args.out, {
+        "records": n, "value_bytes": SIZE, "partitions": PARTITIONS, "repeats": repeats,
+        "master": "local[2]", "pyspark": pyspark.__version__,
+        "pool_records": pool_n, "maxOffsetsPerTrigger": POOL_TRIGGER})
+    t0 = time.perf_counter()
+    spark = start_spark()
+    rep.log(f"Spark session started in {time.perf_counter() - t0:.1f} s")
+    try:
+        with cluster.running("minilog") as broker:
+            read = measure_read(rep, spark, broker.bootstrap, n, repeats, not quick)
+            pool = measure_pool(rep, spark, broker.bootstrap, pool_n, repeats, not quick)
+            write = measure_write(rep, spark, broker.bootstrap, n, repeats, not quick)
+    finally:
+        spark.stop()
+    report(rep, n, read, pool, write)
+
+
+def report(rep, n, read, pool, write):
+    columns = [("what", "source"), ("rows_s", "rows/s"), ("min", "min"), ("max", "max"),
+               ("seconds", "s"), ("mb_s", "MB/s")]
+    rep.section(f"Read: availableNow query into noop, {n:,} rows of {SIZE} B, {PARTITIONS} "
+                "partitions, query start included (rows/s, median [min-max])", read, columns)
+    rep.section(f"Client pool: time per micro-batch (median triggerExecution), "
+                f"maxOffsetsPerTrigger={POOL_TRIGGER}",
+                pool, [("what", "minilog"), ("batches", "micro-batches"),
+                       ("rows_batch", "rows/batch"), ("trigger_ms", "ms/batch"),
+                       ("add_batch_ms", "ms in addBatch")])
+    rep.section(f"Write: {n:,} rows of {SIZE} B from {PARTITIONS} partitions (rows/s)", write,
+                [("what", "writer")] + columns[1:])
+    got = {r["what"]: r["rows_s"] for r in read + write}
+    per_batch = {r["what"]: r["trigger_ms"] for r in pool}
+    rep.ratio("spark read minilog/synthetic", got["minilog"], got["synthetic"], "target >= 0.8")
+    rep.ratio("spark read naive confluent/synthetic", got["naive confluent"], got["synthetic"])
+    rep.ratio("spark micro-batch time pool on/off", per_batch["pool on"], per_batch["pool off"],
+              "< 1: the pool saves time")
+    rep.ratio("spark write minilog sink/confluent foreachPartition", got["minilog sink"],
+              got["confluent foreachPartition"], "target > 1")
+    rep.plot("throughput", lambda plt: bars(
+        plt, ["read", "write"],
+        {"minilog": [got["minilog"], got["minilog sink"]],
+         "synthetic source (Spark alone)": [got["synthetic"], None],
+         "confluent-kafka by hand": [got["naive confluent"], got["confluent foreachPartition"]]},
+        "rows/s", f"Spark local[2], {n:,} rows of {SIZE} B, {PARTITIONS} partitions"))
+    rep.finish()
 
 
 def main(argv=None):
-    main_args(argv)
-    print("spark: not yet: waits for the Spark connector (format(\"minilog\"))")
+    run(main_args(argv))
 
 
 if __name__ == "__main__":
