@@ -23,14 +23,13 @@ from minilog.jobs.late_events import LateEvents
 
 JOB = "clickstream"
 PAGEVIEWS, PER_MINUTE = "pageviews", "pageviews.per-minute"
-UTC_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ssXXX", "timeZone": "UTC"}
 
 
 def views_per_minute(pageviews, watermark):
     """Closed 1-minute windows of views per page from a streaming DataFrame of page views."""
     from pyspark.sql import functions as F
     view = F.from_json(F.col("value").cast("string"), "page STRING, user STRING, ts TIMESTAMP",
-                       UTC_JSON)
+                       pipeline.UTC_JSON)
     return (pageviews
             .select(view.alias("v")).select("v.page", "v.ts")
             .where(F.col("page").isNotNull() & F.col("ts").isNotNull())
@@ -40,7 +39,7 @@ def views_per_minute(pageviews, watermark):
             .select(F.col("page").alias("key"),
                     F.to_json(F.struct(F.col("window.start").alias("window_start"),
                                        F.col("window.end").alias("window_end"),
-                                       "page", "views"), UTC_JSON).alias("value")))
+                                       "page", "views"), pipeline.UTC_JSON).alias("value")))
 
 
 def main(argv=None):

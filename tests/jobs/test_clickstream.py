@@ -4,7 +4,7 @@ their window closed are dropped and the job says how many, the open minute stays
 import json
 
 import pytest
-from sparktools import consume_all, create_topic, produce, unique
+from sparktools import consume_all, create_topic, minute, produce, unique, utc
 
 from minilog.jobs import clickstream
 
@@ -30,20 +30,11 @@ WRITTEN = {  # (minute, page): views
 }
 
 
-def stamp(hhmm):
-    return f"2026-11-24T{hhmm}Z"
-
-
-def window(hhmm):
-    h, m = map(int, hhmm.split(":"))
-    return stamp(f"{hhmm}:00"), stamp(f"{h + (m + 1) // 60:02d}:{(m + 1) % 60:02d}:00")
-
-
 @pytest.fixture(scope="module")
 def pageviews(broker):
     topic = create_topic(broker.bootstrap, unique("pageviews"), 1)
     produce(broker.bootstrap, topic, [
-        (0, None, json.dumps({"page": page, "user": f"u{i % 3}", "ts": stamp(t)}).encode(), None)
+        (0, None, json.dumps({"page": page, "user": f"u{i % 3}", "ts": utc(t)}).encode(), None)
         for i, (page, t) in enumerate(VIEWS)])
     return topic
 
@@ -59,8 +50,8 @@ def test_closed_minutes_are_written_once_and_late_views_counted(spark, broker, p
            for _, _, key, value, _ in consume_all(broker.bootstrap, out, 1, len(WRITTEN) + 1,
                                                   deadline=10)]
     # minutes 10:00 and 10:01 were closed, and written, by an earlier batch than the others
-    assert {v["window_start"] for _, v in got[:4]} == {window("10:00")[0], window("10:01")[0]}
-    expected = [(page, {"window_start": window(m)[0], "window_end": window(m)[1],
+    assert {v["window_start"] for _, v in got[:4]} == {minute("10:00")[0], minute("10:01")[0]}
+    expected = [(page, {"window_start": minute(m)[0], "window_end": minute(m)[1],
                         "page": page, "views": n}) for (m, page), n in WRITTEN.items()]
     key = lambda kv: (kv[1]["window_start"], kv[0])  # noqa: E731
     assert sorted(got, key=key) == sorted(expected, key=key)
