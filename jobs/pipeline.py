@@ -55,7 +55,8 @@ def trigger_of(text):
 
 
 def session(app_name):
-    """The active SparkSession (spark-submit's), or a local one on spark-conf/'s settings."""
+    """The active SparkSession (spark-submit's), or one started as spark-submit would, on
+    spark-conf/'s settings (local[*] unless they name a master)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if "PYSPARK_GATEWAY_PORT" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
@@ -68,12 +69,10 @@ def session(app_name):
                      f"-Dlog4j2.configurationFile=file:{SPARK_CONF / 'log4j2.properties'}"]
         os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(args + ["pyspark-shell"])
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # No master set here: spark-submit's --master (or the properties file's) decides, and
+    # spark-submit's default is local[*], ours included.
     from pyspark.sql import SparkSession
-    builder = SparkSession.builder.appName(app_name)
-    from pyspark import SparkConf
-    if not SparkConf().contains("spark.master"):
-        builder = builder.master("local[*]")
-    return builder.getOrCreate()
+    return SparkSession.builder.appName(app_name).getOrCreate()
 
 
 def read_topic(spark, args, topic, job, query=None):
