@@ -16,6 +16,9 @@ from pathlib import Path
 TRIGGERS = ("available-now", "processing-time=<interval>", "continuous-until-stopped")
 SPARK_CONF = Path(os.environ.get("MINILOG_SPARK_CONF",
                                  Path(__file__).resolve().parent.parent / "spark-conf"))
+# from_json/to_json options: event times read and written as "2026-11-24T10:00:05Z", in UTC
+# whatever the session's time zone.
+UTC_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ssXXX", "timeZone": "UTC"}
 
 
 def parser(prog, description, topics):
@@ -52,7 +55,8 @@ def trigger_of(text):
 
 
 def session(app_name):
-    """The active SparkSession (spark-submit's), or a local one on spark-conf/'s settings."""
+    """The active SparkSession (spark-submit's), or one started as spark-submit would, on
+    spark-conf/'s settings (local[*] unless they name a master)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if "PYSPARK_GATEWAY_PORT" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
@@ -65,21 +69,21 @@ def session(app_name):
                      f"-Dlog4j2.configurationFile=file:{SPARK_CONF / 'log4j2.properties'}"]
         os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(args + ["pyspark-shell"])
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # No master set here: spark-submit's --master (or the properties file's) decides, and
+    # spark-submit's default is local[*], ours included.
     from pyspark.sql import SparkSession
-    builder = SparkSession.builder.appName(app_name)
-    from pyspark import SparkConf
-    if not SparkConf().contains("spark.master"):
-        builder = builder.master("local[*]")
-    return builder.getOrCreate()
+    return SparkSession.builder.appName(app_name).getOrCreate()
 
 
-def read_topic(spark, args, topic, job):
-    """A streaming DataFrame of `topic`, in the schema of Spark's Kafka source."""
+def read_topic(spark, args, topic, job, query=None):
+    """A streaming DataFrame of `topic`, in the schema of Spark's Kafka source. A job with
+    several queries names each (`query`): each commits its progress to a group of its own."""
+    group = (args.group_id or f"minilog-{job}") + (f"-{query}" if query else "")
     reader = (spark.readStream.format("minilog")
               .option("kafka.bootstrap.servers", args.bootstrap_servers)
               .option("subscribe", topic)
               .option("startingOffsets", args.starting_offsets)
-              .option("kafka.group.id", args.group_id or f"minilog-{job}"))
+              .option("kafka.group.id", group))
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     return reader.load()
@@ -103,10 +107,11 @@ def start(writer, args, spark, job, query):
 
 def run(queries):
     """Wait for the queries: to their end under available-now, else until Ctrl-C; stop them
-    cleanly either way. Raises the first query's failure."""
+    cleanly either way. Raises the first query's failure, as soon as it fails."""
     try:
-        for q in queries:
-            q.awaitTermination()
+        pending = list(queries)
+        while pending:  # awaitTermination raises a query's failure
+            pending = [q for q in pending if not q.awaitTermination(1)]
     except KeyboardInterrupt:
         print("stopping...", file=sys.stderr)
     finally:

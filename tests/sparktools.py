@@ -1,6 +1,7 @@
 """Helpers for the connector tests: topics filled with known records, read back with
 confluent-kafka (a client we did not write), streaming queries run to an end."""
 import itertools
+import json
 import time
 
 from confluent_kafka import Consumer as CKConsumer
@@ -14,6 +15,17 @@ _names = itertools.count()
 
 def unique(prefix):
     return f"{prefix}-{time.monotonic_ns()}-{next(_names)}"
+
+
+def utc(hhmmss, day="2026-11-24"):
+    """An event time as the jobs write it: utc("10:00:05") == "2026-11-24T10:00:05Z"."""
+    return f"{day}T{hhmmss}Z"
+
+
+def minute(hhmm):
+    """The start and end of a 1-minute window, as the jobs write them."""
+    h, m = map(int, hhmm.split(":"))
+    return utc(f"{hhmm}:00"), utc(f"{h + (m + 1) // 60:02d}:{(m + 1) % 60:02d}:00")
 
 
 def create_topic(bootstrap, name, partitions=1, config=None):
@@ -68,6 +80,14 @@ def consume_all(bootstrap, topic, partitions, expect, deadline=60):
     finally:
         c.close()
     return sorted(out)
+
+
+def latest_by_key(records):
+    """{key: JSON value} of the last record of each key among consume_all's records."""
+    out = {}
+    for _, _, key, value, _ in records:  # sorted by partition, offset: the last one wins
+        out[key.decode()] = json.loads(value)
+    return out
 
 
 def committed(bootstrap, group, topic, partitions):
