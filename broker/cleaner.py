@@ -5,13 +5,23 @@ log whose dirty part (written since its last cleaning) is at least `min.cleanabl
 of its cleanable part is cleaned. Cleanable: the non-active segments below the high watermark
 whose newest record is older than `min.compaction.lag.ms`. A cleaning maps each key of the
 dirty part to its last offset, then rewrites the cleanable segments, in groups that fit
-`segment.bytes`, keeping a record only when no later record has its key. Tombstones (null
-values) also go once their segment is older than `delete.retention.ms`, and records without a
-key go too (as in Kafka). Offsets never change: a rewritten batch keeps its base offset and last
-offset delta, so it may hold fewer records than its offset span; a batch whose records all stay
-is copied byte for byte, and the last batch of a group stays (possibly empty) so the new
-segment ends where the old ones did. The swap itself is `Log.replace_segments`. How far each
-log has been cleaned is kept in Kafka's `cleaner-offset-checkpoint` file in the data directory.
+`segment.bytes`, keeping a record only when no later record has its key. Records without a
+key go too (as in Kafka).
+
+Tombstones (null values) follow Kafka's delete horizon (KIP-534): the first cleaning that keeps
+a tombstone stamps its batch with a horizon, now + `delete.retention.ms`, stored as the batch's
+base timestamp under attribute bit 0x40, the records' timestamp deltas re-based to it so every
+client still reads each record's own timestamp. A later cleaning drops the tombstone once its
+horizon has passed, so a consumer that starts reading within `delete.retention.ms` of the
+first cleaning still sees the delete, however old the segment. A log whose next horizon has
+passed is cleaned even when nothing new was written (Kafka waits for new dirty data; an idle
+topic would then keep its tombstones for ever). A batch left with no tombstone loses its stamp.
+
+Offsets never change: a rewritten batch keeps its base offset and last offset delta, so it may
+hold fewer records than its offset span; a batch whose records all stay (and need no stamp) is
+copied byte for byte, and the last batch of a group stays (possibly empty) so the new segment
+ends where the old ones did. The swap itself is `Log.replace_segments`. How far each log has
+been cleaned is kept in Kafka's `cleaner-offset-checkpoint` file in the data directory.
 """
 import asyncio
 import logging
@@ -22,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from minilog.connector import batch as batch_format
 from minilog.connector import compression as codecs
-from minilog.connector.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
-from minilog.connector.records import record_spans
+from minilog.connector.batch import COMPRESSION_MASK, DELETE_HORIZON, HEADER_SIZE, read_header
+from minilog.connector.records import record_spans, with_timestamp_delta
 
 from .log import Log
 from .log_validator import batch_payload
@@ -47,6 +57,9 @@ class LogCleaner:
         self.backoff_s = broker.config["log.cleaner.backoff.ms"] / 1000
         self.checkpoint_path = broker.config.data_dir / CHECKPOINT
         self.cleaned_up_to = self._read_checkpoint()  # (topic, partition) -> first dirty offset
+        # (topic, partition) -> earliest delete horizon of a kept tombstone (None: no tombstone);
+        # a log missing here is scanned for stamped batches before its next cleaning decision.
+        self._next_horizon = {}
         self._checkpoint_lock = threading.Lock()  # cleaning thread vs topic deletion
         self._stop = threading.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
@@ -95,7 +108,8 @@ class LogCleaner:
                 float(configs.get("min.cleanable.dirty.ratio", DEFAULT_MIN_CLEANABLE_RATIO)))
 
     def clean_log(self, key, lg, high_watermark, configs, now_ms=None):
-        """Clean one log if its dirty ratio asks for it; returns the bytes removed."""
+        """Clean one log if its dirty ratio, or a passed delete horizon, asks for it; returns
+        the bytes removed."""
         delete_retention_ms, min_lag_ms, min_ratio = configs
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         cleanable = []
@@ -110,20 +124,29 @@ class LogCleaner:
         first_dirty = self.cleaned_up_to.get(key, 0)
         if not lg.log_start_offset <= first_dirty <= lg.log_end_offset:
             first_dirty = lg.log_start_offset
-        if first_dirty >= end:
-            return 0
-        dirty = [s for s in cleanable if s.next_offset > first_dirty]
-        total = sum(s.size for s in cleanable)
-        if not total or sum(s.size for s in dirty) / total < min_ratio:
-            return 0
-        keys = self._offset_map(dirty, first_dirty)
-        horizon_ns = (now - delete_retention_ms) * 1_000_000
-        saved = 0
+        if key not in self._next_horizon:
+            self._next_horizon[key] = _earliest_horizon(cleanable)
+        horizon = self._next_horizon[key]
+        if horizon is None or now < horizon:  # no tombstone due: only dirty data is a reason
+            if first_dirty >= end:
+                return 0
+            total = sum(s.size for s in cleanable)
+            dirty = sum(s.size for s in cleanable if s.next_offset > first_dirty)
+            if not total or dirty / total < min_ratio:
+                return 0
+        keys = self._offset_map([s for s in cleanable if s.next_offset > first_dirty],
+                                first_dirty)
+        del self._next_horizon[key]  # until this cleaning has finished and knows it again
+        saved, horizons = 0, []
         for group in _groups(cleanable, lg.config.segment_bytes):
-            saved += self._clean_group(lg, group, keys, horizon_ns)
+            removed, group_horizon = self._clean_group(lg, group, keys, now, delete_retention_ms)
+            saved += removed
+            if group_horizon is not None:
+                horizons.append(group_horizon)
         with self._checkpoint_lock:
             if not lg.closed:  # not deleted meanwhile
-                self.cleaned_up_to[key] = end
+                self.cleaned_up_to[key] = max(end, first_dirty)
+                self._next_horizon[key] = min(horizons, default=None)
                 self._write_checkpoint()
         if saved:
             log.info("cleaned %s-%d up to offset %d: %d bytes removed", *key, end, saved)
@@ -141,20 +164,22 @@ class LogCleaner:
                         keys[key] = h.base_offset + delta
         return keys
 
-    def _clean_group(self, lg, group, keys, horizon_ns):
-        """Rewrite one group of segments into one; returns the bytes removed (0 if unchanged)."""
+    def _clean_group(self, lg, group, keys, now, delete_retention_ms):
+        """Rewrite one group of segments into one. Returns the bytes removed (0 if unchanged)
+        and the earliest delete horizon of the tombstones kept (None if none is)."""
         base = group[0].base_offset
         out_path = lg.dir / f"{base:020d}.log{Log.CLEANED_SUFFIX}"
         mtimes = [os.stat(seg.log_path).st_mtime_ns for seg in group]
-        changed, written, last = False, 0, None
+        changed, written, last, horizon = False, 0, None, None
         try:
             with open(out_path, "wb") as out:
-                for seg, mtime in zip(group, mtimes):
-                    drop_tombstones = mtime <= horizon_ns
+                for seg in group:
                     for raw, h in self._batches(seg):
-                        kept = _filter_batch(raw, h, keys, drop_tombstones)
+                        kept, kept_horizon = _filter_batch(raw, h, keys, now, delete_retention_ms)
                         changed |= kept is not raw
                         last = (h, kept)
+                        if kept_horizon is not None and (horizon is None or kept_horizon < horizon):
+                            horizon = kept_horizon
                         if kept:
                             out.write(kept)
                             written += len(kept)
@@ -166,14 +191,14 @@ class LogCleaner:
                 os.fsync(out.fileno())
             if not changed:
                 out_path.unlink()
-                return 0
-            os.utime(out_path, ns=(max(mtimes), max(mtimes)))  # tombstone clocks carry over
+                return 0, horizon
+            os.utime(out_path, ns=(max(mtimes), max(mtimes)))  # as Kafka, keep the last mtime
         except BaseException:
             out_path.unlink(missing_ok=True)
             raise
         if not lg.replace_segments(group, out_path):
-            return 0
-        return sum(seg.size for seg in group) - written
+            return 0, horizon
+        return sum(seg.size for seg in group) - written, horizon
 
     def _batches(self, seg):
         """(bytes, header) of each whole batch in a segment file, streamed."""
@@ -196,6 +221,8 @@ class LogCleaner:
         """Drop deleted partitions from the checkpoint (Kafka's LogCleaner.updateCheckpoints on
         deletion): a topic created again under the same name is dirty from its first offset."""
         with self._checkpoint_lock:
+            for key in partitions:
+                self._next_horizon.pop(key, None)
             if [key for key in partitions if self.cleaned_up_to.pop(key, None) is not None]:
                 self._write_checkpoint()
 
@@ -236,36 +263,71 @@ def _groups(segments, max_bytes):
         yield group
 
 
-def _filter_batch(raw, h, keys, drop_tombstones):
-    """The batch with only the records to keep: `raw` itself if all stay, None if none do."""
-    if h.is_control:
-        return raw
+def _earliest_horizon(segments):
+    """The earliest delete horizon stamped in the segments' batches (headers only), or None."""
+    horizons = [h.delete_horizon_ms for seg in segments for h in seg.iter_headers()
+                if h.delete_horizon_ms is not None]
+    return min(horizons, default=None)
+
+
+def _filter_batch(raw, h, keys, now, delete_retention_ms):
+    """(the batch with only the records to keep, the delete horizon of its kept tombstones).
+
+    The batch is `raw` itself if all records stay and none needs a horizon, None if none stay.
+    As Kafka's `MemoryRecords.filterTo`: a tombstone stays until now reaches its batch's
+    horizon; the first cleaning that keeps one stamps the horizon, now + delete_retention_ms.
+    """
+    if h.is_control:  # transaction markers: minilog has no transactions to expire them with
+        return raw, None
     payload = batch_payload(raw, h)
-    kept, max_ts_delta = [], None
+    horizon = h.delete_horizon_ms
+    drop_tombstones = horizon is not None and now >= horizon
+    kept, tombstones = [], False
     for start, end, ts_delta, delta, key, tombstone in record_spans(payload, h.record_count):
         if key is None or h.base_offset + delta < keys.get(key, -1) or (
                 tombstone and drop_tombstones):
             continue
-        kept.append(payload[start:end])
-        max_ts_delta = ts_delta if max_ts_delta is None else max(max_ts_delta, ts_delta)
-    if len(kept) == h.record_count:
-        return raw
+        kept.append((payload[start:end], ts_delta))
+        tombstones |= tombstone
     if not kept:
-        return None
-    body = b"".join(kept)
-    max_ts = h.max_timestamp if h.log_append_time else h.base_timestamp + max_ts_delta
+        return (raw if h.record_count == 0 else None), None  # an empty batch stays as it is
+    if not tombstones:
+        horizon = None
+    elif horizon is None:
+        horizon = now + delete_retention_ms
+    if len(kept) == h.record_count and horizon == h.delete_horizon_ms:
+        return raw, horizon
+    if h.log_append_time:
+        times = [h.max_timestamp] * len(kept)
+    else:
+        times = [h.base_timestamp + ts_delta for _, ts_delta in kept]
+    attributes = h.attributes & ~DELETE_HORIZON
+    if horizon is not None:
+        attributes |= DELETE_HORIZON
+        base_ts = horizon
+    elif h.delete_horizon_ms is not None:  # the stamp goes: base on the first record again
+        base_ts = times[0]
+    else:
+        base_ts = h.base_timestamp
+    if base_ts == h.base_timestamp:
+        body = b"".join(record for record, _ in kept)
+    else:
+        body = b"".join(with_timestamp_delta(record, t - base_ts)
+                        for (record, _), t in zip(kept, times))
     return batch_format.build(
         codecs.compress(h.compression, body) if h.compression else body, len(kept),
-        h.last_offset_delta, h.base_timestamp, max_ts, base_offset=h.base_offset,
-        attributes=h.attributes, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch)
+        h.last_offset_delta, base_ts, max(times), base_offset=h.base_offset,
+        attributes=attributes, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch), horizon
 
 
 def _empty_batch(h):
-    """A batch with no records spanning h's offsets: it keeps the log's offsets where they were."""
-    return batch_format.build(b"", 0, h.last_offset_delta, h.base_timestamp, h.max_timestamp,
+    """A batch with no records spanning h's offsets: it keeps the log's offsets where they were.
+    As Kafka's empty header, it carries no delete horizon: both timestamps are the max."""
+    base_ts = h.base_timestamp if h.delete_horizon_ms is None else h.max_timestamp
+    return batch_format.build(b"", 0, h.last_offset_delta, base_ts, h.max_timestamp,
                               base_offset=h.base_offset,
-                              attributes=h.attributes & ~COMPRESSION_MASK,
+                              attributes=h.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON),
                               producer_id=h.producer_id, producer_epoch=h.producer_epoch,
                               base_sequence=h.base_sequence,
                               partition_leader_epoch=h.partition_leader_epoch)

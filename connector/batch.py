@@ -25,6 +25,7 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
 TRANSACTIONAL = 0x10
 CONTROL = 0x20
+DELETE_HORIZON = 0x40  # KIP-534: base_timestamp holds the batch's delete horizon, not a record time
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -77,6 +78,13 @@ class BatchHeader(NamedTuple):
     @property
     def is_transactional(self):
         return bool(self.attributes & TRANSACTIONAL)
+
+    @property
+    def delete_horizon_ms(self):
+        """When the cleaner may drop this batch's tombstones (Kafka's `deleteHorizonMs`), None
+        if no cleaning has stamped one. The horizon is stored as the base timestamp, so record
+        timestamps (base + delta) stay right, but the base is then no record's time."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON else None
 
 
 def read_header(buf, pos=0):

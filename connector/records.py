@@ -200,3 +200,19 @@ def record_spans(payload, count):
         yield pos, end, ts_delta, offset_delta, key, value_len < 0
         pos = end
 
+
+
+def with_timestamp_delta(record, ts_delta):
+    """One encoded record (as `record_spans` delimits it, length prefix included) with its
+    timestamp delta replaced: what the cleaner needs to re-base the records of a batch whose
+    base timestamp becomes a delete horizon. Everything after the delta is copied as is."""
+    from ._records_py import _uvarint, _zigzag
+
+    _, body = _uvarint(record, 0)
+    _, rest = _uvarint(record, body + 1)  # the old delta, after the attributes byte
+    out = bytearray(record[body:body + 1])
+    _zigzag(out, ts_delta)
+    out += record[rest:]
+    head = bytearray()
+    _zigzag(head, len(out))
+    return bytes(head + out)

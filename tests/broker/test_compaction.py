@@ -3,7 +3,7 @@ tombstones after delete.retention.ms, and a crash in the middle of a segment swa
 import time
 from types import SimpleNamespace
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -12,9 +12,10 @@ from minilog.broker.config import BrokerConfig
 from minilog.broker.log import Log, LogConfig
 from minilog.connector.batch import iter_batches, split_batches
 from minilog.connector.records import decode_batches, encode_batch
-from waiting import kafka_python_to_end
+from waiting import kafka_python_to_end, wait_until
 
 NEVER_LAG, ALWAYS = 0, 0.0
+T0 = 1_800_000_000_000  # the clock of the first cleaning in tests that pass their own now_ms
 
 
 def _append(lg, records, compression=0):
@@ -35,6 +36,12 @@ def _read_all(lg):
         out += decode_batches(data, start_offset=offset)
         offset = [h for _, h in iter_batches(data)][-1].last_offset + 1
     return [(r.offset, r.key, r.value) for r in out]
+
+
+def _horizons(lg):
+    """The delete horizons stamped in the log's batches, in offset order."""
+    return [h.delete_horizon_ms for seg in lg.segments for h in seg.iter_headers()
+            if h.delete_horizon_ms is not None]
 
 
 def _cleaner(tmp_path):
@@ -65,7 +72,8 @@ def test_cleaning_keeps_the_latest_record_per_key_at_its_offset(tmp_path):
     segments_below = len([s for s in lg.segments if s.base_offset < active_base])
     cleaner = _cleaner(tmp_path)
     day = 24 * 3600 * 1000
-    assert cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (day, NEVER_LAG, ALWAYS)) > 0
+    assert cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (day, NEVER_LAG, ALWAYS),
+                             now_ms=T0) > 0
     got = {k: (o, v) for o, k, v in _read_all(lg) if o < active_base}
     expected = {k: ov for k, ov in {**latest, **filler}.items() if ov[0] < active_base}
     assert got == expected  # one record per key, the latest, at the offset it was written at
@@ -74,18 +82,58 @@ def test_cleaning_keeps_the_latest_record_per_key_at_its_offset(tmp_path):
     sparse = [h for seg in lg.segments for h in seg.iter_headers()
               if h.record_count < h.last_offset_delta + 1]
     assert sparse and any(h.record_count == 0 for h in sparse)  # offsets kept, records gone
-    # The tombstone is younger than delete.retention.ms: it stays for consumers to see.
+    # The first cleaning that kept the tombstone stamped its batch with a delete horizon.
+    assert _horizons(lg) == [T0 + day]
     assert (latest[b"key-0"][0], b"key-0", None) in _read_all(lg)
     # Reopening the cleaned log finds the same records.
     lg.close()
     lg = Log(tmp_path / "data" / "t-0", LogConfig(segment_bytes=600), clean_shutdown=True)
     assert {k: (o, v) for o, k, v in _read_all(lg) if o < active_base} == expected
-    # Once delete.retention.ms has passed the tombstone goes too, and small segments merge.
+    # Before the horizon the tombstone stays, however old its segment file is and whatever
+    # delete.retention.ms says now.
     for i in range(6):
         _append(lg, [(b"more-%d" % i, b"y" * 200)])
-    cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (0, NEVER_LAG, ALWAYS))
+    cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (0, NEVER_LAG, ALWAYS),
+                      now_ms=T0 + day - 1)
+    assert (latest[b"key-0"][0], b"key-0", None) in _read_all(lg)
+    # A cleaning past the horizon drops it, with nothing new written since the last one, and
+    # the small segments merge.
+    assert cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (0, NEVER_LAG, ALWAYS),
+                             now_ms=T0 + day) > 0
     assert b"key-0" not in {k for _, k, _ in _read_all(lg)}
+    assert _horizons(lg) == []
     assert len([s for s in lg.segments if s.base_offset < active_base]) < segments_below
+    lg.close()
+
+
+def test_a_stamped_batch_still_gives_each_record_its_own_timestamp(tmp_path):
+    lg = Log(tmp_path / "data" / "t-0", LogConfig(segment_bytes=400))
+    data = encode_batch([(5000, b"a", b"1", ()), (5001, b"b", None, ()), (5002, b"c", b"3", ())],
+                        compression=1)  # gzip: the stamped batch is recompressed
+    lg.append([(data, h) for _, h in split_batches(data)])
+
+    def pad(n):
+        for i in range(n):
+            filler = encode_batch([(4000, b"pad-%d" % i, b"x" * 150, ())])
+            lg.append([(filler, h) for _, h in split_batches(filler)])
+    pad(4)
+    cleaner, day = _cleaner(tmp_path), 24 * 3600 * 1000
+    cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (day, NEVER_LAG, ALWAYS), now_ms=T0)
+    assert _horizons(lg) == [T0 + day]
+    # A later cleaning keeps the first horizon: it is stamped once, not pushed back.
+    pad(4)
+    cleaned_to = cleaner.cleaned_up_to[("t", 0)]
+    cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (day, NEVER_LAG, ALWAYS),
+                      now_ms=T0 + 1000)
+    assert cleaner.cleaned_up_to[("t", 0)] > cleaned_to  # it did clean
+    assert _horizons(lg) == [T0 + day]
+    lg.close()
+    lg = Log(tmp_path / "data" / "t-0", LogConfig(segment_bytes=400))  # indexes rebuilt
+    records = decode_batches(lg.read(0, 1 << 20))
+    assert [(r.offset, r.timestamp, r.key) for r in records[:3]] == [
+        (0, 5000, b"a"), (1, 5001, b"b"), (2, 5002, b"c")]
+    (stamped, *_) = lg.segments[0].iter_headers()
+    assert stamped.max_timestamp == 5002
     lg.close()
 
 
@@ -190,3 +238,79 @@ def test_compacted_topic_on_a_broker_serves_latest_values_to_clients(make_broker
         assert read == live  # kafka-python reads it too
     finally:
         kc.close()
+
+
+def _read_from_start(consumer, topic):
+    """(offset, key, value, timestamp) of every record of partition 0, read from offset 0 up
+    to the partition's end."""
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = []
+
+    def at_end():
+        m = consumer.poll(0.2)
+        if m is None:
+            return False
+        if m.error():
+            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            return True
+        seen.append((m.offset(), m.key(), m.value(), m.timestamp()[1]))
+        return False
+    wait_until(at_end, 60, f"the end of {topic}-0", interval=0)
+    return seen
+
+
+def test_a_lagging_consumer_of_an_idle_compacted_topic_sees_a_delete_until_its_horizon(
+        make_broker):
+    retention_ms = 6000
+    b = make_broker(extra=["-o", "log.cleaner.backoff.ms=200"])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("accounts", 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "4096",
+        "delete.retention.ms": str(retention_ms), "min.cleanable.dirty.ratio": "0.01"})])[
+        "accounts"].result(10)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 50})
+    latest = {}
+
+    def remember(err, msg):
+        assert err is None
+        latest[msg.key()] = (msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
+    for r in range(3):
+        for k in range(5):
+            p.produce("accounts", key=b"acct-%d" % k, value=b"balance-%d" % r,
+                      on_delivery=remember)
+        if r < 2:
+            p.flush(10)
+    p.produce("accounts", key=b"acct-0", value=None, on_delivery=remember)  # in the last batch
+    p.flush(10)
+    # The topic stays idle for longer than delete.retention.ms, then a write rolls the
+    # segment: the first cleaning sees a tombstone in a file older than delete.retention.ms.
+    time.sleep(retention_ms / 1000 + 1)
+    p.produce("accounts", key=b"filler", value=b"." * 4000, on_delivery=remember)
+    p.flush(10)
+    expected = sorted(latest.values())
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "lagging",
+                  "enable.partition.eof": True, "enable.auto.commit": False})
+    try:
+        def cleaned():
+            seen = _read_from_start(c, "accounts")
+            return seen if len(seen) == len({key for _, key, _, _ in seen}) else None
+        # The first read of the cleaned log comes well within delete.retention.ms of the
+        # cleaning: it has the delete, with every record's own timestamp.
+        assert wait_until(cleaned, 60, "the first cleaning", interval=0.2) == expected
+        kc = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False)
+        try:
+            kc.assign([KafkaTopicPartition("accounts", 0)])
+            kc.seek_to_beginning()
+            read = [(m.offset, m.key, m.value, m.timestamp) for m in kafka_python_to_end(kc)]
+            assert read == expected  # kafka-python reads the stamped batch the same way
+        finally:
+            kc.close()
+
+        def deleted():
+            seen = _read_from_start(c, "accounts")
+            return seen if b"acct-0" not in {key for _, key, _, _ in seen} else None
+        # Once the horizon has passed, a cleaning drops it, though nothing new was written.
+        gone = wait_until(deleted, 60, "the tombstone's removal", interval=0.2)
+        assert gone == [r for r in expected if r[1] != b"acct-0"]
+    finally:
+        c.close()
