@@ -322,7 +322,8 @@ class LogSegment:
 
         Batch-level answer (records are never decoded): the offset is the batch's base offset
         (or `start_offset` if later), so a consumer seeking there misses nothing. The timestamp
-        is the batch's base timestamp when that already qualifies, else its max timestamp.
+        is the batch's base timestamp when that already qualifies, else its max timestamp; a
+        batch stamped with a delete horizon holds the horizon there, which is no record's time.
         """
         start = self.base_offset if start_offset is None else max(start_offset, self.base_offset)
         _, ts_offset = self.time_index.lookup(timestamp)
@@ -330,7 +331,8 @@ class LogSegment:
         for _, h in self._headers(pos):
             if h.max_timestamp >= timestamp and h.last_offset >= start:
                 offset = max(h.base_offset, start)
-                if not h.log_append_time and offset == h.base_offset and h.base_timestamp >= timestamp:
+                if (not h.log_append_time and h.delete_horizon_ms is None
+                        and offset == h.base_offset and h.base_timestamp >= timestamp):
                     return offset, h.base_timestamp
                 return offset, h.max_timestamp
         return None

@@ -134,6 +134,10 @@ def test_a_stamped_batch_still_gives_each_record_its_own_timestamp(tmp_path):
         (0, 5000, b"a"), (1, 5001, b"b"), (2, 5002, b"c")]
     (stamped, *_) = lg.segments[0].iter_headers()
     assert stamped.max_timestamp == 5002
+    # Time lookups see record times, never the horizon held in the base timestamp.
+    assert lg.offset_for_timestamp(5001) == (0, 5002)
+    assert lg.offset_for_timestamp(5003) is None
+    assert lg.max_timestamp_entry() == (5002, 2)
     lg.close()
 
 
