@@ -43,6 +43,7 @@ DEFAULT_DELETE_RETENTION_MS = 24 * 3600 * 1000  # Kafka's log.cleaner.delete.ret
 DEFAULT_MIN_CLEANABLE_RATIO = 0.5                # Kafka's log.cleaner.min.cleanable.ratio
 _INT32_MAX = (1 << 31) - 1
 _READ_BUFFER = 1 << 20
+_UNKNOWN = object()  # a log's next delete horizon before its batch headers were looked at
 
 log = logging.getLogger("minilog.broker.cleaner")
 
@@ -124,9 +125,9 @@ class LogCleaner:
         first_dirty = self.cleaned_up_to.get(key, 0)
         if not lg.log_start_offset <= first_dirty <= lg.log_end_offset:
             first_dirty = lg.log_start_offset
-        if key not in self._next_horizon:
-            self._next_horizon[key] = _earliest_horizon(cleanable)
-        horizon = self._next_horizon[key]
+        horizon = self._next_horizon.get(key, _UNKNOWN)
+        if horizon is _UNKNOWN:
+            horizon = self._next_horizon[key] = _earliest_horizon(cleanable)
         if horizon is None or now < horizon:  # no tombstone due: only dirty data is a reason
             if first_dirty >= end:
                 return 0
@@ -136,7 +137,7 @@ class LogCleaner:
                 return 0
         keys = self._offset_map([s for s in cleanable if s.next_offset > first_dirty],
                                 first_dirty)
-        del self._next_horizon[key]  # until this cleaning has finished and knows it again
+        self._next_horizon.pop(key, None)  # until this cleaning has finished and knows it again
         saved, horizons = 0, []
         for group in _groups(cleanable, lg.config.segment_bytes):
             removed, group_horizon = self._clean_group(lg, group, keys, now, delete_retention_ms)
