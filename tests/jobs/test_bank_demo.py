@@ -2,6 +2,7 @@
 through Spark on a bundled local cluster, verified; nothing left behind, Ctrl-C included; a
 missing Java is one line."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sparktools import consume_all
 
 ENTRY = "import sys; from minilog.connector.cli import main; sys.exit(main())"
 
@@ -45,13 +47,25 @@ def alive(pid):
     return state != "Z"
 
 
-def test_demo_runs_the_spark_pipeline_and_verifies_the_balances():
-    p = demo("--transactions", "3000", "--accounts", "5")
+def test_demo_runs_the_spark_pipeline_verifies_it_and_keeps_the_cluster():
+    """`--keep`: the same run, then the cluster stays up for other clients."""
+    p = demo("--transactions", "3000", "--accounts", "5", "--keep")
     out, err = p.communicate(timeout=600)
-    assert p.returncode == 0, out + err
-    assert "balances verified" in out, out
-    assert sum(line.strip().startswith("account-") for line in out.splitlines()) == 5
-    assert "micro-batch" in out and "lag 0" in out, out
+    pids = [int(x) for x in re.search(r"stop it with: kill ([\d ]+)", out).group(1).split()] \
+        if "stop it with" in out else []
+    try:
+        assert p.returncode == 0, out + err
+        assert "balances verified" in out, out
+        assert sum(line.strip().startswith("account-") for line in out.splitlines()) == 5
+        assert "micro-batch" in out and "lag 0" in out, out
+        bootstrap = re.search(r"keeps running at (\S+) ", out).group(1)
+        balances = consume_all(bootstrap, "bank.balances", 3, 5)  # a client we did not write
+        assert {k.decode() for _, _, k, _, _ in balances} == {f"account-{i:03d}" for i in range(5)}
+        assert f'option("kafka.bootstrap.servers", "{bootstrap}")' in out
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+    assert pids, out
 
 
 @pytest.mark.parametrize("moment", ["starting Spark", "micro-batch"])
