@@ -16,8 +16,8 @@ pytestmark = pytest.mark.timeout(120)
 def test_records_fetched_before_an_out_of_range_answer_are_still_handed_out(broker):
     topic = make_topic(broker.bootstrap, 1)
     tp = TopicPartition(topic, 0)
-    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
-        for batch in range(4):  # four batches of ten: one chunk per fetch below
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 60000}) as p:
+        for batch in range(4):  # four batches of ten (sent by flush): one chunk per fetch
             for i in range(10):
                 p.send(topic, b"%d" % (batch * 10 + i))
             assert p.flush(30) == 0
@@ -29,13 +29,13 @@ def test_records_fetched_before_an_out_of_range_answer_are_still_handed_out(brok
         deadline = time.monotonic() + 30
         while not got and time.monotonic() < deadline:
             got += c.poll(0.5, max_records=1)
-        # The consumer fetches two chunks ahead (records 0-19) from a local broker: a second
-        # is ample. Then the log loses everything before offset 25.
-        time.sleep(1.0)
+        # The consumer fetches two chunks ahead (records 0-19) from a local broker: three
+        # seconds are ample. Then the log loses everything before offset 25.
+        time.sleep(3.0)
         with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
             admin.delete_records({tp: 25}, timeout=20)
         got += c.poll(0.5, max_records=9)  # the rest of the first chunk: the next fetch, at
-        time.sleep(1.0)                    # offset 20, is answered OFFSET_OUT_OF_RANGE
+        time.sleep(3.0)                    # offset 20, is answered OFFSET_OUT_OF_RANGE
         deadline = time.monotonic() + 30
         while len(got) < 25 and time.monotonic() < deadline:
             got += c.poll(0.5, max_records=5)
