@@ -72,8 +72,10 @@ class BrokerProcess:
             raise RuntimeError(f"{e}; see {self.log_path}") from None
         return self
 
-    def stop(self, timeout=10.0):
-        """SIGTERM, as an operator would; SIGKILL if it does not exit in time."""
+    def stop(self, timeout=60.0):
+        """SIGTERM, as an operator would; SIGKILL if it does not exit in time (generous: a
+        clean stop on a loaded machine can take seconds, and a kill makes the next start
+        recover its logs)."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
