@@ -103,24 +103,40 @@ def test_processing_time_trigger_bounds_batches_and_reads_a_new_partition(spark,
         q.stop()
 
 
+def delete_by_retention(bootstrap, topic, before):
+    """Retention removes whole segments: shrink retention.bytes until the log starts after
+    `before`; the new log start offset."""
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.alter_configs("topic", topic, set={"retention.bytes": "1"})
+        start = lambda: admin.list_offsets({(topic, 0): "earliest"})[(topic, 0)].offset  # noqa: E731
+        wait_for(lambda: start() > before, "retention to delete the unread segments")
+        return start()
+
+
+@pytest.mark.parametrize("how", ["retention", "delete-records"])
 @pytest.mark.parametrize("fail", [True, False])
-def test_records_deleted_before_they_are_read_fail_or_are_skipped(spark, broker, tmp_path,
-                                                                   fail):
-    topic = create_topic(broker.bootstrap, unique("loss"), 1)
-    fill(broker.bootstrap, topic, 1, 10)
-    df = stream(spark, broker.bootstrap, topic, failOnDataLoss=str(fail).lower())
+def test_records_deleted_before_they_are_read_fail_or_are_skipped(spark, make_broker, tmp_path,
+                                                                   fail, how):
+    b = make_broker(extra=["-o", "log.retention.check.interval.ms=100"]).bootstrap
+    topic = create_topic(b, unique("loss"), 1, {"segment.bytes": "400"})
+    fill(b, topic, 1, 10, one_per_batch=True)
+    df = stream(spark, b, topic, failOnDataLoss=str(fail).lower())
     sel, out = df.select("offset"), str(tmp_path / "out")
     run_available_now(sel, tmp_path / "ck", sink="parquet", path=out)
-    fill(broker.bootstrap, topic, 1, 10, start=10)
-    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
-        admin.delete_records({(topic, 0): 15})  # 10..14 go before the query sees them
+    fill(b, topic, 1, 10, start=10, one_per_batch=True)
+    if how == "retention":  # 10 and more go before the query sees them
+        start = delete_by_retention(b, topic, 10)
+    else:
+        with AdminClient({"bootstrap.servers": b}) as admin:
+            start = admin.delete_records({(topic, 0): 15})[(topic, 0)]
+    assert 10 < start < 20
     if fail:
-        with pytest.raises(Exception, match=rf"{topic}-0: offsets 10 to 14 were deleted"):
+        with pytest.raises(Exception, match=rf"{topic}-0: offsets 10 to {start - 1} were deleted"):
             run_available_now(sel, tmp_path / "ck", sink="parquet", path=out)
     else:
         run_available_now(sel, tmp_path / "ck", sink="parquet", path=out)
         offsets = sorted(r.offset for r in spark.read.parquet(out).collect())
-        assert offsets == list(range(10)) + list(range(15, 20))
+        assert offsets == list(range(10)) + list(range(start, 20))
 
 
 def test_starting_offsets_group_resumes_from_the_groups_commits(spark, broker, tmp_path):
