@@ -36,5 +36,6 @@ from . import (  # noqa: F401
     list_offsets,
     metadata,
     produce,
+    quorum,
     topics,
 )

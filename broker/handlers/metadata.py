@@ -9,14 +9,20 @@ NO_AUTH_OPS = -2147483648
 
 
 def _brokers(broker, schema, id_field="node_id"):
+    live = broker.metadata.brokers.values()
+    if not live and broker.quorum is not None:  # a cluster still forming: at least ourselves
+        live = [broker.quorum.own_endpoint]
     return [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
-            for b in broker.metadata.brokers.values()]
+            for b in live]
 
 
 def describe_topic(broker, ts):
-    parts = [_META.make("topics", "partitions", error_code=0, partition_index=i,
-                        leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=p.replicas,
-                        isr_nodes=p.isr, offline_replicas=[])
+    fenced = broker.metadata.fenced if broker.quorum is not None else ()
+    parts = [_META.make("topics", "partitions",
+                        error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
+                        partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                        replica_nodes=p.replicas, isr_nodes=p.isr,
+                        offline_replicas=[r for r in p.replicas if r in fenced])
              for i, p in sorted(ts.partitions.items())]
     return _META.make("topics", error_code=0, name=ts.name, topic_id=ts.topic_id,
                       is_internal=ts.internal, partitions=parts,
