@@ -22,6 +22,7 @@ from pathlib import Path
 from .local_cluster import LocalCluster
 
 STATE = "cluster.json"
+JOIN_TIMEOUT_S = 60
 
 
 class _UserError(Exception):
@@ -103,6 +104,24 @@ def _up(args, out):
         out.write(f"broker {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
                   f"log {b.log_path})\n")
     out.write(f"bootstrap servers: {cluster.bootstrap}\n")
+    if not _wait_until_live(cluster.bootstrap, len(cluster.brokers)):
+        out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "
+                  f"see `minilog cluster status` and the broker logs\n")
+
+
+def _wait_until_live(bootstrap, count):
+    """Whether all `count` brokers registered and caught up (the controller unfenced them)."""
+    from minilog.connector.client import AdminClient, KafkaError
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        while time.monotonic() < deadline:
+            try:
+                if len(admin.describe_cluster(timeout=5).brokers) >= count:
+                    return True
+            except KafkaError:
+                pass
+            time.sleep(0.2)
+    return False
 
 
 def _status(args, out):

@@ -10,11 +10,16 @@ import asyncio
 import logging
 import time
 
+from minilog.connector.client.connection import wait_set
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request, response
 
 log = logging.getLogger("minilog.broker.router")
 
+# Answered from the metadata image: a broker still replaying the metadata log waits for it
+# rather than telling clients of an empty cluster.
+NEEDS_METADATA = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR})
+CATCH_UP_WAIT_S = 10.0
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                        ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.INIT_PRODUCER_ID})
 _CREATE = request(ApiKey.CREATE_TOPICS)
@@ -45,6 +50,8 @@ class ControllerRouter:
         return ErrorCode.LEADER_NOT_AVAILABLE
 
     async def handle(self, key, header, req, handler):
+        if key in NEEDS_METADATA and not self.store.raft.caught_up.is_set():
+            await wait_set(self.store.raft.caught_up, CATCH_UP_WAIT_S)
         if key not in FORWARDED or (key == ApiKey.INIT_PRODUCER_ID and req.producer_id >= 0):
             return await handler(self.broker, header, req)
         deadline = time.monotonic() + FIND_CONTROLLER_S

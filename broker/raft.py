@@ -78,6 +78,7 @@ class RaftNode:
         self._stopping = False
         self._began = set()  # voters that acknowledged this leader's BeginQuorumEpoch
         self._task = None
+        self.caught_up = asyncio.Event()  # applied what the leader had committed, once
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -175,6 +176,7 @@ class RaftNode:
         self._apply_range(self.log.log_end_offset)  # our whole log commits with our first record
         self.epoch_start = self.log.log_end_offset
         self.append([records.leader_change_record(self.node_id, self.epoch)])
+        self.caught_up.set()
         log.info("raft node %d: leader of epoch %d", self.node_id, self.epoch)
         self._on_role_change(True)
 
@@ -380,6 +382,8 @@ class RaftNode:
             self.partition.append_as_follower(p.records)
         self.partition.follower_high_watermark(p.high_watermark)
         self._apply_range(self.high_watermark)
+        if self.applied >= p.high_watermark:
+            self.caught_up.set()
 
     # -- applying ---------------------------------------------------------------------------------
     def _apply_range(self, end):
