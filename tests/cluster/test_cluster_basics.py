@@ -103,7 +103,8 @@ def test_only_the_leader_takes_produce_and_consumer_fetches(make_cluster):
         RawConnection(c.broker(follower).bootstrap)
     try:
         assert _produce(at_leader, "led", 0) == 0
-        assert _produce(at_follower, "led", 0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        for acks in (-1, 1):  # refused before anything is written, whatever the acks
+            assert _produce(at_follower, "led", 0, acks) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert _fetch(at_leader, "led", 0).error_code == 0
         answer = _fetch(at_follower, "led", 0)
         assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -12,7 +12,7 @@ from minilog.broker.log import Log
 from minilog.connector.client import AdminClient, Consumer, TopicPartition
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from minilog.connector.records import decode_batches, encode_batch
-from test_cluster_basics import produce_all
+from test_cluster_basics import _fetch, produce_all
 from wire import RawConnection
 from clustertools import wait_for
 
@@ -31,6 +31,11 @@ class ContinuousProducer:
         self._topic = topic
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+
+    def progressed_to(self, count):
+        """Whether `count` records are acknowledged; a delivery error fails at once."""
+        assert not self.errors, self.errors[:3]
+        return len(self.acked) >= count
 
     def _done(self, err, msg):
         if err:
@@ -100,11 +105,11 @@ def test_leader_killed_repeatedly_loses_and_duplicates_no_acknowledged_record(ma
     try:
         for _ in range(3):
             before = len(producer.acked)
-            wait_for(lambda: len(producer.acked) >= before + 300, "writes before the kill")
+            wait_for(lambda: producer.progressed_to(before + 300), "writes before the kill")
             victim = c.partitions("ha")[0][0]
             c.broker(victim).kill()
             after_kill = len(producer.acked)
-            wait_for(lambda: len(producer.acked) >= after_kill + 300,
+            wait_for(lambda: producer.progressed_to(after_kill + 300),
                      "acknowledged writes after the leader's kill -9")
             c.broker(victim).start()
             for p in (0, 1):
@@ -125,7 +130,7 @@ def test_leader_killed_repeatedly_loses_and_duplicates_no_acknowledged_record(ma
 
 
 def test_paused_follower_leaves_the_isr_and_returns(make_cluster):
-    c = make_cluster(3, **{"replica.lag.time.max.ms": 1000, "broker.session.timeout.ms": 60000})
+    c = make_cluster(3, **{"replica.lag.time.max.ms": 1000, "broker.session.timeout.ms": 600000})
     (leader, replicas, _), = c.create_topic("lag", partitions=1, rf=3).values()
     paused = next(r for r in replicas if r != leader)
     c.pause(paused)
@@ -140,9 +145,9 @@ def test_paused_follower_leaves_the_isr_and_returns(make_cluster):
     c.wait_isr("lag", 0, replicas, f"broker {paused} back in the ISR after SIGCONT")
 
 
-def _raw_produce(conn, topic, values, acks):
+def _raw_produce(conn, topic, values, acks, timeout_ms=10000):
     req = request(ApiKey.PRODUCE)
-    body = req.cls(acks=acks, timeout_ms=10000, topic_data=[req.make(
+    body = req.cls(acks=acks, timeout_ms=timeout_ms, topic_data=[req.make(
         "topic_data", name=topic, partition_data=[req.make(
             "topic_data", "partition_data", index=0,
             records=encode_batch([(None, None, v, ()) for v in values]))])])
@@ -156,13 +161,17 @@ def _replica_records(broker, topic):
 
 
 def test_deposed_leaders_uncommitted_tail_is_truncated(make_cluster):
-    c = make_cluster(3, **{"broker.session.timeout.ms": 4000})
+    c = make_cluster(3, **{"broker.session.timeout.ms": 4000, "replica.fetch.wait.max.ms": 100})
     (leader, replicas, _), = c.create_topic("div", partitions=1, rf=3).values()
     assert len(produce_all(c.bootstrap, "div", [b"first-%d" % i for i in range(10)])) == 10
     followers = [r for r in replicas if r != leader]
-    conn = RawConnection(c.broker(leader).bootstrap)
     for f in followers:
         c.pause(f)
+    # A fetch the leader parked for a follower before the pause would still carry what is
+    # written next into the follower's socket; the leader answers parked fetches after
+    # replica.fetch.wait.max.ms (100 ms here), so after this pause none is left.
+    time.sleep(1.0)
+    conn = RawConnection(c.broker(leader).bootstrap)
     try:  # written only on the leader: never committed
         assert _raw_produce(conn, "div", [b"doomed-%d" % i for i in range(3)], acks=1) == (0, 10)
     finally:
@@ -253,10 +262,9 @@ def test_group_offsets_survive_the_loss_of_their_coordinator(make_cluster):
             "auto.offset.reset": "earliest"}
     first = ConfluentConsumer(conf)
     first.subscribe(["grp"])
-    got = 0
-    while got < 20:
-        m = first.poll(1.0)
-        got += m is not None and not m.error()
+    got = []
+    wait_for(lambda: got.append(first.poll(1.0)) or sum(
+        m is not None and not m.error() for m in got) >= 20, "the group to consume")
     first.commit(offsets=[CTP("grp", 0, 20)], asynchronous=False)
     first.close()
     index = partition_for("keeper", 3)
@@ -282,3 +290,30 @@ def test_group_offsets_survive_the_loss_of_their_coordinator(make_cluster):
         assert m.offset() == 20
     finally:
         second.close()
+
+
+def test_acks_all_waits_for_the_isr_and_consumers_see_only_committed_records(make_cluster):
+    c = make_cluster(3, **{"replica.lag.time.max.ms": 600000, "broker.session.timeout.ms": 600000})
+    (leader, replicas, _), = c.create_topic("committed", partitions=1, rf=3).values()
+    conn = RawConnection(c.broker(leader).bootstrap)
+    followers = [r for r in replicas if r != leader]
+    try:
+        assert _raw_produce(conn, "committed", [b"early"], acks=-1) == (0, 0)
+        for f in followers:
+            c.pause(f)
+        try:  # the followers are in the ISR but do not fetch: nothing more can commit
+            assert _raw_produce(conn, "committed", [b"waiting"], acks=-1, timeout_ms=1000) == \
+                (ErrorCode.REQUEST_TIMED_OUT, 1)  # appended, not acknowledged (as Kafka answers)
+            assert _raw_produce(conn, "committed", [b"written"], acks=1) == (0, 2)
+            seen = _fetch(conn, "committed", 0)
+            assert seen.high_watermark == 1
+            assert [r.value for r in decode_batches(seen.records)] == [b"early"]
+        finally:
+            for f in followers:
+                c.resume(f)
+        committed = wait_for(lambda: (lambda a: a if a.high_watermark == 3 else None)(
+            _fetch(conn, "committed", 0)), "the records to commit once the followers fetch")
+        assert [r.value for r in decode_batches(committed.records)] == \
+            [b"early", b"waiting", b"written"]
+    finally:
+        conn.close()
