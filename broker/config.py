@@ -55,6 +55,8 @@ BROKER_KEYS = {
     "broker.session.timeout.ms": (int, 9000),
     "replica.fetch.wait.max.ms": (int, 500),
     "offsets.topic.replication.factor": (int, 3),
+    "metadata.log.segment.bytes": (int, 8 * 1024 * 1024),
+    "metadata.log.max.record.bytes.between.snapshots": (int, 20 * 1024 * 1024),
 }
 
 

@@ -6,7 +6,8 @@ partition's leader or ISR changed, configs, producer id blocks) is one record in
 Kafka record whose value is a small JSON object with a `type`: the log keeps Kafka's layout
 while the payload stays readable (Kafka's own binary metadata records are not needed by any
 client). A partition record carries the partition's whole state, so applying one is
-idempotent and a reader never has to merge deltas.
+idempotent and a reader never has to merge deltas. An `image` record is a snapshot: the whole
+image as of its offset, after which the log before it can be deleted (see `raft.py`).
 """
 import json
 import uuid
@@ -58,6 +59,32 @@ def leader_change_record(leader, epoch):
     return {"type": "leader_change", "leader": leader, "epoch": epoch}
 
 
+def image_record(image):
+    """The whole image as one record: a snapshot of everything before it in the log."""
+    return {"type": "image", "next_producer_id": image.next_producer_id,
+            "brokers": [broker_record(b.node_id, b.host, b.port, b.rack)
+                        for b in image.registered.values()],
+            "epochs": {str(n): e for n, e in image.broker_epochs.items()},
+            "unfenced": sorted(image.brokers),
+            "topics": [topic_record(ts) for ts in image.topics.values()],
+            "partitions": [partition_record(ts.name, i, p) for ts in image.topics.values()
+                           for i, p in ts.partitions.items()]}
+
+
+def _load_image(image, rec):
+    image.topics.clear(), image.by_id.clear(), image.brokers.clear()
+    image.registered.clear(), image.fenced.clear(), image.broker_epochs.clear()
+    for b in rec["brokers"]:
+        apply(image, b, -1)
+    image.broker_epochs.update({int(n): e for n, e in rec["epochs"].items()})
+    for node in rec["unfenced"]:
+        apply(image, fence_record(node, False), -1)
+    for r in rec["topics"] + rec["partitions"]:
+        apply(image, r, -1)
+    image.next_producer_id = rec["next_producer_id"]
+    return [(ts.name, i) for ts in image.topics.values() for i in ts.partitions]
+
+
 def apply(image, rec, offset):
     """Apply the record at `offset`; return the (topic, partition) keys whose state changed."""
     kind = rec["type"]
@@ -100,4 +127,6 @@ def apply(image, rec, offset):
             return [(ts.name, i) for i in ts.partitions]
     elif kind == "producer_ids":
         image.next_producer_id = max(image.next_producer_id, rec["next"])
+    elif kind == "image":
+        return _load_image(image, rec)
     return []

@@ -11,9 +11,11 @@ import base64
 import logging
 import uuid
 
+from minilog.connector.batch import InvalidBatch
+
 from . import metadata_records as records
 from .leader_epoch_cache import LeaderEpochCache
-from .log import Log
+from .log import Log, LogConfig
 from .metadata import LocalMetadataStore, MetadataImage, PartitionState, TopicState
 from .partition import Partition
 from .placement import assign_replicas
@@ -57,7 +59,10 @@ class QuorumMetadataStore:
         self.metadata_offset = -1  # the last applied record's offset
         self.listeners = []        # fn(record, changed partition keys); fn(None, None) on reset
         self.own_endpoint = None
-        metadata_log = Log(data_dir / f"{METADATA_TOPIC}-0")
+        segment_bytes = config["metadata.log.segment.bytes"]
+        metadata_log = Log(data_dir / f"{METADATA_TOPIC}-0",
+                           LogConfig(segment_bytes=segment_bytes, max_message_bytes=segment_bytes))
+        self.snapshot_every = config["metadata.log.max.record.bytes.between.snapshots"]
         self.partition = Partition(METADATA_TOPIC, 0, metadata_log)
         self.partition.epoch_cache = LeaderEpochCache.load(metadata_log)
         self.raft = RaftNode(node_id, config.quorum_voters, self.partition, peers,
@@ -72,6 +77,8 @@ class QuorumMetadataStore:
     def _apply(self, offset, rec):
         changed = records.apply(self.image, rec, offset)
         self.metadata_offset = offset
+        if rec["type"] == "image":
+            self.raft.delete_before_when_committed(offset)
         for listener in self.listeners:
             listener(rec, changed)
 
@@ -96,7 +103,14 @@ class QuorumMetadataStore:
 
     # -- writes (active controller only) ----------------------------------------------------------
     def append(self, recs):
-        return self.raft.append(recs)
+        last = self.raft.append(recs)
+        if self.raft.bytes_since_snapshot >= self.snapshot_every:
+            self.raft.bytes_since_snapshot = 0
+            try:
+                self.raft.append([records.image_record(self.image)])
+            except InvalidBatch as e:  # the log keeps growing; the records above are written
+                log.warning("no metadata snapshot: %s (raise metadata.log.segment.bytes)", e)
+        return last
 
     def register_broker(self, endpoint):
         """This broker's own endpoint; it registers with the controller over the wire."""

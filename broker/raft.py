@@ -13,8 +13,9 @@ EndQuorumEpoch so the others elect a successor at once.
 Committed records are handed to `apply(offset, record)` in order on every node; the leader
 applies its own appends at once (its image leads the log by the uncommitted tail), and any node
 whose applied records turn out not to be committed (a deposed leader, a truncated follower) is
-`reset()` and replays the log from the start. Snapshots are not written yet: the log is
-replayed from its start on every restart.
+`reset()` and replays the log from the start. A snapshot is an ordinary record holding the
+whole image; once it is committed every node deletes the log before it, and a follower asking
+for an offset that is gone starts over from the leader's log start, snapshot first.
 """
 import asyncio
 import logging
@@ -78,6 +79,8 @@ class RaftNode:
         self._stopping = False
         self._began = set()  # voters that acknowledged this leader's BeginQuorumEpoch
         self._task = None
+        self.bytes_since_snapshot = 0
+        self._delete_before = None  # a snapshot's offset, to become the log start once committed
         self.caught_up = asyncio.Event()  # applied what the leader had committed, once
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -289,6 +292,7 @@ class RaftNode:
         data = encode_batch([(None, None, records.encode(r), ()) for r in recs])
         (_, header), = split_batches(data)
         result = self.partition.append_as_leader([(data, header)])
+        self.bytes_since_snapshot += len(data)
         for i, rec in enumerate(recs):
             self._apply(result.first_offset + i, rec)
         self.applied = result.last_offset + 1
@@ -365,6 +369,10 @@ class RaftNode:
             self.become_follower(current.leader_epoch,
                                  current.leader_id if current.leader_id >= 0 else None)
             return
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and \
+                self.log.log_end_offset < p.log_start_offset:
+            self._start_over_at(p.log_start_offset)
+            return
         if p.error_code:
             if p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
                 await asyncio.sleep(0.1)
@@ -386,8 +394,30 @@ class RaftNode:
             self.caught_up.set()
 
     # -- applying ---------------------------------------------------------------------------------
+    def delete_before_when_committed(self, offset):
+        """A snapshot at `offset` was applied: the log before it may go once it is committed."""
+        self._delete_before = offset
+        self._maybe_delete_prefix()
+
+    def _maybe_delete_prefix(self):
+        target = self._delete_before
+        if target is not None and self.high_watermark > target and \
+                target > self.log.log_start_offset:
+            self.log.delete_records_before(target)
+            self._delete_before = None
+
+    def _start_over_at(self, offset):
+        """Our log ends before the leader's starts: take the leader's, snapshot first."""
+        log.info("raft node %d: restarting the metadata log at %d", self.node_id, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.partition.epoch_cache.clear()
+        self.partition.high_watermark = offset
+        self._reset()
+        self.applied = offset
+
     def _apply_range(self, end):
         """Hand records [applied, end) to `apply`, in order."""
+        self._maybe_delete_prefix()
         while self.applied < end:
             data = self.log.read(self.applied, 1 << 20, upper_bound=end)
             if not data:

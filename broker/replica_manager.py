@@ -42,6 +42,7 @@ class ReplicaManager:
         self.fetch_wait_ms = broker.config["replica.fetch.wait.max.ms"]
         self.fetchers = {}       # leader id -> ReplicaFetcher
         self._dirty = set()
+        self._rebuilding = False  # after a reset: a replica missing from the image is kept
         self._sync_scheduled = False
         self._pending_isr = {}   # (topic, index) -> partition epoch an AlterPartition was sent at
         self._task = None
@@ -64,6 +65,7 @@ class ReplicaManager:
     # -- following the metadata -------------------------------------------------------------------
     def _on_record(self, rec, changed):
         if rec is None:  # the image was rebuilt: look at everything again
+            self._rebuilding = True
             self._dirty |= set(self.broker.partitions)
             self._dirty |= {(ts.name, i) for ts in self.image.topics.values() for i in ts.partitions}
         else:
@@ -80,11 +82,15 @@ class ReplicaManager:
     def _sync(self):
         self._sync_scheduled = False
         dirty, self._dirty = self._dirty, set()
+        rebuilding, self._rebuilding = self._rebuilding, False
         for key in sorted(dirty):
             ts = self.image.topics.get(key[0])
             state = ts.partitions.get(key[1]) if ts else None
             if state is None or self.node_id not in state.replicas:
-                self._remove(key, deleted=ts is None or state is None)
+                if rebuilding:  # only a record deleting or moving it may delete data
+                    self._detach(key)
+                else:
+                    self._remove(key, deleted=ts is None or state is None)
                 continue
             p = self._open(ts, key[1])
             if state.leader == self.node_id:
@@ -104,15 +110,20 @@ class ReplicaManager:
             self.broker.partitions[(ts.name, index)] = p
         return p
 
-    def _remove(self, key, deleted):
+    def _detach(self, key):
+        """Stop serving a replica the image no longer names, keeping its log."""
         p = self.broker.partitions.pop(key, None)
-        if p is None:
+        if p is not None:
+            self._stop_fetching(p)
+            p.is_leader = False
+            p.notify()
+            if key[0] == OFFSETS_TOPIC and self.broker.groups:
+                self.broker.groups.unload_partition(key[1])
+        return p
+
+    def _remove(self, key, deleted):
+        if self._detach(key) is None:
             return
-        self._stop_fetching(p)
-        p.is_leader = False
-        p.notify()
-        if key[0] == OFFSETS_TOPIC and self.broker.groups:
-            self.broker.groups.unload_partition(key[1])
         self.broker.logs.delete(*key)
         log.info("replica %s-%d removed from this broker%s", *key, " (topic deleted)" if deleted else "")
 
