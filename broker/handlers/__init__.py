@@ -33,6 +33,7 @@ from . import (  # noqa: F401
     configs,
     fetch,
     groups,
+    leader_epochs,
     list_offsets,
     metadata,
     produce,

@@ -6,15 +6,15 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 from minilog.broker.local_cluster import LocalCluster
 
-FAST = {
-    "broker.session.timeout.ms": 2000,
-    "broker.heartbeat.interval.ms": 250,
-    "controller.quorum.election.timeout.ms": 500,
-    "controller.quorum.fetch.timeout.ms": 1500,
+FAST = {  # short enough for quick failovers, long enough for a loaded two-core machine
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 300,
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 3000,
     "offsets.topic.num.partitions": 3,
     "group.initial.rebalance.delay.ms": 0,
 }
-DEADLINE = 60.0
+DEADLINE = 120.0
 
 
 def wait_for(condition, what, timeout=DEADLINE, interval=0.1):

@@ -155,6 +155,16 @@ def _raw_produce(conn, topic, values, acks, timeout_ms=10000):
     return p.error_code, p.base_offset
 
 
+def _end_of_epoch(conn, topic, epoch):
+    """(error, epoch, end offset) OffsetForLeaderEpoch answers for partition 0."""
+    req = request(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    body = req.cls(replica_id=-1, topics=[req.make("topics", topic=topic, partitions=[
+        req.make("topics", "partitions", partition=0, current_leader_epoch=-1,
+                 leader_epoch=epoch)])])
+    p = conn.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
+    return p.error_code, p.leader_epoch, p.end_offset
+
+
 def _replica_records(broker, topic):
     with Log(broker.log_dir / f"{topic}-0") as log:
         return [(r.offset, r.value) for r in decode_batches(log.read(0, 1 << 30))]
@@ -183,6 +193,13 @@ def test_deposed_leaders_uncommitted_tail_is_truncated(make_cluster):
              "a new leader among the followers")
     acked = produce_all(c.bootstrap_of(*followers), "div", [b"kept-%d" % i for i in range(3)])
     assert sorted(offset for _, offset in acked.values()) == [10, 11, 12]
+    new_leader = c.partitions("div")[0][0]
+    conn = RawConnection(c.broker(new_leader).bootstrap)
+    try:  # epoch 0 ended where the new leader's epoch began: what the deposed leader cuts to
+        assert _end_of_epoch(conn, "div", 0) == (0, 0, 10)
+        assert _end_of_epoch(conn, "div", 1) == (0, 1, 13)
+    finally:
+        conn.close()
     c.broker(leader).start()
     c.wait_isr("div", 0, replicas, "the deposed leader back in the ISR")
     c.stop()
