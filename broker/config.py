@@ -56,6 +56,8 @@ BROKER_KEYS = {
     "replica.fetch.wait.max.ms": (int, 500),
     "offsets.topic.replication.factor": (int, 3),
     "metadata.log.segment.bytes": (int, 8 * 1024 * 1024),
+    "auto.leader.rebalance.enable": (bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
     "metadata.log.max.record.bytes.between.snapshots": (int, 20 * 1024 * 1024),
 }
 

@@ -6,8 +6,11 @@ broker silent for `broker.session.timeout.ms` is fenced, and every partition it 
 leader from its ISR (the first live ISR member in replica order, leader epoch + 1); it leaves
 the ISRs it was in. A partition whose whole ISR is fenced keeps its last ISR member and has no
 leader until that member returns (`unclean.leader.election.enable=false`). Partition leaders
-change their ISR with AlterPartition, checked against the leader and partition epochs. Each
-decision is metadata records appended through the quorum (see `quorum_store.py`).
+change their ISR with AlterPartition, checked against the leader and partition epochs. With `auto.leader.rebalance.enable` every
+`leader.imbalance.check.interval.seconds` leadership returns to each partition's preferred
+replica (the first) once it is live and in the ISR, so failovers do not leave a few brokers
+leading everything. Each decision is metadata records appended through the quorum (see
+`quorum_store.py`).
 """
 import asyncio
 import logging
@@ -28,6 +31,9 @@ class Controller:
         cfg = broker.config
         self.session_timeout = cfg["broker.session.timeout.ms"] / 1000
         self.offsets_rf = cfg["offsets.topic.replication.factor"]
+        self.rebalance = cfg["auto.leader.rebalance.enable"]
+        self.rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
+        self._next_rebalance = 0.0
         self.last_heartbeat = {}
         self._task = None
         store.role_listeners.append(self._role_changed)
@@ -92,6 +98,12 @@ class Controller:
                 log.info("broker %d missed its session timeout: fencing it", b)
                 self.store.append(self._fence_records(b))
         self._ensure_offsets_topic()
+        if self.rebalance and now >= self._next_rebalance:
+            self._next_rebalance = now + self.rebalance_every
+            recs = self._changes(self._preferred)
+            if recs:
+                log.info("moving %d leadership(s) back to preferred replicas", len(recs))
+                self.store.append(recs)
 
     def _ensure_offsets_topic(self):
         """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use)."""
@@ -127,6 +139,13 @@ class Controller:
                 return None
             return PartitionState(list(p.replicas), p.leader, p.leader_epoch, isr)
         return [records.fence_record(broker_id, True)] + self._changes(without)
+
+    def _preferred(self, p):
+        """The partition led by its first replica, when that one is live and in sync."""
+        first = p.replicas[0]
+        if p.leader == first or first not in p.isr or first not in self.image.brokers:
+            return None
+        return PartitionState(list(p.replicas), first, p.leader_epoch + 1, list(p.isr))
 
     def _elect_records(self, broker_id):
         """Partitions without a leader whose ISR holds `broker_id` (coming back) get it."""

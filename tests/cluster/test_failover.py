@@ -334,3 +334,15 @@ def test_acks_all_waits_for_the_isr_and_consumers_see_only_committed_records(mak
             [b"early", b"waiting", b"written"]
     finally:
         conn.close()
+
+
+def test_leadership_returns_to_the_preferred_replica(make_cluster):
+    c = make_cluster(3, **{"leader.imbalance.check.interval.seconds": 1})
+    (leader, replicas, _), = c.create_topic("home", partitions=1, rf=3).values()
+    assert leader == replicas[0]
+    c.broker(leader).kill()
+    wait_for(lambda: c.partitions("home")[0][0] != leader, "a failover")
+    c.broker(leader).start()
+    wait_for(lambda: c.partitions("home")[0][0] == leader,
+             f"broker {leader} to lead again once back in the ISR")
+    assert c.partitions("home")[0][2] == sorted(replicas)
