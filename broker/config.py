@@ -54,6 +54,9 @@ BROKER_KEYS = {
     "broker.heartbeat.interval.ms": (int, 2000),
     "broker.session.timeout.ms": (int, 9000),
     "replica.fetch.wait.max.ms": (int, 500),
+    # Kafka's defaults are 1 MiB and 10 MiB; a Python round trip costs more, so fetch more.
+    "replica.fetch.max.bytes": (int, 8 * 1024 * 1024),
+    "replica.fetch.response.max.bytes": (int, 32 * 1024 * 1024),
     "offsets.topic.replication.factor": (int, 3),
     "metadata.log.segment.bytes": (int, 8 * 1024 * 1024),
     "auto.leader.rebalance.enable": (bool, True),

@@ -83,7 +83,7 @@ class Controller:
 
     async def _tick_forever(self):
         while True:
-            await asyncio.sleep(min(0.5, self.session_timeout / 4))
+            await asyncio.sleep(min(0.1, self.session_timeout / 10))  # fencing within 0.1 s
             try:
                 self._tick()
             except Exception:  # noqa: BLE001 - a controller bug must not stop fencing

@@ -16,7 +16,6 @@ log = logging.getLogger("minilog.broker.fetcher")
 
 FETCH_VERSION = 12
 _FETCH = request(ApiKey.FETCH)
-PARTITION_MAX_BYTES = 1 << 20
 _RETRY = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
           ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
@@ -48,9 +47,11 @@ class ReplicaFetcher:
             by_topic.setdefault(p.topic, []).append(_FETCH.make(
                 "topics", "partitions", partition=p.index, current_leader_epoch=p.leader_epoch,
                 fetch_offset=p.log_end_offset, last_fetched_epoch=p.epoch_cache.latest_epoch,
-                log_start_offset=p.log_start_offset, partition_max_bytes=PARTITION_MAX_BYTES))
+                log_start_offset=p.log_start_offset,
+                partition_max_bytes=self.manager.fetch_max_bytes))
         return _FETCH.cls(replica_id=self.manager.node_id, max_wait_ms=self.manager.fetch_wait_ms,
-                          min_bytes=1, max_bytes=10 << 20, isolation_level=0, session_id=0,
+                          min_bytes=1, max_bytes=self.manager.fetch_response_max_bytes,
+                          isolation_level=0, session_id=0,
                           session_epoch=-1, forgotten_topics_data=[], rack_id="",
                           topics=[_FETCH.make("topics", topic=t, partitions=ps)
                                   for t, ps in by_topic.items()])

@@ -40,6 +40,8 @@ class ReplicaManager:
         self.node_id = broker.config.node_id
         self.lag_max_ms = broker.config["replica.lag.time.max.ms"]
         self.fetch_wait_ms = broker.config["replica.fetch.wait.max.ms"]
+        self.fetch_max_bytes = broker.config["replica.fetch.max.bytes"]
+        self.fetch_response_max_bytes = broker.config["replica.fetch.response.max.bytes"]
         self.fetchers = {}       # leader id -> ReplicaFetcher
         self._dirty = set()
         self._rebuilding = False  # after a reset: a replica missing from the image is kept
