@@ -150,3 +150,16 @@ def test_cli_cluster_up_status_down(tmp_path):
     assert down.stdout.count("stopped") == 3
     missing = _cli("cluster", "status", "--data-dir", str(tmp_path / "nothing"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["broker", "start", "--node-id", "4", "-o", "controller.quorum.voters=1@127.0.0.1:1,2@127.0.0.1:2"],
+     "node.id 4 is not one of controller.quorum.voters"),
+    (["broker", "start", "--node-id", "1", "-o", "controller.quorum.voters=1@nohost"],
+     "expected id@host:port, got '1@nohost'"),
+    (["cluster", "up", "--brokers", "0"], "--brokers must be at least 1"),
+])
+def test_bad_cluster_settings_are_one_line_and_exit_2(args, message, tmp_path):
+    done = _cli(*args, "--data-dir", str(tmp_path / "d"))
+    assert done.returncode == 2 and message in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
