@@ -90,7 +90,7 @@ class Controller:
                 log.exception("controller tick failed")
 
     def _tick(self):
-        if not self.active:
+        if not self.store.raft.majority_heard():  # not (or no longer surely) the controller
             return
         now = time.monotonic()
         for b in list(self.image.brokers):

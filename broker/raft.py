@@ -313,9 +313,8 @@ class RaftNode:
         if self.role != LEADER:
             return
         self._apply_range(self.high_watermark)
-        t, followers = now_ms(), self.partition.followers.state
-        heard = 1 + sum(1 for v, st in followers.items() if t - st[3] < self.fetch_timeout * 1500)
-        if heard * 2 <= len(self.voters):
+        followers = self.partition.followers.state
+        if not self.majority_heard():
             log.warning("raft node %d: no majority fetched in epoch %d; resigning",
                         self.node_id, self.epoch)
             self.become_follower(self.epoch, None)
@@ -324,6 +323,16 @@ class RaftNode:
         for v in self.voters:
             if v not in self._began and (v not in followers or followers[v][0] < 0):
                 asyncio.ensure_future(self._send_begin_epoch(v))
+
+    def majority_heard(self):
+        """Leading, and a majority of voters fetched lately: a leader that was paused or cut off
+        must not act on its old view (it resigns at its next check)."""
+        if self.role != LEADER:
+            return False
+        t = now_ms()
+        heard = 1 + sum(1 for v, st in self.partition.followers.state.items()
+                        if v in self.voters and t - st[3] < self.fetch_timeout * 1500)
+        return heard * 2 > len(self.voters)
 
     async def _send_begin_epoch(self, voter):
         body = _BEGIN.cls(cluster_id=self.cluster_id, topics=[_BEGIN.make(

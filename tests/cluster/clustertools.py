@@ -71,7 +71,13 @@ class TestCluster(LocalCluster):
     def create_topic(self, name, partitions=1, rf=3, config=None):
         admin = self.admin()  # kept alive until the answer arrives
         admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])[name].result(30)
-        return wait_for(lambda: self.partitions(name), f"leaders for {name}")
+        # Every live broker has applied the topic (as Kafka, metadata reaches brokers a moment
+        # after the controller answers): raw requests to its leader find it.
+        return wait_for(lambda: self._agreed(name), f"every broker to know the leaders of {name}")
+
+    def _agreed(self, name):
+        views = [self.partitions(name, node) for node in self.alive()]
+        return views[0] if views[0] and all(v == views[0] for v in views) else None
 
     def partitions(self, topic, *via):
         """{partition: (leader, replicas, isr)} once every partition has a leader, else None."""
