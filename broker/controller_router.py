@@ -1,7 +1,7 @@
 """Admin requests in a replicated cluster go to the active controller, wherever they arrive.
 
-Clients send CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs and
-InitProducerId to any broker (Kafka's brokers forward them the same way). The active controller
+Clients send CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs and InitProducerId to any broker (Kafka's brokers forward them the same way). The active controller
 runs the ordinary handler, whose metadata writes are appended through the quorum, and answers
 once they are committed; any other broker forwards the request as it came and relays the
 answer. With no controller reachable the request is answered NOT_CONTROLLER (retriable).
@@ -21,7 +21,8 @@ log = logging.getLogger("minilog.broker.router")
 NEEDS_METADATA = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR})
 CATCH_UP_WAIT_S = 10.0
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-                       ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.INIT_PRODUCER_ID})
+                       ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                       ApiKey.INIT_PRODUCER_ID})
 _CREATE = request(ApiKey.CREATE_TOPICS)
 COMMIT_TIMEOUT_S = 10.0
 FIND_CONTROLLER_S = 5.0
@@ -92,7 +93,7 @@ def not_controller(key, req):
     if key == ApiKey.CREATE_PARTITIONS:
         return schema.cls(throttle_time_ms=0, results=[
             schema.make("results", name=t.name, error_code=code) for t in req.topics])
-    if key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+    if key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
         return schema.cls(throttle_time_ms=0, responses=[
             schema.make("responses", error_code=code, resource_type=r.resource_type,
                         resource_name=r.resource_name) for r in req.resources])

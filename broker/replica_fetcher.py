@@ -103,5 +103,7 @@ class ReplicaFetcher:
             return True
         if r.records:
             p.append_as_follower(r.records)
+        if p.log_start_offset < r.log_start_offset <= p.log_end_offset:  # DeleteRecords, retention
+            p.log.delete_records_before(r.log_start_offset)
         p.follower_high_watermark(r.high_watermark)
         return True

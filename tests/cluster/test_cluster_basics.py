@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic
 from kafka import KafkaConsumer
 from minilog.broker.log import Log
 from minilog.connector.client import Consumer, TopicPartition
@@ -163,3 +163,26 @@ def test_bad_cluster_settings_are_one_line_and_exit_2(args, message, tmp_path):
     done = _cli(*args, "--data-dir", str(tmp_path / "d"))
     assert done.returncode == 2 and message in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_config_changes_through_any_broker_reach_every_broker(make_cluster):
+    c = make_cluster(3)
+    c.create_topic("tuned", partitions=1, rf=3)
+    controller = c.metadata().controller_id
+    other = next(n for n in (1, 2, 3) if n != controller)
+    req = request(ApiKey.ALTER_CONFIGS)  # raw: clients would send it to the controller
+    body = req.cls(validate_only=False, resources=[req.make(
+        "resources", resource_type=2, resource_name="tuned", configs=[req.make(
+            "resources", "configs", name="retention.ms", value="123456")])])
+    conn = RawConnection(c.broker(other).bootstrap)
+    try:
+        assert conn.call(ApiKey.ALTER_CONFIGS, 1, body).responses[0].error_code == 0
+    finally:
+        conn.close()
+
+    def retention(node):
+        via = c.admin(node)  # kept alive until the answer arrives
+        got = via.describe_configs([ConfigResource("topic", "tuned")])
+        return next(iter(got.values())).result(10)["retention.ms"].value
+    for node in (1, 2, 3):
+        wait_for(lambda: retention(node) == "123456", f"broker {node} to apply the config")
