@@ -56,8 +56,12 @@ async def metadata(broker, header, req):
                                          topic_id=t.topic_id))
             else:
                 topics.append(describe_topic(broker, ts))
+    # In a cluster every broker forwards admin requests to the active controller, so, as Kafka's
+    # KRaft brokers do, Metadata names a live broker (this one): a client never waits on a
+    # controller id that went stale during an election. DescribeCluster names the real one.
+    controller = broker.config.node_id if broker.quorum is not None else image.controller_id
     return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META),
-                     cluster_id=image.cluster_id, controller_id=image.controller_id,
+                     cluster_id=image.cluster_id, controller_id=controller,
                      topics=topics, cluster_authorized_operations=NO_AUTH_OPS)
 
 

@@ -33,6 +33,13 @@ def wait_for(condition, what, timeout=DEADLINE, interval=0.1):
                          + (f" (last error: {last_error})" if last_error else ""))
 
 
+def active_controller(bootstrap):
+    """The active controller, as DescribeCluster names it (Metadata names any live broker)."""
+    from minilog.connector.client import AdminClient as MinilogAdmin
+    with MinilogAdmin({"bootstrap.servers": bootstrap}) as admin:
+        return admin.describe_cluster(timeout=10).controller_id
+
+
 class TestCluster(LocalCluster):
     __test__ = False
 

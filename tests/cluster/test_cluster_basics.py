@@ -13,7 +13,7 @@ from minilog.connector.client import Consumer, TopicPartition
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from minilog.connector.records import encode_batch
 from wire import RawConnection
-from clustertools import wait_for
+from clustertools import active_controller, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -168,7 +168,7 @@ def test_bad_cluster_settings_are_one_line_and_exit_2(args, message, tmp_path):
 def test_config_changes_through_any_broker_reach_every_broker(make_cluster):
     c = make_cluster(3)
     c.create_topic("tuned", partitions=1, rf=3)
-    controller = c.metadata().controller_id
+    controller = active_controller(c.bootstrap)
     other = next(n for n in (1, 2, 3) if n != controller)
     req = request(ApiKey.ALTER_CONFIGS)  # raw: clients would send it to the controller
     body = req.cls(validate_only=False, resources=[req.make(
