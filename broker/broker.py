@@ -1,16 +1,25 @@
 """The broker process: owns the configuration, metadata, logs, partitions and the server.
 
 Handlers receive this object and reach everything through it; it holds no protocol logic.
+With `controller.quorum.voters` set it is one node of a replicated cluster: its metadata comes
+from the Raft quorum (`quorum`), it may be the active `controller`, its `replicas` lead or
+follow partitions, and admin requests go through the `router` to the controller.
 """
 import asyncio
 import logging
 import signal
 
+from .broker_lifecycle import BrokerLifecycle
 from .cleaner import LogCleaner
 from .config import BrokerConfig
+from .controller import Controller
+from .controller_router import ControllerRouter
 from .group_coordinator import GroupCoordinator
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
+from .peer_channel import PeerChannel
+from .quorum_store import QuorumMetadataStore
+from .replica_manager import ReplicaManager
 from .server import BrokerServer
 from .startup import data_summary, is_new
 from .topic_manager import TopicManager
@@ -26,7 +35,12 @@ class Broker:
         data_dir = config.data_dir
         self._new_data_dir = is_new(data_dir)
         self._listener = listener
-        self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
+        self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
+        if config.quorum_voters:
+            self.peers = PeerChannel(config.node_id)
+            self.store = self.quorum = QuorumMetadataStore(config, self.peers)
+        else:
+            self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
         self.logs = LogManager(data_dir)
@@ -45,13 +59,17 @@ class Broker:
         return self.partitions.get((topic, index))
 
     def auto_create_topic(self, name):
-        return self.topics.auto_create(name)
+        if self.quorum is None:
+            return self.topics.auto_create(name)
+        return self.router.auto_create(name)
 
     def _open_logs(self):
         self.logs.remove_stale_deletions()
         for ts in self.metadata.topics.values():
             self.topics.open_partitions(ts)
         known = set(self.partitions)
+        if self.quorum is not None:
+            return  # the replica manager opens replicas as the metadata names them
         for key in self.logs.existing_partitions():
             if key not in known:
                 log.warning("partition directory %s-%d has no topic in the metadata; left alone", *key)
@@ -67,10 +85,19 @@ class Broker:
             adv_host, _ = self.config.advertised_address
             self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        if self.quorum is not None:
+            self._join_cluster()
         log.info("minilog broker %d (cluster %s) listening on %s:%d", self.config.node_id,
                  self.metadata.cluster_id, host, self.server.port)
         log.info("%s", data_summary(self, self._new_data_dir))
         return self
+
+    def _join_cluster(self):
+        self.controller = Controller(self, self.quorum)
+        self.replicas = ReplicaManager(self, self.quorum, self.peers).start()
+        self.router = ControllerRouter(self, self.quorum, self.peers)
+        self.quorum.raft.start()
+        self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers).start()
 
     async def _housekeeping(self):
         """Retention and time-based flushes, on Kafka's schedule."""
@@ -94,9 +121,15 @@ class Broker:
         self.stopping = True
         for p in self.partitions.values():
             p.notify()
+        if self.lifecycle:
+            await self.lifecycle.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.quorum is not None:
+            await self.replicas.stop()
+            await self.controller.stop()
+            await self.quorum.raft.stop()
         if self.groups:
             await self.groups.stop()
         if self.cleaner:
@@ -104,6 +137,9 @@ class Broker:
         if self.server:
             await self.server.close()
         self.logs.close()
+        if self.quorum is not None:
+            self.quorum.close()
+            self.peers.close()
         log.info("minilog broker %d stopped cleanly", self.config.node_id)
         self._stopped.set()
 

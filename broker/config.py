@@ -47,6 +47,21 @@ BROKER_KEYS = {
     "min.insync.replicas": (int, 1),
     "producer.id.expiration.ms": (int, 86400000),
     "replica.lag.time.max.ms": (int, 30000),
+    # A replicated cluster (KRaft-style combined mode): set controller.quorum.voters.
+    "controller.quorum.voters": (str, None),
+    "controller.quorum.election.timeout.ms": (int, 1000),
+    "controller.quorum.fetch.timeout.ms": (int, 2000),
+    "broker.heartbeat.interval.ms": (int, 2000),
+    "broker.session.timeout.ms": (int, 9000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    # Kafka's defaults are 1 MiB and 10 MiB; a Python round trip costs more, so fetch more.
+    "replica.fetch.max.bytes": (int, 8 * 1024 * 1024),
+    "replica.fetch.response.max.bytes": (int, 32 * 1024 * 1024),
+    "offsets.topic.replication.factor": (int, 3),
+    "metadata.log.segment.bytes": (int, 8 * 1024 * 1024),
+    "auto.leader.rebalance.enable": (bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "metadata.log.max.record.bytes.between.snapshots": (int, 20 * 1024 * 1024),
 }
 
 
@@ -104,6 +119,10 @@ class BrokerConfig:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
         cfg = cls(values)
         _ = cfg.listen_address  # parsing it validates `listeners`
+        voters = cfg.quorum_voters
+        if voters is not None and cfg.node_id not in voters:
+            raise ConfigError(f"node.id {cfg.node_id} is not one of controller.quorum.voters "
+                              f"({','.join(map(str, voters))}); only combined mode is supported")
         return cfg
 
     def __getitem__(self, key):
@@ -130,6 +149,18 @@ class BrokerConfig:
             return host or "0.0.0.0", int(port)
         except ValueError:
             raise ConfigError(f"{key} must look like PLAINTEXT://host:port, got {spec!r}") from None
+
+    @property
+    def quorum_voters(self):
+        """{node id: (host, port)} from controller.quorum.voters, or None for a single broker."""
+        spec = self.values["controller.quorum.voters"]
+        if not spec:
+            return None
+        from .raft import parse_voters
+        try:
+            return parse_voters(spec)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
     @property
     def listen_address(self):

@@ -43,13 +43,16 @@ class OffsetsTopic:
         self.broker = broker
         self.num_partitions = broker.config["offsets.topic.num.partitions"]
 
-    def ensure(self):
+    def ensure(self, replication_factor=-1):
         """Create the topic on first start; an existing one keeps its partition count (as in
-        Kafka, changing offsets.topic.num.partitions later would move every group)."""
+        Kafka, changing offsets.topic.num.partitions later would move every group). In a
+        replicated cluster only the controller creates it, once enough brokers are up."""
         ts = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if ts is None and self.broker.quorum is not None and not self.broker.quorum.is_controller:
+            return None
         if ts is None:
             code, message, ts = self.broker.topics.create(
-                OFFSETS_TOPIC, self.num_partitions, -1,
+                OFFSETS_TOPIC, self.num_partitions, replication_factor,
                 {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)},
                 internal=True)
             if code:

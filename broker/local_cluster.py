@@ -2,6 +2,8 @@
 
 Each broker runs as `python -m minilog.broker start` in its own process with its own data
 directory (a temporary one unless given), so a demo exercises the same code as production.
+More than one broker form a replicated cluster: every broker is a voter of the controller
+quorum (`controller.quorum.voters`, KRaft's combined mode), their ports fixed up front.
 """
 import os
 import signal
@@ -100,13 +102,20 @@ class BrokerProcess:
 class LocalCluster:
     """`with LocalCluster() as cluster:` starts brokers; leaving the block stops and cleans up."""
 
-    def __init__(self, size=1, data_dir=None, extra=()):
+    def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None):
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="minilog-cluster-")
             data_dir = self._tmp.name
         self.data_dir = Path(data_dir)
-        self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", node_id=i + 1, extra=extra)
+        ports = list(ports) if ports else [free_port() for _ in range(size)]
+        if replicated is None:
+            replicated = size > 1
+        if replicated:
+            voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
+            extra = ["-o", f"controller.quorum.voters={voters}", *extra]
+        self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],
+                                      node_id=i + 1, extra=extra)
                         for i in range(size)]
 
     @property
@@ -121,6 +130,9 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def broker(self, node_id):
+        return self.brokers[node_id - 1]
 
     def stop(self):
         for b in self.brokers:

@@ -46,6 +46,7 @@ class PartitionState:
     leader: int
     leader_epoch: int = 0
     isr: list = None
+    partition_epoch: int = 0  # bumped by every leader or ISR change (AlterPartition checks it)
 
     def __post_init__(self):
         if self.isr is None:
@@ -89,7 +90,10 @@ class MetadataImage:
         self.cluster_id = cluster_id
         self.topics = {}      # name -> TopicState
         self.by_id = {}       # uuid -> TopicState
-        self.brokers = {}     # node id -> BrokerEndpoint
+        self.brokers = {}     # node id -> BrokerEndpoint, live (unfenced) brokers only
+        self.registered = {}  # node id -> BrokerEndpoint, every broker the cluster knows
+        self.fenced = set()   # registered node ids not serving (stopped or catching up)
+        self.broker_epochs = {}  # node id -> epoch of its current registration
         self.controller_id = -1
         self.next_producer_id = 1000
 

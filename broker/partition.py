@@ -2,9 +2,14 @@
 
 The log stores batches; the partition decides what is committed (high watermark), which leader
 epoch stamps new batches, and wakes long-polling fetches when data arrives. With one replica the
-high watermark follows the log end; replication moves it by follower progress instead.
+high watermark follows the log end; in a replicated cluster the replica manager makes the
+partition a leader (a `FollowerTracker` and a high-watermark rule) or a follower (appends
+fetched batches, truncates divergent tails by the leader epoch cache) and it moves the high
+watermark by follower progress instead.
 """
 import asyncio
+
+from minilog.connector.batch import iter_batches
 
 
 class Partition:
@@ -17,6 +22,14 @@ class Partition:
         self.max_message_bytes = 1048588
         self.min_insync_replicas = 1
         self._waiters = set()
+        # Replication (None / unused with a single broker): set by the replica manager.
+        self.is_leader = True
+        self.leader_id = None
+        self.epoch_cache = None      # LeaderEpochCache
+        self.followers = None        # FollowerTracker while leading a replicated partition
+        self.hw_rule = None          # partition -> the offset every required replica has
+        self.epoch_start_offset = 0  # where this leader's epoch began
+        self.partition_epoch = 0
 
     def apply_config(self, config):
         """Adopt a topic's (new) LogConfig: limits checked here, storage settings by the log."""
@@ -40,16 +53,72 @@ class Partition:
 
         `in_place`: writable batches may be stamped where they are (see `Log.append`)."""
         result = self.log.append(batches, leader_epoch=self.leader_epoch, in_place=in_place)
+        if self.epoch_cache is not None and not result.duplicate:
+            self.epoch_cache.assign(self.leader_epoch, result.first_offset)
+        if self.hw_rule is not None:
+            self.notify()  # followers long-poll for the new data
         self._advance_high_watermark()
         return result
 
     def _advance_high_watermark(self):
-        # Single replica: everything appended is committed. Replication replaces this rule.
+        if self.hw_rule is not None:
+            new_hw = min(self.hw_rule(self), self.log.log_end_offset)
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+                self.notify()
+            return
+        # Single replica: everything appended is committed.
         if len(self.isr) <= 1:
             new_hw = self.log.log_end_offset
             if new_hw != self.high_watermark:
                 self.high_watermark = new_hw
                 self.notify()
+
+    # ---- replication -----------------------------------------------------------------------
+    def follower_fetched(self, replica_id, fetch_offset, last_fetched_epoch):
+        """A follower's fetch reached the leader: (diverging (epoch, end offset) or None).
+
+        A follower whose last fetched epoch ended earlier here (or is unknown here) has a tail
+        the leader does not: it is told where to truncate instead of getting records."""
+        if self.epoch_cache is not None and last_fetched_epoch >= 0:
+            epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log_end_offset)
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return epoch, max(end, self.log_start_offset)
+        if self.followers is not None:
+            self.followers.fetched(replica_id, fetch_offset, self.log_end_offset)
+            self._advance_high_watermark()
+        return None
+
+    def append_as_follower(self, data):
+        """Batches fetched from the leader, at the leader's offsets and epochs."""
+        result = self.log.append_as_follower(data)
+        if result is not None and self.epoch_cache is not None:
+            self.epoch_cache.assign_batches(h for _, h in iter_batches(data))
+        return result
+
+    def truncate_for_divergence(self, leader_epoch, leader_end_offset):
+        """The leader says our last epoch ended at `leader_end_offset` there: cut our tail where
+        both logs last agree (the next fetch checks again, so a deeper divergence converges)."""
+        target = min(leader_end_offset, self.log_end_offset)
+        if leader_epoch >= 0 and self.epoch_cache is not None:
+            epoch, end = self.epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+            if end >= 0:
+                target = min(target, end)
+        self.truncate_to(target)
+        return target
+
+    def truncate_to(self, offset):
+        """Cut a divergent tail (after a leader change); the high watermark never exceeds it."""
+        self.log.truncate_to(offset)
+        if self.epoch_cache is not None:
+            self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def follower_high_watermark(self, leader_hw):
+        new_hw = min(leader_hw, self.log_end_offset)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self.notify()
 
     def read(self, offset, max_bytes, committed_only=True, min_one=True, region_over=None):
         upper = self.high_watermark if committed_only else None

@@ -75,7 +75,10 @@ class BrokerServer:
         except CorruptMessage as e:
             raise _CloseConnection(f"malformed {api_name(key)} v{version}: {e}") from None
         try:
-            response = await entry.handler(self.broker, header, request)
+            if self.broker.router is not None:  # replicated: admin requests to the controller
+                response = await self.broker.router.handle(key, header, request, entry.handler)
+            else:
+                response = await entry.handler(self.broker, header, request)
             if response is NO_RESPONSE:
                 return None
             return encode_response(key, version, header.correlation_id, response)

@@ -121,6 +121,8 @@ class TopicManager:
         return 0 if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS) else code
 
     def open_partitions(self, ts):
+        if self.broker.quorum is not None:
+            return  # replicated: the replica manager opens replicas as the metadata names them
         config = self.log_config(ts.name)
         for index, state in ts.partitions.items():
             if (ts.name, index) in self.broker.partitions:

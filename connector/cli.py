@@ -1,6 +1,7 @@
 """`minilog`: the command line, in the style of Kafka's tools and kcat.
 
     minilog broker start ...                   run a broker (see `minilog broker start --help`)
+    minilog cluster up|status|down             a replicated cluster on 127.0.0.1 (see --help)
     minilog topics create|list|describe|alter|delete
     minilog produce TOPIC                      lines from stdin or --file become records
     minilog consume TOPIC                      records to stdout, formatted with -f like kcat
@@ -49,6 +50,8 @@ def build_parser():
                      description="minilog: a Kafka-compatible log. Manage topics, produce, consume.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     sub.add_parser("broker", help="run a broker: minilog broker start --help", add_help=False)
+    sub.add_parser("cluster", help="a replicated local cluster: minilog cluster up|status|down",
+                   add_help=False)
     sub.add_parser("demo", help="the bank-balance demo on a local cluster: minilog demo --help",
                    add_help=False)
 
@@ -396,6 +399,9 @@ def main(argv=None):
     if argv and argv[0] == "broker":
         from minilog.broker.main import main as broker_main
         return broker_main(argv[1:], prog="minilog broker")
+    if argv and argv[0] == "cluster":
+        from minilog.broker.cluster_cli import main as cluster_main
+        return cluster_main(argv[1:], prog="minilog cluster")
     if argv and argv[0] == "demo":
         from minilog.jobs.bank_demo import main as demo_main
         return demo_main(argv[1:])

@@ -33,8 +33,10 @@ from . import (  # noqa: F401
     configs,
     fetch,
     groups,
+    leader_epochs,
     list_offsets,
     metadata,
     produce,
+    quorum,
     topics,
 )

@@ -1,6 +1,9 @@
 """Fetch: serve stored batches as they are, with Kafka's long poll (max_wait_ms, min_bytes).
 
-Consumers read up to the high watermark; followers (replica id >= 0) up to the log end.
+Consumers read up to the high watermark; followers (replica id >= 0) up to the log end, and
+their fetch offset tells the leader how far they are (see `Partition.follower_fetched`); a
+follower whose last fetched epoch diverges from the leader's log gets `diverging_epoch` instead
+of records. Only the leader of a partition answers (NOT_LEADER_OR_FOLLOWER elsewhere).
 Fetch sessions are not kept: session id 0 tells clients to send full fetch requests.
 Records longer than `ZERO_COPY_OVER` bytes are answered as `FileRegion`s, which the server
 sends with sendfile: the page cache goes to the socket without passing through Python.
@@ -12,6 +15,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 from ..file_region import FileRegion
 from ..log import OffsetOutOfRange
 from ..partition import wait_for_any
+from ..raft import METADATA_TOPIC
 from . import handles
 
 _RESP = response(ApiKey.FETCH)
@@ -25,22 +29,38 @@ def _epoch_error(partition, requested):
             else ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
-def _partition_response(index, code, partition=None, records=b""):
+def _partition_response(index, code, partition=None, records=b"", diverging=None):
     hw = partition.high_watermark if partition else -1
-    return _RESP.make("responses", "partitions", partition_index=index, error_code=code,
-                      high_watermark=hw, last_stable_offset=hw,
-                      log_start_offset=partition.log_start_offset if partition else -1,
-                      aborted_transactions=None if code else [], records=records)
+    out = _RESP.make("responses", "partitions", partition_index=index, error_code=code,
+                     high_watermark=hw, last_stable_offset=hw,
+                     log_start_offset=partition.log_start_offset if partition else -1,
+                     aborted_transactions=None if code else [], records=records)
+    if code and partition is not None and partition.leader_id is not None:
+        out.current_leader = _RESP.make("responses", "partitions", "current_leader",
+                                        leader_id=partition.leader_id,
+                                        leader_epoch=partition.leader_epoch)
+    if diverging is not None:
+        out.diverging_epoch = _RESP.make("responses", "partitions", "diverging_epoch",
+                                         epoch=diverging[0], end_offset=diverging[1])
+    return out
 
 
-def _read_all(broker, wanted, max_bytes, follower):
+def _lookup(broker, name, index, follower):
+    partition = broker.partition(name, index) if name is not None else None
+    if partition is None and follower and broker.quorum is not None and \
+            (name, index) == (METADATA_TOPIC, 0):
+        partition = broker.quorum.partition  # the quorum's own log, to its voters only
+    return partition
+
+
+def _read_all(broker, wanted, max_bytes, follower, replica_id=-1):
     """One pass over the requested partitions: (topic responses, bytes, partitions, errors,
     file regions to close if this pass is not answered)."""
     topics, total, waiting_on, errors, regions = [], 0, [], 0, []
     for key, name, topic_id, parts in wanted:
         out = []
         for p in parts:
-            partition = broker.partition(name, p.partition) if name is not None else None
+            partition = _lookup(broker, name, p.partition, follower)
             if partition is None:
                 code = (ErrorCode.UNKNOWN_TOPIC_ID if name is None
                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -48,10 +68,22 @@ def _read_all(broker, wanted, max_bytes, follower):
                 errors += 1
                 continue
             code = _epoch_error(partition, p.current_leader_epoch)
+            if not code and not partition.is_leader:
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if code:
                 out.append(_partition_response(p.partition, code, partition))
                 errors += 1
                 continue
+            if follower:
+                hw = partition.high_watermark
+                diverging = partition.follower_fetched(replica_id, p.fetch_offset,
+                                                       p.last_fetched_epoch)
+                if diverging is not None:
+                    out.append(_partition_response(p.partition, 0, partition, diverging=diverging))
+                    errors += 1
+                    continue
+                if partition.high_watermark != hw:
+                    errors += 1  # not an error: answer now, the follower commits on it
             limit = max(0, min(p.partition_max_bytes, max_bytes - total))
             try:
                 data = partition.read(p.fetch_offset, limit, committed_only=not follower,
@@ -89,12 +121,18 @@ async def fetch(broker, header, req):
             wanted.append((t.topic, t.topic, ts.topic_id if ts else None, t.partitions))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
+    high_watermarks = None
     while True:
         topics, total, partitions, errors, regions = _read_all(broker, wanted, req.max_bytes,
-                                                               follower)
+                                                               follower, replica_id)
         remaining = deadline - loop.time()
         if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or broker.stopping:
             break
+        # A follower also learns of a new high watermark at once (it commits on it).
+        marks = [p.high_watermark for p in partitions]
+        if follower and high_watermarks is not None and marks != high_watermarks:
+            break
+        high_watermarks = marks
         for region in regions:
             region.close()
         await wait_for_any(partitions, remaining)

@@ -68,6 +68,10 @@ async def list_offsets(broker, header, req):
                 parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
                                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            if not partition.is_leader and req.replica_id < 0:
+                parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
+                                        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                continue
             if p.current_leader_epoch >= 0 and p.current_leader_epoch != partition.leader_epoch:
                 code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < partition.leader_epoch
                         else ErrorCode.UNKNOWN_LEADER_EPOCH)

@@ -9,14 +9,20 @@ NO_AUTH_OPS = -2147483648
 
 
 def _brokers(broker, schema, id_field="node_id"):
+    live = broker.metadata.brokers.values()
+    if not live and broker.quorum is not None:  # a cluster still forming: at least ourselves
+        live = [broker.quorum.own_endpoint]
     return [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
-            for b in broker.metadata.brokers.values()]
+            for b in live]
 
 
 def describe_topic(broker, ts):
-    parts = [_META.make("topics", "partitions", error_code=0, partition_index=i,
-                        leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=p.replicas,
-                        isr_nodes=p.isr, offline_replicas=[])
+    fenced = broker.metadata.fenced if broker.quorum is not None else ()
+    parts = [_META.make("topics", "partitions",
+                        error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
+                        partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                        replica_nodes=p.replicas, isr_nodes=p.isr,
+                        offline_replicas=[r for r in p.replicas if r in fenced])
              for i, p in sorted(ts.partitions.items())]
     return _META.make("topics", error_code=0, name=ts.name, topic_id=ts.topic_id,
                       is_internal=ts.internal, partitions=parts,
@@ -50,8 +56,12 @@ async def metadata(broker, header, req):
                                          topic_id=t.topic_id))
             else:
                 topics.append(describe_topic(broker, ts))
+    # In a cluster every broker forwards admin requests to the active controller, so, as Kafka's
+    # KRaft brokers do, Metadata names a live broker (this one): a client never waits on a
+    # controller id that went stale during an election. DescribeCluster names the real one.
+    controller = broker.config.node_id if broker.quorum is not None else image.controller_id
     return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META),
-                     cluster_id=image.cluster_id, controller_id=image.controller_id,
+                     cluster_id=image.cluster_id, controller_id=controller,
                      topics=topics, cluster_authorized_operations=NO_AUTH_OPS)
 
 

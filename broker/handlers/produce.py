@@ -4,6 +4,8 @@ The broker checks each batch's framing, CRC and record count, then stamps offset
 are never decoded. acks=0 requests get no response at all, as in Kafka: one that fails closes
 the connection instead, the only way its client can notice.
 """
+import asyncio
+
 from minilog.connector import batch as batch_format
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
@@ -28,6 +30,8 @@ def produce_to_partition(broker, topic, index, records, acks):
     partition = broker.partition(topic, index)
     if partition is None:
         return _partition_result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not partition.is_leader:
+        return _partition_result(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if not records:
         return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message="empty record set")
     try:
@@ -56,6 +60,20 @@ def produce_to_partition(broker, topic, index, records, acks):
                              partition.log_start_offset)
 
 
+async def _wait_for_isr(broker, results, timeout_ms):
+    """acks=all in a replicated cluster: answer once the ISR has every appended batch."""
+    async def wait(topic, part):
+        partition = broker.partition(topic, part.index)
+        if partition is None:
+            part.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return
+        last = partition.log_end_offset - 1  # covers this request's batches (appended above)
+        part.error_code = await broker.replicas.wait_for_acks(partition, last, timeout_ms)
+    waits = [wait(t.name, part) for t in results for part in t.partition_responses
+             if part.error_code == 0]
+    await asyncio.gather(*waits)
+
+
 @handles(ApiKey.PRODUCE, 3, 11)
 async def produce(broker, header, req):
     acks = req.acks
@@ -74,6 +92,8 @@ async def produce(broker, header, req):
         parts = [produce_to_partition(broker, t.name, p.index, p.records, acks)
                  for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
+    if acks == -1 and broker.replicas is not None:
+        await _wait_for_isr(broker, results, req.timeout_ms)
     if acks == 0:
         failed = [f"{t.name}-{p.index}: error {p.error_code}" for t in results
                   for p in t.partition_responses if p.error_code]

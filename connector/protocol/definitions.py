@@ -505,4 +505,130 @@ AlterConfigsResponse 33 0-2 flex2
     error_message string null0+
     resource_type int8
     resource_name string
+VoteRequest 52 0-0 flex0
+  cluster_id string null0+
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      candidate_epoch int32
+      candidate_id int32
+      last_offset_epoch int32
+      last_offset int64
+VoteResponse 52 0-0 flex0
+  error_code int16
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      error_code int16
+      leader_id int32
+      leader_epoch int32
+      vote_granted bool
+BeginQuorumEpochRequest 53 0-0
+  cluster_id string null0+
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      leader_id int32
+      leader_epoch int32
+BeginQuorumEpochResponse 53 0-0
+  error_code int16
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      error_code int16
+      leader_id int32
+      leader_epoch int32
+EndQuorumEpochRequest 54 0-0
+  cluster_id string null0+
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      leader_id int32
+      leader_epoch int32
+      preferred_successors []int32
+EndQuorumEpochResponse 54 0-0
+  error_code int16
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      error_code int16
+      leader_id int32
+      leader_epoch int32
+BrokerRegistrationRequest 62 0-0 flex0
+  broker_id int32
+  cluster_id string
+  incarnation_id uuid
+  listeners []
+    name string
+    host string
+    port uint16
+    security_protocol int16
+  features []
+    name string
+    min_supported_version int16
+    max_supported_version int16
+  rack string null0+
+BrokerRegistrationResponse 62 0-0 flex0
+  throttle_time_ms int32
+  error_code int16
+  broker_epoch int64 =-1
+BrokerHeartbeatRequest 63 0-0 flex0
+  broker_id int32
+  broker_epoch int64 =-1
+  current_metadata_offset int64
+  want_fence bool
+  want_shut_down bool
+BrokerHeartbeatResponse 63 0-0 flex0
+  throttle_time_ms int32
+  error_code int16
+  is_caught_up bool
+  is_fenced bool =true
+  should_shut_down bool
+AlterPartitionRequest 56 0-1 flex0
+  broker_id int32
+  broker_epoch int64 =-1
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      leader_epoch int32
+      new_isr []int32
+      leader_recovery_state int8 v1+
+      partition_epoch int32
+AlterPartitionResponse 56 0-1 flex0
+  throttle_time_ms int32
+  error_code int16
+  topics []
+    topic_name string
+    partitions []
+      partition_index int32
+      error_code int16
+      leader_id int32
+      leader_epoch int32
+      isr []int32
+      leader_recovery_state int8 v1+
+      partition_epoch int32
+OffsetForLeaderEpochRequest 23 2-4 flex4
+  replica_id int32 v3+ =-2
+  topics []
+    topic string
+    partitions []
+      partition int32
+      current_leader_epoch int32 =-1
+      leader_epoch int32
+OffsetForLeaderEpochResponse 23 2-4 flex4
+  throttle_time_ms int32
+  topics []
+    topic string
+    partitions []
+      error_code int16
+      partition int32
+      leader_epoch int32 =-1
+      end_offset int64 =-1
 '''

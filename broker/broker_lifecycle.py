@@ -1,0 +1,91 @@
+"""A broker's membership of its cluster: register with the active controller, then heartbeat.
+
+Registration gives the broker an epoch (the offset of its registration record); heartbeats every
+`broker.heartbeat.interval.ms` carry it and the offset of the metadata this broker has applied,
+so the controller unfences the broker once it has caught up and fences it when the heartbeats
+stop. A stale epoch (the controller lost the registration) means registering again. On a clean
+stop the broker asks to be fenced first, so its partitions move before it goes.
+"""
+import asyncio
+import logging
+import uuid
+
+from minilog.connector.client.types import KafkaConnectionError
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+log = logging.getLogger("minilog.broker.lifecycle")
+
+_REG, _BEAT = request(ApiKey.BROKER_REGISTRATION), request(ApiKey.BROKER_HEARTBEAT)
+
+
+class BrokerLifecycle:
+    def __init__(self, broker, store, peers):
+        self.broker, self.store, self.peers = broker, store, peers
+        self.node_id = broker.config.node_id
+        self.interval = broker.config["broker.heartbeat.interval.ms"] / 1000
+        self.incarnation = uuid.uuid4()
+        self.epoch = -1
+        self.fenced = True
+        self._task = None
+
+    def start(self):
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    def _controller_address(self):
+        leader = self.store.raft.leader_id
+        if leader is None:
+            return None
+        return self.store.raft.voters.get(leader) or (
+            (e.host, e.port) if (e := self.store.image.registered.get(leader)) else None)
+
+    async def _send(self, api_key, body):
+        address = self._controller_address()
+        if address is None:
+            return None
+        try:
+            return await self.peers.send(address, api_key, body, timeout=5.0, purpose="lifecycle")
+        except (KafkaError, KafkaConnectionError, OSError):
+            return None
+
+    async def _run(self):
+        while True:
+            if self.epoch < 0:
+                await self._register()
+            else:
+                await self._heartbeat(want_fence=False)
+            await asyncio.sleep(self.interval if self.epoch >= 0 else 0.2)
+
+    async def _register(self):
+        ep = self.store.own_endpoint
+        body = _REG.cls(broker_id=self.node_id, cluster_id=self.store.cluster_id,
+                        incarnation_id=self.incarnation, features=[], rack=None,
+                        listeners=[_REG.make("listeners", name="PLAINTEXT", host=ep.host,
+                                             port=ep.port, security_protocol=0)])
+        resp = await self._send(ApiKey.BROKER_REGISTRATION, body)
+        if resp is not None and resp.error_code == 0:
+            self.epoch = resp.broker_epoch
+            log.info("broker %d registered (epoch %d)", self.node_id, self.epoch)
+
+    async def _heartbeat(self, want_fence):
+        body = _BEAT.cls(broker_id=self.node_id, broker_epoch=self.epoch,
+                         current_metadata_offset=self.store.metadata_offset,
+                         want_fence=want_fence, want_shut_down=want_fence)
+        resp = await self._send(ApiKey.BROKER_HEARTBEAT, body)
+        if resp is None:
+            return
+        if resp.error_code == ErrorCode.STALE_BROKER_EPOCH:
+            self.epoch = -1
+        elif resp.error_code == 0:
+            if self.fenced != resp.is_fenced:
+                log.info("broker %d %s", self.node_id, "fenced" if resp.is_fenced else "unfenced")
+            self.fenced = resp.is_fenced
+
+    async def stop(self):
+        """Controlled shutdown: ask to be fenced (leadership moves away), then stop."""
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.epoch >= 0 and not self.fenced:
+            await asyncio.wait([asyncio.ensure_future(self._heartbeat(want_fence=True))],
+                               timeout=2.0)

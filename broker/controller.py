@@ -1,0 +1,177 @@
+"""The active controller: broker liveness and partition leadership, decided on the quorum leader.
+
+Brokers register (BrokerRegistration) and heartbeat (BrokerHeartbeat). A registered broker
+starts fenced and is unfenced once its metadata has caught up with its own registration; a
+broker silent for `broker.session.timeout.ms` is fenced, and every partition it led gets a new
+leader from its ISR (the first live ISR member in replica order, leader epoch + 1); it leaves
+the ISRs it was in. A partition whose whole ISR is fenced keeps its last ISR member and has no
+leader until that member returns (`unclean.leader.election.enable=false`). Partition leaders
+change their ISR with AlterPartition, checked against the leader and partition epochs. With `auto.leader.rebalance.enable` every
+`leader.imbalance.check.interval.seconds` leadership returns to each partition's preferred
+replica (the first) once it is live and in the ISR, so failovers do not leave a few brokers
+leading everything. Each decision is metadata records appended through the quorum (see
+`quorum_store.py`).
+"""
+import asyncio
+import logging
+import time
+
+from minilog.connector.protocol import ErrorCode
+
+from . import metadata_records as records
+from .group_store import OFFSETS_TOPIC
+from .metadata import PartitionState
+
+log = logging.getLogger("minilog.broker.controller")
+
+
+class Controller:
+    def __init__(self, broker, store):
+        self.broker, self.store, self.image = broker, store, store.image
+        cfg = broker.config
+        self.session_timeout = cfg["broker.session.timeout.ms"] / 1000
+        self.offsets_rf = cfg["offsets.topic.replication.factor"]
+        self.rebalance = cfg["auto.leader.rebalance.enable"]
+        self.rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
+        self._next_rebalance = 0.0
+        self.last_heartbeat = {}
+        self._task = None
+        store.role_listeners.append(self._role_changed)
+
+    @property
+    def active(self):
+        return self.store.is_controller
+
+    def _role_changed(self, leading):
+        if leading:
+            now = time.monotonic()
+            self.last_heartbeat = {b: now for b in self.image.registered}
+            self._task = asyncio.ensure_future(self._tick_forever())
+        elif self._task:
+            self._task.cancel()
+            self._task = None
+
+    async def stop(self):
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # -- brokers ------------------------------------------------------------------------------------
+    def register(self, broker_id, host, port, rack=None):
+        """Append the registration; its offset is the broker epoch. The broker starts fenced."""
+        self.last_heartbeat[broker_id] = time.monotonic()
+        recs = []
+        if broker_id in self.image.brokers:  # a restart nobody noticed: lead elsewhere first
+            recs = self._fence_records(broker_id)
+        return self.store.append(recs + [records.broker_record(broker_id, host, port, rack)])
+
+    def heartbeat(self, broker_id, broker_epoch, metadata_offset, want_fence):
+        """(error, is_caught_up, is_fenced)."""
+        if self.image.broker_epochs.get(broker_id, -2) != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, False, True
+        self.last_heartbeat[broker_id] = time.monotonic()
+        caught_up = metadata_offset >= broker_epoch
+        fenced = broker_id in self.image.fenced
+        if fenced and caught_up and not want_fence:
+            self.store.append([records.fence_record(broker_id, False)] +
+                              self._elect_records(broker_id))
+            fenced = False
+        elif not fenced and want_fence:
+            self.store.append(self._fence_records(broker_id))
+            fenced = True
+        return 0, caught_up, fenced
+
+    async def _tick_forever(self):
+        while True:
+            await asyncio.sleep(min(0.1, self.session_timeout / 10))  # fencing within 0.1 s
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - a controller bug must not stop fencing
+                log.exception("controller tick failed")
+
+    def _tick(self):
+        if not self.store.raft.majority_heard():  # not (or no longer surely) the controller
+            return
+        now = time.monotonic()
+        for b in list(self.image.brokers):
+            if now - self.last_heartbeat.get(b, now) > self.session_timeout:
+                log.info("broker %d missed its session timeout: fencing it", b)
+                self.store.append(self._fence_records(b))
+        self._ensure_offsets_topic()
+        if self.rebalance and now >= self._next_rebalance:
+            self._next_rebalance = now + self.rebalance_every
+            recs = self._changes(self._preferred)
+            if recs:
+                log.info("moving %d leadership(s) back to preferred replicas", len(recs))
+                self.store.append(recs)
+
+    def _ensure_offsets_topic(self):
+        """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use)."""
+        if OFFSETS_TOPIC in self.image.topics:
+            return
+        wanted = min(self.offsets_rf, len(self.store.raft.voters))
+        if len(self.image.brokers) >= wanted:
+            self.broker.groups.store.ensure(replication_factor=wanted)
+
+    # -- leadership ------------------------------------------------------------------------------------
+    def _changes(self, fn):
+        """Partition records for every partition whose state `fn(state)` changes (returns a new one)."""
+        recs = []
+        for ts in self.image.topics.values():
+            for index, p in ts.partitions.items():
+                new = fn(p)
+                if new is not None:
+                    new.partition_epoch = p.partition_epoch + 1
+                    recs.append(records.partition_record(ts.name, index, new))
+        return recs
+
+    def _fence_records(self, broker_id):
+        live = set(self.image.brokers) - {broker_id}
+
+        def without(p):
+            if broker_id not in p.replicas:
+                return None
+            isr = [r for r in p.isr if r != broker_id] or list(p.isr)  # keep the last one
+            if p.leader == broker_id or p.leader not in live:
+                leader = next((r for r in p.replicas if r in isr and r in live), -1)
+                return PartitionState(list(p.replicas), leader, p.leader_epoch + 1, isr)
+            if isr == p.isr:
+                return None
+            return PartitionState(list(p.replicas), p.leader, p.leader_epoch, isr)
+        return [records.fence_record(broker_id, True)] + self._changes(without)
+
+    def _preferred(self, p):
+        """The partition led by its first replica, when that one is live and in sync."""
+        first = p.replicas[0]
+        if p.leader == first or first not in p.isr or first not in self.image.brokers:
+            return None
+        return PartitionState(list(p.replicas), first, p.leader_epoch + 1, list(p.isr))
+
+    def _elect_records(self, broker_id):
+        """Partitions without a leader whose ISR holds `broker_id` (coming back) get it."""
+        def elect(p):
+            if p.leader < 0 and broker_id in p.isr:
+                return PartitionState(list(p.replicas), broker_id, p.leader_epoch + 1, list(p.isr))
+            return None
+        return self._changes(elect)
+
+    def alter_partition(self, broker_id, topic, index, leader_epoch, partition_epoch, new_isr):
+        """(error, PartitionState or None): a leader's ISR change, as Kafka's AlterPartition."""
+        ts = self.image.topics.get(topic)
+        p = ts.partitions.get(index) if ts else None
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if p.leader != broker_id:
+            return ErrorCode.INVALID_REQUEST, p
+        if leader_epoch != p.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, p
+        if partition_epoch != p.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION, p
+        if broker_id not in new_isr or any(r not in p.replicas for r in new_isr):
+            return ErrorCode.INVALID_REQUEST, p
+        if any(r not in p.isr and r not in self.image.brokers for r in new_isr):
+            return ErrorCode.INELIGIBLE_REPLICA, p
+        new = PartitionState(list(p.replicas), p.leader, p.leader_epoch, list(new_isr),
+                             p.partition_epoch + 1)
+        self.store.append([records.partition_record(topic, index, new)])
+        return 0, self.image.topics[topic].partitions[index]

@@ -1,0 +1,100 @@
+"""Admin requests in a replicated cluster go to the active controller, wherever they arrive.
+
+Clients send CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs and InitProducerId to any broker (Kafka's brokers forward them the same way). The active controller
+runs the ordinary handler, whose metadata writes are appended through the quorum, and answers
+once they are committed; any other broker forwards the request as it came and relays the
+answer. With no controller reachable the request is answered NOT_CONTROLLER (retriable).
+"""
+import asyncio
+import logging
+import time
+
+from minilog.connector.client.connection import wait_set
+from minilog.connector.client.types import KafkaConnectionError
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request, response
+
+log = logging.getLogger("minilog.broker.router")
+
+# Answered from the metadata image: a broker still replaying the metadata log waits for it
+# rather than telling clients of an empty cluster.
+NEEDS_METADATA = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR})
+CATCH_UP_WAIT_S = 10.0
+FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                       ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                       ApiKey.INIT_PRODUCER_ID})
+_CREATE = request(ApiKey.CREATE_TOPICS)
+COMMIT_TIMEOUT_S = 10.0
+FIND_CONTROLLER_S = 5.0
+
+
+class ControllerRouter:
+    def __init__(self, broker, store, peers):
+        self.broker, self.store, self.peers = broker, store, peers
+        self._creating = set()
+
+    def auto_create(self, name):
+        """auto.create.topics.enable: ask the controller to create `name` in the background;
+        the client is told LEADER_NOT_AVAILABLE and asks again (as Kafka answers)."""
+        if self.store.is_controller:
+            code = self.broker.topics.auto_create(name)
+            return code or ErrorCode.LEADER_NOT_AVAILABLE
+        if name not in self._creating:
+            self._creating.add(name)
+            body = _CREATE.cls(timeout_ms=5000, validate_only=False, topics=[_CREATE.make(
+                "topics", name=name, num_partitions=-1, replication_factor=-1,
+                assignments=[], configs=[])])
+            from .handlers import HANDLERS
+            task = asyncio.ensure_future(self.handle(
+                ApiKey.CREATE_TOPICS, _Header(7), body, HANDLERS[ApiKey.CREATE_TOPICS].handler))
+            task.add_done_callback(lambda _: self._creating.discard(name))
+        return ErrorCode.LEADER_NOT_AVAILABLE
+
+    async def handle(self, key, header, req, handler):
+        if key in NEEDS_METADATA and not self.store.raft.caught_up.is_set():
+            await wait_set(self.store.raft.caught_up, CATCH_UP_WAIT_S)
+        if key not in FORWARDED or (key == ApiKey.INIT_PRODUCER_ID and req.producer_id >= 0):
+            return await handler(self.broker, header, req)
+        deadline = time.monotonic() + FIND_CONTROLLER_S
+        while True:
+            raft = self.store.raft
+            if raft.is_leader:
+                resp = await handler(self.broker, header, req)
+                await raft.wait_committed(raft.partition.log_end_offset - 1, COMMIT_TIMEOUT_S)
+                return resp
+            leader = raft.leader_id
+            if leader is not None and leader in raft.voters:
+                try:
+                    return await self.peers.send(raft.voters[leader], key, req,
+                                                 header.api_version, timeout=30.0,
+                                                 purpose="forward")
+                except (KafkaError, KafkaConnectionError, OSError) as e:
+                    log.info("forwarding %s to controller %d failed: %s", key.name, leader, e)
+            if time.monotonic() > deadline:
+                return not_controller(key, req)
+            await asyncio.sleep(0.1)
+
+
+class _Header:
+    def __init__(self, api_version):
+        self.api_version = api_version
+
+
+def not_controller(key, req):
+    """The request's own response shape, every entry NOT_CONTROLLER."""
+    code, schema = ErrorCode.NOT_CONTROLLER, response(key)
+    if key == ApiKey.CREATE_TOPICS:
+        return schema.cls(throttle_time_ms=0, topics=[
+            schema.make("topics", name=t.name, error_code=code) for t in req.topics])
+    if key == ApiKey.DELETE_TOPICS:
+        names = [t.name for t in req.topics] if req.topics else list(req.topic_names or [])
+        return schema.cls(throttle_time_ms=0, responses=[
+            schema.make("responses", name=n, error_code=code) for n in names])
+    if key == ApiKey.CREATE_PARTITIONS:
+        return schema.cls(throttle_time_ms=0, results=[
+            schema.make("results", name=t.name, error_code=code) for t in req.topics])
+    if key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        return schema.cls(throttle_time_ms=0, responses=[
+            schema.make("responses", error_code=code, resource_type=r.resource_type,
+                        resource_name=r.resource_name) for r in req.resources])
+    return schema.cls(throttle_time_ms=0, error_code=code)

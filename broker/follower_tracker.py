@@ -1,0 +1,52 @@
+"""What a partition leader knows of its followers: how far each has fetched, and since when it
+has been caught up. From this the high watermark advances and the ISR shrinks and expands.
+
+Kafka's rule (Replica.updateFetchState): a follower is caught up at the time of a fetch that
+reached the leader's log end, or at the time of its previous fetch if this one reached the log
+end the leader had then. A follower not caught up for `replica.lag.time.max.ms` leaves the ISR;
+one whose log reaches the high watermark (and the leader's epoch start) rejoins it.
+"""
+import time
+
+
+def now_ms():
+    return time.monotonic_ns() // 1_000_000
+
+
+class FollowerTracker:
+    def __init__(self, followers, leader_end_offset):
+        t = now_ms()
+        # replica id -> [log end offset, last caught up ms, leader log end at last fetch, last fetch ms]
+        # A new leader does not know where its followers are: -1 until they fetch. They count
+        # as caught up now, so the ISR is not shrunk before they had a chance to fetch.
+        self.state = {r: [-1, t, leader_end_offset, t] for r in followers}
+
+    def fetched(self, replica_id, fetch_offset, leader_end_offset, at_ms=None):
+        t = now_ms() if at_ms is None else at_ms
+        s = self.state.setdefault(replica_id, [-1, 0, 0, 0])
+        if fetch_offset >= leader_end_offset:
+            s[1] = max(s[1], t)
+        elif fetch_offset >= s[2]:
+            s[1] = max(s[1], s[3])
+        s[0], s[2], s[3] = fetch_offset, leader_end_offset, t
+
+    def end_offset(self, replica_id):
+        s = self.state.get(replica_id)
+        return -1 if s is None else s[0]
+
+    def out_of_sync(self, isr, leader_id, leader_end_offset, max_lag_ms, at_ms=None):
+        """ISR members that should leave it now."""
+        t = now_ms() if at_ms is None else at_ms
+        out = []
+        for r in isr:
+            if r == leader_id:
+                continue
+            s = self.state.get(r)
+            if s is None or (s[0] != leader_end_offset and t - s[1] > max_lag_ms):
+                out.append(r)
+        return out
+
+    def ready_to_join(self, isr, replicas, high_watermark, epoch_start_offset):
+        """Replicas outside the ISR whose log has caught up with the committed data."""
+        return [r for r in replicas if r not in isr and r in self.state
+                and self.state[r][0] >= max(high_watermark, epoch_start_offset)]

@@ -1,0 +1,39 @@
+"""Connections from this broker to the other nodes of its cluster, for inter-broker requests.
+
+Raft (Vote, BeginQuorumEpoch, metadata Fetch), registration and heartbeats, AlterPartition,
+forwarded admin requests and replica fetching all go through the client's `BrokerConnection`,
+one per peer address and purpose, reopened on the next request after any failure.
+"""
+import logging
+
+from minilog.connector.client.connection import BrokerConnection
+
+log = logging.getLogger("minilog.broker.peers")
+
+
+class PeerChannel:
+    def __init__(self, node_id, connect_timeout=2.0):
+        self.client_id = f"minilog-broker-{node_id}"
+        self.connect_timeout = connect_timeout
+        self._conns = {}  # (host, port, purpose) -> BrokerConnection
+
+    async def send(self, address, api_key, body, version=None, timeout=5.0, purpose=""):
+        """One request to `address` (host, port); raises KafkaError/KafkaConnectionError."""
+        key = (*address, purpose)
+        conn = self._conns.get(key)
+        if conn is None or not conn.connected:
+            conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
+                                    connect_timeout=self.connect_timeout,
+                                    request_timeout=timeout)
+            self._conns[key] = conn
+            try:
+                await conn.connect()
+            except BaseException:
+                self._conns.pop(key, None)
+                raise
+        return await conn.send(api_key, body, version, timeout=timeout)
+
+    def close(self):
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()

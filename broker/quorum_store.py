@@ -1,0 +1,152 @@
+"""Cluster metadata kept in the Raft-replicated `__cluster_metadata` log (multi-broker mode).
+
+The same interface as `LocalMetadataStore` (an `image` for handlers, and the write methods
+`TopicManager` calls), but every write becomes records appended through the quorum leader, and
+every node's image is rebuilt from the committed records. Writes are only possible on the
+active controller (the quorum leader); the request router forwards admin requests there.
+Listeners hear of each applied record and the partitions it changed (the replica manager
+makes replicas leaders or followers from them).
+"""
+import base64
+import logging
+import uuid
+
+from minilog.connector.batch import InvalidBatch
+
+from . import metadata_records as records
+from .leader_epoch_cache import LeaderEpochCache
+from .log import Log, LogConfig
+from .metadata import LocalMetadataStore, MetadataImage, PartitionState, TopicState
+from .partition import Partition
+from .placement import assign_replicas
+from .raft import METADATA_TOPIC, RaftNode
+
+log = logging.getLogger("minilog.broker.metadata")
+
+
+def _cluster_id(config):
+    """cluster.id, or one derived from the voters, so that the nodes of a cluster configured
+    alike agree without a separate formatting step."""
+    if config["cluster.id"]:
+        return config["cluster.id"]
+    spec = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(config.quorum_voters.items()))
+    return base64.urlsafe_b64encode(uuid.uuid5(uuid.NAMESPACE_URL, spec).bytes).decode().rstrip("=")
+
+
+class QuorumImage(MetadataImage):
+    """The image, whose controller is whoever leads the quorum right now."""
+
+    raft = None
+
+    @property
+    def controller_id(self):
+        leader = self.raft.leader_id if self.raft else None
+        return -1 if leader is None else leader
+
+    @controller_id.setter
+    def controller_id(self, _):
+        pass
+
+
+class QuorumMetadataStore:
+    def __init__(self, config, peers):
+        data_dir, node_id = config.data_dir, config.node_id
+        data_dir.mkdir(parents=True, exist_ok=True)
+        meta = LocalMetadataStore._read_meta_properties(data_dir, node_id, _cluster_id(config))
+        self.cluster_id = meta["cluster.id"]
+        self.node_id = node_id
+        self.image = QuorumImage(self.cluster_id)
+        self.metadata_offset = -1  # the last applied record's offset
+        self.listeners = []        # fn(record, changed partition keys); fn(None, None) on reset
+        self.own_endpoint = None
+        segment_bytes = config["metadata.log.segment.bytes"]
+        metadata_log = Log(data_dir / f"{METADATA_TOPIC}-0",
+                           LogConfig(segment_bytes=segment_bytes, max_message_bytes=segment_bytes))
+        self.snapshot_every = config["metadata.log.max.record.bytes.between.snapshots"]
+        self.partition = Partition(METADATA_TOPIC, 0, metadata_log)
+        self.partition.epoch_cache = LeaderEpochCache.load(metadata_log)
+        self.raft = RaftNode(node_id, config.quorum_voters, self.partition, peers,
+                             election_timeout_ms=config["controller.quorum.election.timeout.ms"],
+                             fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
+                             apply=self._apply, reset=self._reset,
+                             on_role_change=self._role_changed, cluster_id=self.cluster_id)
+        self.image.raft = self.raft
+        self.role_listeners = []
+
+    # -- applying committed records -------------------------------------------------------------
+    def _apply(self, offset, rec):
+        changed = records.apply(self.image, rec, offset)
+        self.metadata_offset = offset
+        if rec["type"] == "image":
+            self.raft.delete_before_when_committed(offset)
+        for listener in self.listeners:
+            listener(rec, changed)
+
+    def _reset(self):
+        image = QuorumImage(self.cluster_id)
+        image.raft = self.raft
+        self.image.__dict__.update(image.__dict__)  # handlers keep their reference
+        self.metadata_offset = -1
+        for listener in self.listeners:
+            listener(None, None)
+
+    def _role_changed(self, leading):
+        for listener in self.role_listeners:
+            listener(leading)
+
+    @property
+    def is_controller(self):
+        return self.raft.is_leader
+
+    def close(self):
+        self.partition.log.close()
+
+    # -- writes (active controller only) ----------------------------------------------------------
+    def append(self, recs):
+        last = self.raft.append(recs)
+        if self.raft.bytes_since_snapshot >= self.snapshot_every:
+            self.raft.bytes_since_snapshot = 0
+            try:
+                self.raft.append([records.image_record(self.image)])
+            except InvalidBatch as e:  # the log keeps growing; the records above are written
+                log.warning("no metadata snapshot: %s (raise metadata.log.segment.bytes)", e)
+        return last
+
+    def register_broker(self, endpoint):
+        """This broker's own endpoint; it registers with the controller over the wire."""
+        if endpoint.node_id == self.node_id:
+            self.own_endpoint = endpoint
+
+    def create_topic(self, name, num_partitions, replication_factor, configs, internal=False):
+        live = list(self.image.brokers)
+        ts = TopicState(name, uuid.uuid4(), configs=dict(configs), internal=internal)
+        assignment = assign_replicas(live, 0, num_partitions, replication_factor,
+                                     len(self.image.topics))
+        recs = [records.topic_record(ts)]
+        for i, replicas in assignment.items():
+            recs.append(records.partition_record(name, i, PartitionState(replicas, replicas[0])))
+        self.append(recs)
+        return self.image.topics[name]
+
+    def delete_topic(self, name):
+        ts = self.image.topics[name]
+        self.append([records.remove_topic_record(name)])
+        return ts
+
+    def add_partitions(self, name, new_total):
+        ts = self.image.topics[name]
+        rf = len(ts.partitions[0].replicas) if ts.partitions else 1
+        current = len(ts.partitions)
+        assignment = assign_replicas(list(self.image.brokers), current, new_total - current, rf,
+                                     len(self.image.topics))
+        self.append([records.partition_record(name, i, PartitionState(r, r[0]))
+                     for i, r in assignment.items()])
+        return ts
+
+    def set_topic_configs(self, name, configs):
+        self.append([records.configs_record(name, dict(configs))])
+
+    def allocate_producer_id(self):
+        pid = self.image.next_producer_id
+        self.append([records.producer_ids_record(pid + 1)])
+        return pid

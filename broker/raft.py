@@ -1,0 +1,443 @@
+"""Raft over the `__cluster_metadata` log, as KRaft does it (KIP-595): the controller quorum.
+
+Voters elect a leader with Vote (randomized election timeouts, a vote per epoch kept in
+`quorum-state`, votes only for logs at least as up to date); the winner announces itself with
+BeginQuorumEpoch and appends a leader-change record, committed with everything before it.
+Followers pull with the ordinary Fetch request (replica id, last fetched epoch), exactly as
+partition followers do: the leader answers a divergent follower with `diverging_epoch` and the
+follower truncates, and the high watermark is the offset a majority of voters has. A follower
+that hears nothing from its leader for `controller.quorum.fetch.timeout.ms` starts an election;
+a leader that hears from no majority for as long resigns. A leader stepping down cleanly sends
+EndQuorumEpoch so the others elect a successor at once.
+
+Committed records are handed to `apply(offset, record)` in order on every node; the leader
+applies its own appends at once (its image leads the log by the uncommitted tail), and any node
+whose applied records turn out not to be committed (a deposed leader, a truncated follower) is
+`reset()` and replays the log from the start. A snapshot is an ordinary record holding the
+whole image; once it is committed every node deletes the log before it, and a follower asking
+for an offset that is gone starts over from the leader's log start, snapshot first.
+"""
+import asyncio
+import logging
+import random
+import time
+
+from minilog.connector.batch import split_batches
+from minilog.connector.client.types import KafkaConnectionError
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+from minilog.connector.records import decode_batches, encode_batch, next_offset_after
+
+from . import metadata_records as records
+from .follower_tracker import FollowerTracker, now_ms
+from .partition import wait_for_any
+from .quorum_state import QuorumState
+
+log = logging.getLogger("minilog.broker.raft")
+
+METADATA_TOPIC = "__cluster_metadata"
+FOLLOWER, CANDIDATE, LEADER = "follower", "candidate", "leader"
+FETCH_VERSION = 12  # topic names, last_fetched_epoch and diverging_epoch
+_FETCH, _VOTE = request(ApiKey.FETCH), request(ApiKey.VOTE)
+_BEGIN, _END = request(ApiKey.BEGIN_QUORUM_EPOCH), request(ApiKey.END_QUORUM_EPOCH)
+
+
+class NotLeader(Exception):
+    """Only the quorum leader (the active controller) can append to the metadata log."""
+
+
+def parse_voters(spec):
+    """`controller.quorum.voters`: "1@host:port,2@host:port" -> {1: (host, port), ...}."""
+    voters = {}
+    for item in spec.split(","):
+        node, _, address = item.strip().partition("@")
+        host, _, port = address.rpartition(":")
+        if not node.isdigit() or not host or not port.isdigit():
+            raise ValueError(f"controller.quorum.voters: expected id@host:port, got {item!r}")
+        voters[int(node)] = (host, int(port))
+    return voters
+
+
+class RaftNode:
+    def __init__(self, node_id, voters, partition, peers, *, election_timeout_ms=1000,
+                 fetch_timeout_ms=2000, apply, reset, on_role_change, cluster_id=None):
+        self.node_id, self.voters, self.peers = node_id, voters, peers
+        self.partition, self.log = partition, partition.log
+        self.dir = self.log.dir
+        self.election_timeout = election_timeout_ms / 1000
+        self.fetch_timeout = fetch_timeout_ms / 1000
+        self._apply, self._reset, self._on_role_change = apply, reset, on_role_change
+        self.cluster_id = cluster_id
+        self.state = QuorumState.load(self.dir)
+        if self.state.leader_id == node_id:  # a leader that restarted must be elected again
+            self.state.leader_id = None
+        self.role = FOLLOWER
+        self.applied = self.log.log_start_offset
+        self.epoch_start = None
+        partition.high_watermark = self.log.log_start_offset  # learned from the leader
+        self._set_partition_role(False)
+        self._last_contact = time.monotonic()
+        self._stopping = False
+        self._began = set()  # voters that acknowledged this leader's BeginQuorumEpoch
+        self._task = None
+        self.bytes_since_snapshot = 0
+        self._delete_before = None  # a snapshot's offset, to become the log start once committed
+        self.caught_up = asyncio.Event()  # applied what the leader had committed, once
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def is_voter(self):
+        return self.node_id in self.voters
+
+    @property
+    def epoch(self):
+        return self.state.epoch
+
+    @property
+    def leader_id(self):
+        return self.state.leader_id
+
+    @property
+    def is_leader(self):
+        return self.role == LEADER
+
+    @property
+    def high_watermark(self):
+        return self.partition.high_watermark
+
+    def start(self):
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def stop(self):
+        """Stop; a leader first tells the other voters (EndQuorumEpoch) so they elect at once."""
+        self._stopping = True
+        if self.role == LEADER and len(self.voters) > 1:
+            await asyncio.wait([asyncio.ensure_future(self._send_end_epoch(v))
+                                for v in self.voters if v != self.node_id], timeout=1.0)
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self):
+        while not self._stopping:
+            try:
+                if self.role == LEADER:
+                    await self._lead_once()
+                elif self.role == CANDIDATE or (self.is_voter and self._leader_lost()):
+                    await self._campaign()
+                elif self.state.leader_id is not None:
+                    await self._fetch_once()
+                else:
+                    await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the quorum must outlive any single bug
+                log.exception("raft node %d: unexpected error", self.node_id)
+                await asyncio.sleep(0.5)
+
+    def _leader_lost(self):
+        timeout = self.fetch_timeout if self.state.leader_id is not None else self.election_timeout
+        return time.monotonic() - self._last_contact > timeout
+
+    # -- transitions -------------------------------------------------------------------------
+    def _set_partition_role(self, leading):
+        p = self.partition
+        p.leader_epoch, p.leader_id, p.is_leader = self.epoch, self.state.leader_id, leading
+        if leading:
+            p.followers = FollowerTracker([v for v in self.voters if v != self.node_id],
+                                          p.log_end_offset)
+            p.hw_rule = self._majority_offset
+        else:
+            p.followers = p.hw_rule = None
+
+    def _save(self, state):
+        state.save(self.dir)
+        self.state = state
+
+    def become_follower(self, epoch, leader_id):
+        """Enter `epoch` (a newer one, or the current one with its leader now known)."""
+        was_leader = self.role == LEADER
+        if epoch > self.epoch:
+            self._save(QuorumState(epoch, None, leader_id))
+        elif leader_id != self.state.leader_id:
+            self._save(QuorumState(epoch, self.state.voted_for, leader_id))
+        self.role = FOLLOWER
+        self._set_partition_role(False)
+        self._last_contact = time.monotonic()
+        if was_leader:
+            log.info("raft node %d: no longer leader (epoch %d, leader %s)", self.node_id,
+                     epoch, leader_id)
+            if self.applied > self.high_watermark:  # our uncommitted tail may not survive
+                self._replay_from_start()
+            self._on_role_change(False)
+
+    def _become_leader(self):
+        self.role = LEADER
+        self._save(QuorumState(self.epoch, self.node_id, self.node_id))
+        self._set_partition_role(True)
+        self._began = {self.node_id}
+        self._apply_range(self.log.log_end_offset)  # our whole log commits with our first record
+        self.epoch_start = self.log.log_end_offset
+        self.append([records.leader_change_record(self.node_id, self.epoch)])
+        self.caught_up.set()
+        log.info("raft node %d: leader of epoch %d", self.node_id, self.epoch)
+        self._on_role_change(True)
+
+    def _majority_offset(self, p):
+        offsets = sorted([p.log_end_offset] + [p.followers.end_offset(v) for v in self.voters
+                                               if v != self.node_id], reverse=True)
+        candidate = offsets[len(self.voters) // 2]
+        return candidate if candidate > self.epoch_start else p.high_watermark
+
+    # -- elections ----------------------------------------------------------------------------
+    async def _campaign(self):
+        await asyncio.sleep(random.uniform(0, self.election_timeout / 2))
+        if self.role == FOLLOWER and not self._leader_lost():
+            return  # someone else won meanwhile
+        self.role = CANDIDATE
+        self._save(QuorumState(self.epoch + 1, self.node_id, None))
+        self._set_partition_role(False)
+        epoch = self.epoch
+        log.info("raft node %d: candidate in epoch %d", self.node_id, epoch)
+        granted = {self.node_id}
+        tasks = [asyncio.ensure_future(self._request_vote(v, epoch)) for v in self.voters
+                 if v != self.node_id]
+        deadline = time.monotonic() + self.election_timeout * random.uniform(1, 2)
+        try:
+            while len(granted) * 2 <= len(self.voters) and tasks:
+                done, _ = await asyncio.wait(tasks, timeout=max(0, deadline - time.monotonic()),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done or self.role != CANDIDATE or self.epoch != epoch:
+                    break
+                for t in done:
+                    tasks.remove(t)
+                    voter = t.result()
+                    if voter is not None:
+                        granted.add(voter)
+        finally:
+            for t in tasks:
+                t.cancel()
+        if self.role == CANDIDATE and self.epoch == epoch and len(granted) * 2 > len(self.voters):
+            self._become_leader()
+        elif self.role == CANDIDATE:
+            await asyncio.sleep(max(0, deadline - time.monotonic()))
+
+    async def _request_vote(self, voter, epoch):
+        """The voter's id if it granted its vote, else None."""
+        body = _VOTE.cls(cluster_id=self.cluster_id, topics=[_VOTE.make(
+            "topics", topic_name=METADATA_TOPIC, partitions=[_VOTE.make(
+                "topics", "partitions", partition_index=0, candidate_epoch=epoch,
+                candidate_id=self.node_id, last_offset_epoch=self.partition.epoch_cache.latest_epoch,
+                last_offset=self.log.log_end_offset)])])
+        try:
+            resp = await self.peers.send(self.voters[voter], ApiKey.VOTE, body,
+                                         timeout=self.election_timeout, purpose="vote")
+        except (KafkaError, KafkaConnectionError, OSError):
+            return None
+        if resp.error_code or not resp.topics:
+            return None
+        p = resp.topics[0].partitions[0]
+        if p.leader_epoch > self.epoch:
+            self.become_follower(p.leader_epoch, p.leader_id if p.leader_id >= 0 else None)
+            return None
+        return voter if p.vote_granted else None
+
+    def handle_vote(self, epoch, candidate, last_epoch, last_offset):
+        """(granted, our epoch, leader id or -1) for a Vote request."""
+        if candidate not in self.voters or epoch < self.epoch:
+            return False
+        if epoch > self.epoch:
+            self.become_follower(epoch, None)
+        if self.role == LEADER or self.state.leader_id not in (None, candidate) or \
+                self.state.voted_for not in (None, candidate):
+            return False
+        mine = (self.partition.epoch_cache.latest_epoch, self.log.log_end_offset)
+        if (last_epoch, last_offset) < mine:
+            return False
+        self._save(QuorumState(epoch, candidate, None))
+        self._last_contact = time.monotonic()
+        return True
+
+    def handle_begin_epoch(self, epoch, leader_id):
+        """0, or FENCED_LEADER_EPOCH for an announcement from an older epoch."""
+        if epoch < self.epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if leader_id != self.node_id and (epoch > self.epoch or self.state.leader_id != leader_id
+                                          or self.role != FOLLOWER):
+            self.become_follower(epoch, leader_id)
+        return 0
+
+    def handle_end_epoch(self, epoch, leader_id):
+        """The leader of `epoch` resigned: elect a successor now instead of timing out."""
+        if epoch == self.epoch and self.state.leader_id == leader_id and leader_id != self.node_id:
+            self._last_contact = 0
+        return 0
+
+    async def _send_end_epoch(self, voter):
+        body = _END.cls(cluster_id=self.cluster_id, topics=[_END.make(
+            "topics", topic_name=METADATA_TOPIC, partitions=[_END.make(
+                "topics", "partitions", partition_index=0, leader_id=self.node_id,
+                leader_epoch=self.epoch, preferred_successors=[])])])
+        try:
+            await self.peers.send(self.voters[voter], ApiKey.END_QUORUM_EPOCH, body, timeout=1.0,
+                                  purpose="vote")
+        except (KafkaError, KafkaConnectionError, OSError):
+            pass
+
+    # -- leading --------------------------------------------------------------------------------
+    def append(self, recs):
+        """Append records (dicts) as one batch and apply them here; returns the last offset."""
+        if self.role != LEADER:
+            raise NotLeader(f"node {self.node_id} is not the metadata quorum leader")
+        data = encode_batch([(None, None, records.encode(r), ()) for r in recs])
+        (_, header), = split_batches(data)
+        result = self.partition.append_as_leader([(data, header)])
+        self.bytes_since_snapshot += len(data)
+        for i, rec in enumerate(recs):
+            self._apply(result.first_offset + i, rec)
+        self.applied = result.last_offset + 1
+        return result.last_offset
+
+    async def wait_committed(self, offset, timeout):
+        """Whether `offset` is committed within `timeout` seconds (False if leadership is lost)."""
+        deadline = time.monotonic() + timeout
+        while self.partition.high_watermark <= offset:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.role != LEADER:
+                return False
+            await wait_for_any([self.partition], min(remaining, 0.1))
+        return True
+
+    async def _lead_once(self):
+        await wait_for_any([self.partition], 0.2)
+        if self.role != LEADER:
+            return
+        self._apply_range(self.high_watermark)
+        followers = self.partition.followers.state
+        if not self.majority_heard():
+            log.warning("raft node %d: no majority fetched in epoch %d; resigning",
+                        self.node_id, self.epoch)
+            self.become_follower(self.epoch, None)
+            self._last_contact = 0
+            return
+        for v in self.voters:
+            if v not in self._began and (v not in followers or followers[v][0] < 0):
+                asyncio.ensure_future(self._send_begin_epoch(v))
+
+    def majority_heard(self):
+        """Leading, and a majority of voters fetched lately: a leader that was paused or cut off
+        must not act on its old view (it resigns at its next check)."""
+        if self.role != LEADER:
+            return False
+        t = now_ms()
+        heard = 1 + sum(1 for v, st in self.partition.followers.state.items()
+                        if v in self.voters and t - st[3] < self.fetch_timeout * 1500)
+        return heard * 2 > len(self.voters)
+
+    async def _send_begin_epoch(self, voter):
+        body = _BEGIN.cls(cluster_id=self.cluster_id, topics=[_BEGIN.make(
+            "topics", topic_name=METADATA_TOPIC, partitions=[_BEGIN.make(
+                "topics", "partitions", partition_index=0, leader_id=self.node_id,
+                leader_epoch=self.epoch)])])
+        epoch = self.epoch
+        try:
+            resp = await self.peers.send(self.voters[voter], ApiKey.BEGIN_QUORUM_EPOCH, body,
+                                         timeout=1.0, purpose="vote")
+        except (KafkaError, KafkaConnectionError, OSError):
+            return
+        if not resp.error_code and self.epoch == epoch:
+            self._began.add(voter)
+
+    # -- following ------------------------------------------------------------------------------
+    async def _fetch_once(self):
+        leader = self.state.leader_id
+        address = self.voters.get(leader)
+        if address is None:
+            await asyncio.sleep(0.1)
+            return
+        body = _FETCH.cls(replica_id=self.node_id, max_wait_ms=500, min_bytes=1,
+                          max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                          topics=[_FETCH.make("topics", topic=METADATA_TOPIC, partitions=[
+                              _FETCH.make("topics", "partitions", partition=0,
+                                          current_leader_epoch=self.epoch,
+                                          fetch_offset=self.log.log_end_offset,
+                                          last_fetched_epoch=self.partition.epoch_cache.latest_epoch,
+                                          log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                          forgotten_topics_data=[], rack_id="")
+        try:
+            resp = await self.peers.send(address, ApiKey.FETCH, body, FETCH_VERSION,
+                                         timeout=self.fetch_timeout, purpose="raft")
+        except (KafkaError, KafkaConnectionError, OSError):
+            await asyncio.sleep(0.1)
+            return
+        if self.role != FOLLOWER or self.state.leader_id != leader or not resp.responses:
+            return
+        p = resp.responses[0].partitions[0]
+        current = p.current_leader
+        if current is not None and current.leader_epoch > self.epoch:
+            self.become_follower(current.leader_epoch,
+                                 current.leader_id if current.leader_id >= 0 else None)
+            return
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and \
+                self.log.log_end_offset < p.log_start_offset:
+            self._start_over_at(p.log_start_offset)
+            return
+        if p.error_code:
+            if p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                await asyncio.sleep(0.1)
+            else:
+                await asyncio.sleep(0.2)
+            return
+        self._last_contact = time.monotonic()
+        if p.diverging_epoch is not None:
+            self.partition.truncate_for_divergence(p.diverging_epoch.epoch,
+                                                   p.diverging_epoch.end_offset)
+            if self.applied > self.log.log_end_offset:
+                self._replay_from_start()
+            return
+        if p.records:
+            self.partition.append_as_follower(p.records)
+        self.partition.follower_high_watermark(p.high_watermark)
+        self._apply_range(self.high_watermark)
+        if self.applied >= p.high_watermark:
+            self.caught_up.set()
+
+    # -- applying ---------------------------------------------------------------------------------
+    def delete_before_when_committed(self, offset):
+        """A snapshot at `offset` was applied: the log before it may go once it is committed."""
+        self._delete_before = offset
+        self._maybe_delete_prefix()
+
+    def _maybe_delete_prefix(self):
+        target = self._delete_before
+        if target is not None and self.high_watermark > target and \
+                target > self.log.log_start_offset:
+            self.log.delete_records_before(target)
+            self._delete_before = None
+
+    def _start_over_at(self, offset):
+        """Our log ends before the leader's starts: take the leader's, snapshot first."""
+        log.info("raft node %d: restarting the metadata log at %d", self.node_id, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.partition.epoch_cache.clear()
+        self.partition.high_watermark = offset
+        self._reset()
+        self.applied = offset
+
+    def _apply_range(self, end):
+        """Hand records [applied, end) to `apply`, in order."""
+        self._maybe_delete_prefix()
+        while self.applied < end:
+            data = self.log.read(self.applied, 1 << 20, upper_bound=end)
+            if not data:
+                return
+            for rec in decode_batches(data, start_offset=self.applied):
+                if rec.offset < end:
+                    self._apply(rec.offset, records.decode(rec.value))
+            self.applied = next_offset_after(data)
+
+    def _replay_from_start(self):
+        log.info("raft node %d: replaying the metadata log", self.node_id)
+        self._reset()
+        self.applied = self.log.log_start_offset
+        self._apply_range(self.high_watermark)

@@ -1,0 +1,109 @@
+"""A follower's pull loop: one task per leader broker, fetching every partition it follows there.
+
+Requests are ordinary Fetch requests (v12: replica id, current leader epoch, last fetched epoch),
+so the leader answers from the same code path as consumers, sending stored batches as they are.
+Each answer is applied per partition: a `diverging_epoch` truncates the divergent tail, records
+are appended at the leader's offsets, and the follower's high watermark follows the leader's.
+A partition whose leadership changed while a request was in flight ignores that answer.
+"""
+import asyncio
+import logging
+
+from minilog.connector.client.types import KafkaConnectionError
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+log = logging.getLogger("minilog.broker.fetcher")
+
+FETCH_VERSION = 12
+_FETCH = request(ApiKey.FETCH)
+_RETRY = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+          ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+class ReplicaFetcher:
+    def __init__(self, manager, leader_id):
+        self.manager, self.leader_id = manager, leader_id
+        self.partitions = {}  # (topic, index) -> Partition
+        self._task = None
+
+    def add(self, partition):
+        self.partitions[(partition.topic, partition.index)] = partition
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    def remove(self, partition):
+        self.partitions.pop((partition.topic, partition.index), None)
+
+    async def stop(self):
+        self.partitions.clear()
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _request(self, sent):
+        by_topic = {}
+        for key, p in self.partitions.items():
+            sent[key] = p.leader_epoch
+            by_topic.setdefault(p.topic, []).append(_FETCH.make(
+                "topics", "partitions", partition=p.index, current_leader_epoch=p.leader_epoch,
+                fetch_offset=p.log_end_offset, last_fetched_epoch=p.epoch_cache.latest_epoch,
+                log_start_offset=p.log_start_offset,
+                partition_max_bytes=self.manager.fetch_max_bytes))
+        return _FETCH.cls(replica_id=self.manager.node_id, max_wait_ms=self.manager.fetch_wait_ms,
+                          min_bytes=1, max_bytes=self.manager.fetch_response_max_bytes,
+                          isolation_level=0, session_id=0,
+                          session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                          topics=[_FETCH.make("topics", topic=t, partitions=ps)
+                                  for t, ps in by_topic.items()])
+
+    async def _run(self):
+        while self.partitions:
+            address = self.manager.address_of(self.leader_id)
+            if address is None:
+                await asyncio.sleep(0.2)
+                continue
+            sent = {}
+            body = self._request(sent)
+            try:
+                resp = await self.manager.peers.send(
+                    address, ApiKey.FETCH, body, FETCH_VERSION,
+                    timeout=self.manager.fetch_wait_ms / 1000 + 10, purpose="replica")
+            except (KafkaError, KafkaConnectionError, OSError) as e:
+                log.debug("fetch from broker %d failed: %s", self.leader_id, e)
+                await asyncio.sleep(0.2)
+                continue
+            backoff = False
+            for t in resp.responses:
+                for r in t.partitions:
+                    backoff |= not self._apply(t.topic, r, sent)
+            if backoff:
+                await asyncio.sleep(0.1)
+
+    def _apply(self, topic, r, sent):
+        """Apply one partition's answer; False if it was an error worth backing off for."""
+        key = (topic, r.partition_index)
+        p = self.partitions.get(key)
+        if p is None or p.is_leader or p.leader_epoch != sent.get(key):
+            return True
+        if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if p.log_end_offset < r.log_start_offset:
+                p.log.truncate_fully_and_start_at(r.log_start_offset)
+                p.epoch_cache.clear()
+            else:
+                p.truncate_to(r.high_watermark)
+            return True
+        if r.error_code:
+            if r.error_code not in _RETRY:
+                log.warning("fetching %s-%d from broker %d: error %d", topic, r.partition_index,
+                            self.leader_id, r.error_code)
+            return False
+        if r.diverging_epoch is not None:
+            at = p.truncate_for_divergence(r.diverging_epoch.epoch, r.diverging_epoch.end_offset)
+            log.info("%s-%d truncated to %d after a leader change", topic, r.partition_index, at)
+            return True
+        if r.records:
+            p.append_as_follower(r.records)
+        if p.log_start_offset < r.log_start_offset <= p.log_end_offset:  # DeleteRecords, retention
+            p.log.delete_records_before(r.log_start_offset)
+        p.follower_high_watermark(r.high_watermark)
+        return True

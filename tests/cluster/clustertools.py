@@ -1,0 +1,105 @@
+"""Helpers for replicated-cluster tests: start, wait for conditions, describe, kill, pause."""
+import os
+import signal
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from minilog.broker.local_cluster import LocalCluster
+
+FAST = {  # short enough for quick failovers, long enough for a loaded two-core machine
+    "broker.session.timeout.ms": 3000,
+    "broker.heartbeat.interval.ms": 300,
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 3000,
+    "offsets.topic.num.partitions": 3,
+    "group.initial.rebalance.delay.ms": 0,
+}
+DEADLINE = 120.0
+
+
+def wait_for(condition, what, timeout=DEADLINE, interval=0.1):
+    """Poll `condition()` until it returns something true; return that, or fail saying `what`."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            result = condition()
+            if result:
+                return result
+        except Exception as e:  # noqa: BLE001 - a cluster in failover answers with errors
+            last_error = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
+                         + (f" (last error: {last_error})" if last_error else ""))
+
+
+def active_controller(bootstrap):
+    """The active controller, as DescribeCluster names it (Metadata names any live broker)."""
+    from minilog.connector.client import AdminClient as MinilogAdmin
+    with MinilogAdmin({"bootstrap.servers": bootstrap}) as admin:
+        return admin.describe_cluster(timeout=10).controller_id
+
+
+class TestCluster(LocalCluster):
+    __test__ = False
+
+    def __init__(self, size, data_dir, overrides):
+        settings = {**FAST, **overrides}
+        extra = [x for k, v in settings.items() for x in ("-o", f"{k}={v}")]
+        super().__init__(size, data_dir=data_dir, extra=extra, replicated=True)
+
+    def start(self):
+        super().start()
+        self.wait_for_brokers(len(self.brokers))
+        return self
+
+    def destroy(self):
+        for b in self.brokers:
+            if b.proc and b.proc.poll() is None:
+                os.killpg(b.proc.pid, signal.SIGCONT)
+            b.kill()
+
+    def bootstrap_of(self, *node_ids):
+        return ",".join(self.broker(n).bootstrap for n in node_ids)
+
+    def alive(self):
+        return [b.node_id for b in self.brokers if b.proc and b.proc.poll() is None]
+
+    def admin(self, *via):
+        return AdminClient({"bootstrap.servers": self.bootstrap_of(*(via or self.alive()))})
+
+    def metadata(self, *via):
+        return self.admin(*via).list_topics(timeout=5)
+
+    def wait_for_brokers(self, count, via=()):
+        return wait_for(lambda: len(self.metadata(*via).brokers) == count,
+                        f"{count} live brokers")
+
+    def create_topic(self, name, partitions=1, rf=3, config=None):
+        admin = self.admin()  # kept alive until the answer arrives
+        admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])[name].result(30)
+        # Every live broker has applied the topic (as Kafka, metadata reaches brokers a moment
+        # after the controller answers): raw requests to its leader find it.
+        return wait_for(lambda: self._agreed(name), f"every broker to know the leaders of {name}")
+
+    def _agreed(self, name):
+        views = [self.partitions(name, node) for node in self.alive()]
+        return views[0] if views[0] and all(v == views[0] for v in views) else None
+
+    def partitions(self, topic, *via):
+        """{partition: (leader, replicas, isr)} once every partition has a leader, else None."""
+        md = self.metadata(*via).topics.get(topic)
+        if md is None or md.error is not None or not md.partitions:
+            return None
+        out = {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in md.partitions.values()}
+        return None if any(leader < 0 for leader, _, _ in out.values()) else out
+
+    def wait_isr(self, topic, partition, isr, what=None):
+        return wait_for(lambda: (self.partitions(topic) or {}).get(partition, (0, 0, None))[2]
+                        == sorted(isr), what or f"ISR of {topic}-{partition} to be {sorted(isr)}")
+
+    def pause(self, node_id):
+        os.killpg(self.broker(node_id).proc.pid, signal.SIGSTOP)
+
+    def resume(self, node_id):
+        os.killpg(self.broker(node_id).proc.pid, signal.SIGCONT)

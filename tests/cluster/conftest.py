@@ -1,0 +1,20 @@
+"""Replicated clusters of real broker processes on 127.0.0.1, always torn down.
+
+Timeouts are shortened (sessions, elections, ISR lag) so failovers happen in seconds; every
+wait is on a condition with a generous deadline, never on a fixed sleep.
+"""
+import pytest
+from clustertools import TestCluster
+
+
+@pytest.fixture
+def make_cluster(tmp_path):
+    started = []
+
+    def make(size=3, **overrides):
+        c = TestCluster(size, tmp_path / f"cluster-{len(started)}", overrides)
+        started.append(c)
+        return c.start()
+    yield make
+    for c in started:
+        c.destroy()
