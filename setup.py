@@ -13,6 +13,7 @@ PACKAGES = {
     "minilog.connector.protocol": "connector/protocol",
     "minilog.connector.client": "connector/client",
     "minilog.broker": "broker",
+    "minilog.broker.handlers": "broker/handlers",
     "minilog.datasource": "datasource",
     "minilog.jobs": "jobs",
 }
