@@ -57,6 +57,10 @@ def discard(client):
         for key, c in list(_pool.items()):
             if c is client:
                 del _pool[key]
+    _close_quietly(client)
+
+
+def _close_quietly(client):
     try:
         client.close()
     except Exception:  # noqa: BLE001 - a broken client may fail to close; it is gone anyway
@@ -71,9 +75,7 @@ def admin(config):
 @atexit.register
 def close_all():
     with _lock:
-        clients, _pool_copy = list(_pool.values()), _pool.clear()
+        clients = list(_pool.values())
+        _pool.clear()
     for c in clients:
-        try:
-            c.close()
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
-            pass
+        _close_quietly(c)
