@@ -104,24 +104,9 @@ def _up(args, out):
         out.write(f"broker {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
                   f"log {b.log_path})\n")
     out.write(f"bootstrap servers: {cluster.bootstrap}\n")
-    if not _wait_until_live(cluster.bootstrap, len(cluster.brokers)):
+    if not cluster.wait_until_live(JOIN_TIMEOUT_S):
         out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "
                   f"see `minilog cluster status` and the broker logs\n")
-
-
-def _wait_until_live(bootstrap, count):
-    """Whether all `count` brokers registered and caught up (the controller unfenced them)."""
-    from minilog.connector.client import AdminClient, KafkaError
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-        while time.monotonic() < deadline:
-            try:
-                if len(admin.describe_cluster(timeout=5).brokers) >= count:
-                    return True
-            except KafkaError:
-                pass
-            time.sleep(0.2)
-    return False
 
 
 def _status(args, out):

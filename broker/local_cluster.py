@@ -131,6 +131,21 @@ class LocalCluster:
             raise
         return self
 
+    def wait_until_live(self, timeout=60.0):
+        """Whether every broker registered and caught up within `timeout` (the controller
+        unfenced it): until then a topic with a replica on each broker cannot be placed."""
+        from minilog.connector.client import AdminClient, KafkaError
+        deadline = time.monotonic() + timeout
+        with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
+            while time.monotonic() < deadline:
+                try:
+                    if len(admin.describe_cluster(timeout=5).brokers) >= len(self.brokers):
+                        return True
+                except KafkaError:
+                    pass
+                time.sleep(0.2)
+        return False
+
     def broker(self, node_id):
         return self.brokers[node_id - 1]
 

@@ -160,7 +160,7 @@ def _topics(args, out):
             for name in admin.list_topics(internal=args.internal):
                 out.write(name + "\n")
         elif args.action == "describe":
-            _describe(admin, args.topics or None, out)
+            describe_topics(admin, args.topics or None, out)
         elif args.action == "alter":
             if args.partitions is None and not args.config and not args.delete_config:
                 raise UserError("minilog topics alter: nothing to change "
@@ -182,7 +182,8 @@ def _topics(args, out):
                 out.write(f"Deleted topic {name}.\n")
 
 
-def _describe(admin, names, out):
+def describe_topics(admin, names, out):
+    """`kafka-topics --describe`: a line per topic, then leader, replicas and ISR per partition."""
     for name, t in admin.describe_topics(names).items():
         try:
             configs = admin.describe_configs("topic", name)

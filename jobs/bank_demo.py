@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.cli import describe_topics
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 
@@ -39,13 +40,19 @@ def generate(n, accounts, seed):
         yield rng.choice(names), {"id": i, "amount": rng.randint(-500, 1000)}
 
 
-def create_topics(bootstrap, partitions):
+def create_topics(bootstrap, partitions, replicas, out):
+    """The two topics, each partition on `replicas` brokers; with more than one, a write is
+    acknowledged once two copies hold it (acks=all, min.insync.replicas=2), as in production."""
+    durable = {"min.insync.replicas": "2"} if replicas > 1 else {}
     with AdminClient({"bootstrap.servers": bootstrap}) as admin:
         existing = set(admin.list_topics())
         admin.create_topics([t for t in (
-            NewTopic(TRANSACTIONS, partitions),
-            NewTopic(BALANCES, partitions, config={"cleanup.policy": "compact"}))
+            NewTopic(TRANSACTIONS, partitions, replicas, config=durable),
+            NewTopic(BALANCES, partitions, replicas,
+                     config={"cleanup.policy": "compact", **durable}))
             if t.name not in existing])
+        if replicas > 1:
+            describe_topics(admin, [TRANSACTIONS], out)
 
 
 def progress(done, total, out, width=30):
@@ -198,7 +205,7 @@ def show_balances(bootstrap, partitions, out):
 
 def run(bootstrap, args, out=sys.stdout):
     partitions = args.partitions
-    create_topics(bootstrap, partitions)
+    create_topics(bootstrap, partitions, args.replication_factor, out)
     print(f"writing {args.transactions:,} transactions for {args.accounts} accounts to "
           f"{TRANSACTIONS} ...", file=out, flush=True)
     expected = write_transactions(bootstrap, args.transactions, args.accounts, args.seed, out)
@@ -223,6 +230,19 @@ def run(bootstrap, args, out=sys.stdout):
     return 0
 
 
+def start_cluster(cluster, out=sys.stdout):
+    cluster.start()
+    for b in cluster.brokers:
+        print(f"started minilog broker {b.node_id} at {b.bootstrap}", file=out, flush=True)
+    if len(cluster.brokers) > 1:
+        if not cluster.wait_until_live(60):
+            raise RuntimeError(f"the brokers did not form a cluster within 60s; see the logs "
+                               f"in {cluster.data_dir}")
+        print(f"the {len(cluster.brokers)} brokers formed a cluster: each is a voter of the "
+              f"Raft controller quorum that places replicas and elects leaders",
+              file=out, flush=True)
+
+
 def how_to_connect(cluster, out):
     b = cluster.bootstrap
     pids = " ".join(str(x.proc.pid) for x in cluster.brokers)
@@ -242,19 +262,29 @@ def main(argv=None):
     parser.add_argument("--accounts", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--brokers", type=int, default=3,
+                        help="brokers of the local cluster (default 3: a replicated cluster)")
+    parser.add_argument("--replication-factor", type=int,
+                        help="copies of each partition (default: 3, or the number of brokers "
+                             "if fewer; 1 with --bootstrap-server)")
     parser.add_argument("--keep", action="store_true",
                         help="leave the local cluster running and say how to connect to it")
     args = parser.parse_args(argv)
     if not java_available():
         print(NO_JAVA, file=sys.stderr)
         return 1
+    if args.brokers < 1:
+        parser.error("--brokers must be at least 1")
     if args.bootstrap_server:
+        args.replication_factor = args.replication_factor or 1
         return run(args.bootstrap_server, args)
-    cluster = LocalCluster(data_dir=tempfile.mkdtemp(prefix="minilog-demo-") if args.keep
-                           else None)
+    args.replication_factor = args.replication_factor or min(3, args.brokers)
+    if not 1 <= args.replication_factor <= args.brokers:
+        parser.error(f"--replication-factor must be between 1 and the {args.brokers} brokers")
+    cluster = LocalCluster(args.brokers, data_dir=tempfile.mkdtemp(prefix="minilog-demo-")
+                           if args.keep else None)
     try:
-        cluster.start()
-        print(f"started a local minilog broker at {cluster.bootstrap}", flush=True)
+        start_cluster(cluster)
         code = run(cluster.bootstrap, args)
         if args.keep:
             how_to_connect(cluster, sys.stdout)

@@ -36,9 +36,10 @@ def memory_rows(spark, name):
     return spark.sql(f"select partition, offset, value from `{name}`").collect()
 
 
-@pytest.fixture(scope="module", params=["minilog", "tansu"])
+@pytest.fixture(scope="module", params=["minilog", "minilog-3-brokers", "tansu"])
 def cluster(request):
-    return request.getfixturevalue("broker" if request.param == "minilog" else "tansu")
+    return request.getfixturevalue({"minilog": "broker", "minilog-3-brokers": "three_brokers",
+                                    "tansu": "tansu"}[request.param])
 
 
 @pytest.mark.parametrize("group_option", ["kafka.group.id", "group.id"])

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from sparktools import consume_all
 
 ENTRY = "import sys; from minilog.connector.cli import main; sys.exit(main())"
@@ -48,7 +49,8 @@ def alive(pid):
 
 
 def test_demo_runs_the_spark_pipeline_verifies_it_and_keeps_the_cluster():
-    """`--keep`: the same run, then the cluster stays up for other clients."""
+    """`--keep`: the same run, then the cluster stays up for other clients: three brokers,
+    every partition of both topics on all three."""
     p = demo("--transactions", "3000", "--accounts", "5", "--keep")
     out, err = p.communicate(timeout=600)
     pids = [int(x) for x in re.search(r"stop it with: kill ([\d ]+)", out).group(1).split()] \
@@ -62,6 +64,12 @@ def test_demo_runs_the_spark_pipeline_verifies_it_and_keeps_the_cluster():
         balances = consume_all(bootstrap, "bank.balances", 3, 5)  # a client we did not write
         assert {k.decode() for _, _, k, _, _ in balances} == {f"account-{i:03d}" for i in range(5)}
         assert f'option("kafka.bootstrap.servers", "{bootstrap}")' in out
+        metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+        for topic in ("bank.transactions", "bank.balances"):
+            parts = metadata.topics[topic].partitions.values()
+            assert [sorted(p.replicas) for p in parts] == [[1, 2, 3]] * 3, out
+            assert len({p.leader for p in parts}) == 3  # leadership spread over the brokers
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGTERM)
