@@ -5,6 +5,8 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.protocol import ApiKey, request
+from wire import RawConnection
 
 FAST = {  # short enough for quick failovers, long enough for a loaded two-core machine
     "broker.session.timeout.ms": 3000,
@@ -83,8 +85,25 @@ class TestCluster(LocalCluster):
         return wait_for(lambda: self._agreed(name), f"every broker to know the leaders of {name}")
 
     def _agreed(self, name):
-        views = [self.partitions(name, node) for node in self.alive()]
+        views = [self.partitions_at(name, node) for node in self.alive()]
         return views[0] if views[0] and all(v == views[0] for v in views) else None
+
+    def partitions_at(self, topic, node_id):
+        """partitions() as broker `node_id` itself answers (a client may ask any broker it
+        knows, so only a connection to that one broker shows what it has applied)."""
+        req = request(ApiKey.METADATA)
+        conn = RawConnection(self.broker(node_id).bootstrap)
+        try:
+            answer = conn.call(ApiKey.METADATA, 9, req.cls(
+                topics=[req.make("topics", name=topic)], allow_auto_topic_creation=False))
+        finally:
+            conn.close()
+        t, = answer.topics
+        if t.error_code or not t.partitions:
+            return None
+        out = {p.partition_index: (p.leader_id, list(p.replica_nodes), sorted(p.isr_nodes))
+               for p in t.partitions}
+        return None if any(leader < 0 for leader, _, _ in out.values()) else out
 
     def partitions(self, topic, *via):
         """{partition: (leader, replicas, isr)} once every partition has a leader, else None."""

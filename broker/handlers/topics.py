@@ -85,6 +85,11 @@ async def delete_records(broker, header, req):
                                            low_watermark=-1,
                                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            if not partition.is_leader:  # the leader moves the log start; followers copy it
+                parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,
+                                           low_watermark=-1,
+                                           error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                continue
             target = partition.high_watermark if p.offset == -1 else p.offset
             if target < 0 or target > partition.high_watermark:
                 parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 from kafka import KafkaConsumer
 from minilog.broker.log import Log
@@ -95,6 +96,22 @@ def _fetch(conn, topic, partition, replica_id=-1):
     return conn.call(ApiKey.FETCH, 12, body).responses[0].partitions[0]
 
 
+def _delete_records(conn, topic, partition, offset):
+    req = request(ApiKey.DELETE_RECORDS)
+    body = req.cls(timeout_ms=5000, topics=[req.make("topics", name=topic, partitions=[
+        req.make("topics", "partitions", partition_index=partition, offset=offset)])])
+    return conn.call(ApiKey.DELETE_RECORDS, 2, body).topics[0].partitions[0].error_code
+
+
+def _log_start(conn, topic, partition, replica_id):
+    """The log start offset a replica holds (ListOffsets "earliest" as a broker asks it)."""
+    req = request(ApiKey.LIST_OFFSETS)
+    body = req.cls(replica_id=replica_id, isolation_level=0, topics=[req.make(
+        "topics", name=topic, partitions=[req.make("topics", "partitions",
+                                                   partition_index=partition, timestamp=-2)])])
+    return conn.call(ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions[0].offset
+
+
 def test_only_the_leader_takes_produce_and_consumer_fetches(make_cluster):
     c = make_cluster(3)
     (leader, replicas, _), = c.create_topic("led", partitions=1, rf=3).values()
@@ -111,9 +128,27 @@ def test_only_the_leader_takes_produce_and_consumer_fetches(make_cluster):
         assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (leader, 0)
         meta = _fetch(at_leader, "__cluster_metadata", 0)  # the quorum log is not a topic
         assert meta.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert _delete_records(at_follower, "led", 0, 1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert _log_start(at_follower, "led", 0, leader) == 0  # the refusal deleted nothing
     finally:
         at_leader.close()
         at_follower.close()
+
+
+def test_delete_records_through_the_leader_moves_every_replicas_log_start(make_cluster):
+    c = make_cluster(3)
+    (leader, replicas, _), = c.create_topic("trim", partitions=1, rf=3).values()
+    produce_all(c.bootstrap, "trim", [b"%d" % i for i in range(20)])
+    admin = c.admin()  # confluent-kafka finds the leader itself
+    done, = admin.delete_records([CKTopicPartition("trim", 0, 12)]).values()
+    assert done.result(30).low_watermark == 12
+    for node in replicas:  # followers take the leader's log start from their fetches
+        conn = RawConnection(c.broker(node).bootstrap)
+        try:
+            wait_for(lambda: _log_start(conn, "trim", 0, leader) == 12,
+                     f"broker {node}'s log of trim-0 to start at 12")
+        finally:
+            conn.close()
 
 
 def _cli(*args):
