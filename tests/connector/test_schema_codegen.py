@@ -1,4 +1,4 @@
-"""The generated protocol codec (schema.py): round trips of every message and version, bounds
+"""The generated protocol codec (schema.py, codegen.py): round trips of every message and version, bounds
 and format errors as CorruptMessage, tagged fields, zero-copy records, generated constructors."""
 import random
 import struct
