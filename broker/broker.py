@@ -143,9 +143,19 @@ class Broker:
         log.info("minilog broker %d stopped cleanly", self.config.node_id)
         self._stopped.set()
 
-    async def run_until_signalled(self):
-        await self.start()
+    async def run_until_signalled(self, early=()):
+        """Serve until SIGTERM or SIGINT, then stop cleanly. `early`: signals that arrived
+        before the event loop ran (the port already answered): the broker stops once started,
+        as it would for a signal during start()."""
         loop = asyncio.get_running_loop()
+        signalled = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
-        await self._stopped.wait()
+            loop.add_signal_handler(sig, signalled.set)
+        if early:
+            signalled.set()
+        await self.start()
+        waits = [asyncio.ensure_future(e.wait()) for e in (signalled, self._stopped)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+        await self.stop()

@@ -2,6 +2,7 @@
 import asyncio
 import errno
 import logging
+import signal
 import sys
 
 from minilog.connector.cli_parser import Parser
@@ -59,6 +60,11 @@ def main(argv=None, prog="minilog broker"):
         print(f"minilog broker: {e}", file=sys.stderr)
         return 2
     host, port = config.listen_address
+    # From the moment the port accepts connections a supervisor may send SIGTERM: note it, and
+    # stop cleanly once started (recovery of the logs can take a while) instead of dying mid-way.
+    signalled = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: signalled.append(signum))
     try:
         listener = bind_listener(host, port)  # first: a port in use leaves the data untouched
     except OSError as e:
@@ -72,7 +78,7 @@ def main(argv=None, prog="minilog broker"):
         print(f"minilog broker: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return 1 if isinstance(e, OSError) else 2
     try:
-        asyncio.run(broker.run_until_signalled())
+        asyncio.run(broker.run_until_signalled(signalled))
     except OSError as e:
         print(f"minilog broker: {_os_error(e)}", file=sys.stderr)
         return 1

@@ -86,3 +86,33 @@ def test_a_port_in_use_is_one_line_and_exit_1_and_leaves_the_data_alone(tmp_path
         assert "last shutdown was clean" in broker.log()[seen:]
     finally:
         broker.cleanup()
+
+
+def test_sigterm_as_soon_as_the_port_answers_stops_cleanly(tmp_path):
+    """A supervisor may signal the broker the moment it accepts connections, while the broker
+    still loads its logs: it must start, then stop cleanly (exit 0, "stopped cleanly")."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "broker.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(START + ["--listen", f"127.0.0.1:{port}", "--data-dir",
+                                         str(tmp_path / "data")], stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200000):  # bounded: until the port answers or the broker exits
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    break
+        proc.terminate()  # at once: no wait for the broker to settle
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = log.read_text()
+    assert code == 0, text
+    assert "stopped cleanly" in text and "Traceback" not in text, text
