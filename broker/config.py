@@ -47,6 +47,7 @@ BROKER_KEYS = {
     "min.insync.replicas": (int, 1),
     "producer.id.expiration.ms": (int, 86400000),
     "replica.lag.time.max.ms": (int, 30000),
+    "unclean.leader.election.enable": (bool, False),
     # A replicated cluster (KRaft-style combined mode): set controller.quorum.voters.
     "controller.quorum.voters": (str, None),
     "controller.quorum.election.timeout.ms": (int, 1000),

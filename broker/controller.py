@@ -5,7 +5,8 @@ starts fenced and is unfenced once its metadata has caught up with its own regis
 broker silent for `broker.session.timeout.ms` is fenced, and every partition it led gets a new
 leader from its ISR (the first live ISR member in replica order, leader epoch + 1); it leaves
 the ISRs it was in. A partition whose whole ISR is fenced keeps its last ISR member and has no
-leader until that member returns (`unclean.leader.election.enable=false`). Partition leaders
+leader until that member returns, unless `unclean.leader.election.enable` (broker default, or
+the topic's config) lets a live replica outside the ISR lead, losing what it lacks. Partition leaders
 change their ISR with AlterPartition, checked against the leader and partition epochs. With `auto.leader.rebalance.enable` every
 `leader.imbalance.check.interval.seconds` leadership returns to each partition's preferred
 replica (the first) once it is live and in the ISR, so failovers do not leave a few brokers
@@ -33,6 +34,7 @@ class Controller:
         self.offsets_rf = cfg["offsets.topic.replication.factor"]
         self.rebalance = cfg["auto.leader.rebalance.enable"]
         self.rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
+        self.unclean = cfg["unclean.leader.election.enable"]
         self._next_rebalance = 0.0
         self.last_heartbeat = {}
         self._task = None
@@ -119,7 +121,7 @@ class Controller:
         recs = []
         for ts in self.image.topics.values():
             for index, p in ts.partitions.items():
-                new = fn(p)
+                new = fn(p, ts)
                 if new is not None:
                     new.partition_epoch = p.partition_epoch + 1
                     recs.append(records.partition_record(ts.name, index, new))
@@ -128,19 +130,26 @@ class Controller:
     def _fence_records(self, broker_id):
         live = set(self.image.brokers) - {broker_id}
 
-        def without(p):
+        def without(p, ts):
             if broker_id not in p.replicas:
                 return None
             isr = [r for r in p.isr if r != broker_id] or list(p.isr)  # keep the last one
             if p.leader == broker_id or p.leader not in live:
                 leader = next((r for r in p.replicas if r in isr and r in live), -1)
+                if leader < 0 and self._unclean_allowed(ts):
+                    leader = next((r for r in p.replicas if r in live), -1)
+                    isr = [leader] if leader >= 0 else isr
                 return PartitionState(list(p.replicas), leader, p.leader_epoch + 1, isr)
             if isr == p.isr:
                 return None
             return PartitionState(list(p.replicas), p.leader, p.leader_epoch, isr)
         return [records.fence_record(broker_id, True)] + self._changes(without)
 
-    def _preferred(self, p):
+    def _unclean_allowed(self, ts):
+        value = ts.configs.get("unclean.leader.election.enable")
+        return self.unclean if value is None else str(value).lower() == "true"
+
+    def _preferred(self, p, ts):
         """The partition led by its first replica, when that one is live and in sync."""
         first = p.replicas[0]
         if p.leader == first or first not in p.isr or first not in self.image.brokers:
@@ -148,10 +157,15 @@ class Controller:
         return PartitionState(list(p.replicas), first, p.leader_epoch + 1, list(p.isr))
 
     def _elect_records(self, broker_id):
-        """Partitions without a leader whose ISR holds `broker_id` (coming back) get it."""
-        def elect(p):
-            if p.leader < 0 and broker_id in p.isr:
+        """Partitions without a leader whose ISR holds `broker_id` (coming back) get it, as do
+        those whose other replicas are all down when unclean election is allowed."""
+        def elect(p, ts):
+            if p.leader >= 0 or broker_id not in p.replicas:
+                return None
+            if broker_id in p.isr:
                 return PartitionState(list(p.replicas), broker_id, p.leader_epoch + 1, list(p.isr))
+            if self._unclean_allowed(ts) and not any(r in self.image.brokers for r in p.isr):
+                return PartitionState(list(p.replicas), broker_id, p.leader_epoch + 1, [broker_id])
             return None
         return self._changes(elect)
 
