@@ -35,11 +35,12 @@ from .types import (
                     TopicDescription,
                     TopicPartition,
 )
+from .validation import LogTruncationError
 
 __all__ = ["AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncProducer", "BrokerInfo",
            "BulkDelivery", "ClusterDescription", "Config", "ConfigEntry", "ConfigError",
            "Consumer", "ConsumerRecord", "DeliveryFuture", "ErrorCode", "GroupDescription",
            "GroupListing",
-           "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "MemberDescription",
+           "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "LogTruncationError", "MemberDescription",
            "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "Producer",
            "RecordMetadata", "TopicDescription", "TopicPartition", "murmur2", "murmur2_partition"]

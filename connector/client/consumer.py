@@ -14,7 +14,9 @@ poll, up to `max.poll.records`), which suits both scripts and the per-batch hot 
 
 Positions: a partition without a position gets one from the group's committed offset (when
 `group.id` is set), else from `auto.offset.reset` (earliest/latest; none raises from `poll`),
-also after OFFSET_OUT_OF_RANGE. Consumer groups (`subscribe`, `commit`, `committed`, `lag`) live
+also after OFFSET_OUT_OF_RANGE. A position carries the leader epoch of the record before it;
+after a leader change, or when restored from a committed offset with an epoch, it is checked
+against the new leader's log before fetching resumes (KIP-320, `validation.py`). Consumer groups (`subscribe`, `commit`, `committed`, `lag`) live
 in `consumer_group.py`, a mixin of AsyncConsumer, on top of `group.GroupMembership`.
 """
 import asyncio
@@ -36,6 +38,7 @@ from .fetcher import (
     fetch_range_arrow,
 )
 from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
+from .validation import end_offsets_for_epochs, judge
 
 log = logging.getLogger("minilog.client")
 _STUCK = "stuck"  # out of range with auto.offset.reset=none: waits for a seek
@@ -54,7 +57,7 @@ class AsyncConsumer(GroupConsumer):
         self._wakeup, self._data = asyncio.Event(), asyncio.Event()
         self._isolation = 1 if cfg["isolation.level"] == "read_committed" else 0
         self._tasks = set()
-        self._reset_task = self._meta_task = self._runner = None
+        self._reset_task = self._meta_task = self._validate_task = self._runner = None
         self._rotate = 0
         self._kd, self._vd = cfg["key.deserializer"], cfg["value.deserializer"]
         self._init_group()
@@ -114,10 +117,11 @@ class AsyncConsumer(GroupConsumer):
             self.seek(tp, LATEST)
 
     async def position(self, tp, timeout=None):
-        """The offset of the next record `poll` returns for `tp` (resolving resets first)."""
+        """The offset of the next record `poll` returns for `tp` (resolving resets and
+        validations first)."""
         st = self._state(tp)
         deadline = self._deadline(timeout)
-        while st.position is None:
+        while st.position is None or st.validating:
             self._raise_errors()
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"position of {TopicPartition(*tp)} unknown after timeout")
@@ -269,12 +273,16 @@ class AsyncConsumer(GroupConsumer):
                 st.position is None and st.error is None and st.reset != _STUCK
                 for st in self._states.values()):
             self._reset_task = self._spawn(self._reset_positions())
+        self._note_leader_changes()
+        if self._validate_task is None and any(
+                st.validating and st.error is None for st in self._states.values()):
+            self._validate_task = self._spawn(self._validate_positions())
         groups = {}
         for tp, st in self._states.items():
             if st.out_of_range is not None:
                 continue  # waits for its buffered records to be handed out (above)
             if st.paused or st.position is None or st.in_fetch or len(st.chunks) >= 2 \
-                    or st.error is not None:
+                    or st.error is not None or st.validating:
                 continue
             node = cluster.leader(*tp)
             if node is None:
@@ -293,10 +301,23 @@ class AsyncConsumer(GroupConsumer):
             self._spawn(self._fetch(node, tps))
         return delay
 
+    def _note_leader_changes(self):
+        """A position read under an older leader epoch is validated before fetching more."""
+        for tp, st in self._states.items():
+            if st.position is None or st.validating:
+                continue
+            epoch = self._cluster.leader_epoch(*tp)
+            if epoch > st.leader_epoch:  # metadata from a lagging broker never moves it back
+                if st.leader_epoch >= 0 and st.offset_epoch >= 0:
+                    st.await_validation()
+                st.leader_epoch = epoch
+
     async def _fetch(self, node, tps):
         cfg, cluster = self.config, self._cluster
         offsets = {tp: self._states[tp].fetch_offset for tp in tps}
         epochs = {tp: self._states[tp].epoch for tp in tps}
+        leader_epochs = {tp: (self._states[tp].leader_epoch, self._states[tp].fetch_epoch)
+                         for tp in tps}
         started = time.monotonic()
         results = {}
         try:
@@ -305,7 +326,7 @@ class AsyncConsumer(GroupConsumer):
                 conn, cluster, offsets, max_wait_ms=cfg["fetch.max.wait.ms"],
                 min_bytes=cfg["fetch.min.bytes"], max_bytes=cfg["fetch.max.bytes"],
                 partition_max_bytes=cfg["max.partition.fetch.bytes"],
-                isolation_level=self._isolation, rack=cfg["client.rack"])
+                isolation_level=self._isolation, rack=cfg["client.rack"], epochs=leader_epochs)
         except KafkaError as e:
             log.debug("fetch from broker %s failed: %s", node, e)
             cluster.request_update()
@@ -323,9 +344,11 @@ class AsyncConsumer(GroupConsumer):
             if pd.error == ErrorCode.NONE:
                 st.high_watermark, st.log_start_offset = pd.high_watermark, pd.log_start_offset
                 st.last_stable_offset = pd.last_stable_offset
-                if pd.next_offset is not None and pd.next_offset > st.fetch_offset:
-                    st.chunks.append(Chunk(pd.records, pd.next_offset))
-                    st.fetch_offset = pd.next_offset
+                if pd.diverging is not None:
+                    self._diverged(tp, st, *pd.diverging)
+                elif pd.next_offset is not None and pd.next_offset > st.fetch_offset:
+                    st.chunks.append(Chunk(pd.records, pd.next_offset, pd.epochs))
+                    st.fetch_offset, st.fetch_epoch = pd.next_offset, pd.epochs[-1][1]
                     got_data = True
             elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 if st.chunks:  # at the fetch offset, ahead of the position: records first
@@ -342,6 +365,60 @@ class AsyncConsumer(GroupConsumer):
             pause = min(cfg.seconds("fetch.max.wait.ms"), 0.1)
             self._not_before[node] = max(self._not_before.get(node, 0), started + pause)
         self._wakeup.set()
+
+    def _diverged(self, tp, st, end_epoch, end_offset):
+        """A Fetch answered `diverging_epoch`: the log ends our last fetched epoch earlier."""
+        if st.offset_epoch >= 0:
+            st.await_validation()  # asks where the position's own epoch ends
+            return
+        # The position has no epoch to ask about: judge it by the fetch's answer.
+        verdict = judge(tp, st.position, end_epoch, end_offset, self.config["auto.offset.reset"])
+        if verdict is None:  # the divergence lies ahead: fetch again from the position
+            st.await_validation()
+            st.validating = False
+        else:
+            self._apply_verdict(tp, st, verdict)
+
+    def _apply_verdict(self, tp, st, verdict):
+        """Act on `validation.judge`'s verdict for a position."""
+        if verdict is None:
+            st.validating = False
+        elif verdict[0] == "seek":
+            st.set_position(*verdict[1])
+        elif verdict[0] == "reset":
+            st.set_position(None)
+            st.reset = EARLIEST if self.config["auto.offset.reset"] == "earliest" else LATEST
+        else:
+            st.set_position(None)
+            st.reset, st.error = _STUCK, verdict[1]
+        self._data.set()
+
+    async def _validate_positions(self):
+        try:
+            need = {tp: st for tp, st in self._states.items() if st.validating and st.error is None}
+            asked = {tp: st.epoch for tp, st in need.items()}
+            found = await end_offsets_for_epochs(
+                self._cluster, {tp: st.offset_epoch for tp, st in need.items()},
+                self._deadline(None))
+            policy = self.config["auto.offset.reset"]
+            for tp, (end_epoch, end_offset, leader_epoch) in found.items():
+                st = self._states.get(tp)
+                if st is None or not st.validating or st.epoch != asked[tp]:
+                    continue  # unassigned or sought meanwhile
+                st.leader_epoch = max(st.leader_epoch, leader_epoch)
+                self._apply_verdict(tp, st, judge(tp, st.position, end_epoch, end_offset, policy))
+        except KafkaError as e:
+            if e.retriable or isinstance(e, KafkaConnectionError):
+                await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
+            else:
+                for st in self._states.values():
+                    if st.validating and st.error is None:
+                        st.set_position(None)
+                        st.error, st.reset = e, _STUCK
+        finally:
+            self._validate_task = None
+            self._data.set()
+            self._wakeup.set()
 
     def _out_of_range(self, tp, st, offset):
         policy = self.config["auto.offset.reset"]
@@ -380,8 +457,9 @@ class AsyncConsumer(GroupConsumer):
             for tp, st in need.items():
                 if st.reset is not None:
                     specs[tp] = st.reset
-                elif committed.get(tp) is not None:
-                    st.set_position(committed[tp].offset)
+                elif committed.get(tp) is not None:  # validated when it names an epoch
+                    st.set_position(committed[tp].offset, committed[tp].leader_epoch)
+                    st.validating = committed[tp].leader_epoch >= 0
                 elif policy == "none":
                     st.reset = _STUCK
                     st.error = KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,

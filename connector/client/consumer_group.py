@@ -15,6 +15,7 @@ import time
 from .config import ConfigError
 from .fetcher import PartitionState
 from .group import GroupMembership
+from .group_api import OffsetAndMetadata
 from .types import TopicPartition
 
 log = logging.getLogger("minilog.client")
@@ -74,8 +75,7 @@ class GroupConsumer:
         returns None at once and reports to the `on_commit(error, offsets)` setting."""
         group = self._need_group("commit()")
         if offsets is None:
-            offsets = {tp: st.position for tp, st in self._states.items()
-                       if st.position is not None}
+            offsets = self.group_positions(self._states)
             if not offsets:
                 return None if asynchronous else {}
         return await group.commit(offsets, asynchronous)
@@ -118,7 +118,9 @@ class GroupConsumer:
         self._wakeup.set()
 
     def group_positions(self, tps):
-        return {tp: st.position for tp in tps if (st := self._states.get(tp)) is not None}
+        """{tp: OffsetAndMetadata(position, "", leader epoch of the record before it)}."""
+        return {tp: OffsetAndMetadata(st.position, "", st.offset_epoch) for tp in tps
+                if (st := self._states.get(tp)) is not None and st.position is not None}
 
     def group_notify(self):
         self._data.set()

@@ -21,7 +21,7 @@ from minilog.connector import batch as _batch
 from minilog.connector.arrow import decode_to_arrow
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 from minilog.connector.protocol.primitives import ZERO_UUID
-from minilog.connector.records import CorruptRecord, decode_batches, next_offset_after
+from minilog.connector.records import CorruptRecord, decode_batches
 
 from .connection import message_class
 from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
@@ -33,11 +33,25 @@ _LAST_VERSION_WITHOUT_IDS = 12
 
 
 class Chunk:
-    """One partition's fetched bytes, decoded at most once (lazily) into Python records."""
-    __slots__ = ("data", "index", "next_offset", "records")
+    """One partition's fetched bytes, decoded at most once (lazily) into Python records.
 
-    def __init__(self, data, next_offset):
+    `epochs`: ((first offset, partition leader epoch), ...) from the batch headers, one entry
+    per epoch change (almost always one): the epoch of any offset in the chunk without
+    looking at its records."""
+    __slots__ = ("data", "epochs", "index", "next_offset", "records")
+
+    def __init__(self, data, next_offset, epochs=()):
         self.data, self.next_offset, self.records, self.index = data, next_offset, None, 0
+        self.epochs = epochs
+
+    def epoch_before(self, offset):
+        """The leader epoch of the batch holding `offset - 1` (-1 if unknown)."""
+        epoch = -1
+        for first, e in self.epochs:
+            if first >= offset:
+                break
+            epoch = e
+        return epoch
 
 
 class PartitionState:
@@ -49,20 +63,39 @@ class PartitionState:
     `out_of_range`: the fetch offset a broker called out of range while chunks before it were
     still buffered; the position is reset only once they are handed out (Java resets only
     for an out-of-range answer at the position).
+
+    Log truncation detection (KIP-320): `offset_epoch` is the leader epoch of the record before
+    the position (-1 unknown), `fetch_epoch` that of the record before the fetch offset (Fetch
+    `last_fetched_epoch`), `leader_epoch` the partition leader epoch the position is known to
+    be valid under (Fetch `current_leader_epoch`). `validating`: the position waits for an
+    OffsetForLeaderEpoch check (a new leader, or a committed offset with an epoch) before
+    anything is fetched at it (Java's AWAIT_VALIDATION).
     """
-    __slots__ = ("chunks", "epoch", "error", "fetch_offset", "high_watermark", "in_fetch",
-                 "last_stable_offset", "log_start_offset", "out_of_range", "paused", "position",
-                 "reset")
+    __slots__ = ("chunks", "epoch", "error", "fetch_epoch", "fetch_offset", "high_watermark",
+                 "in_fetch", "last_stable_offset", "leader_epoch", "log_start_offset",
+                 "offset_epoch", "out_of_range", "paused", "position", "reset", "validating")
 
     def __init__(self):
         self.position = self.fetch_offset = self.reset = self.error = self.out_of_range = None
         self.chunks = collections.deque()
-        self.epoch, self.paused, self.in_fetch = 0, False, False
+        self.epoch, self.paused, self.in_fetch, self.validating = 0, False, False, False
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
+        self.offset_epoch = self.fetch_epoch = self.leader_epoch = -1
 
-    def set_position(self, offset):
+    def set_position(self, offset, offset_epoch=-1):
+        """Move to `offset` (None: unknown), whose preceding record has `offset_epoch`."""
         self.position = self.fetch_offset = offset
+        self.offset_epoch = self.fetch_epoch = offset_epoch
         self.reset = self.out_of_range = None
+        self.validating = False
+        self.chunks.clear()
+        self.epoch += 1
+
+    def await_validation(self):
+        """Drop what was fetched past the position and fetch nothing until it is validated."""
+        self.fetch_offset, self.fetch_epoch = self.position, self.offset_epoch
+        self.out_of_range = None
+        self.validating = True
         self.chunks.clear()
         self.epoch += 1
 
@@ -86,6 +119,7 @@ class PartitionState:
             if chunk.index >= len(records):
                 self.chunks.popleft()  # its list may be `out` now: nothing else uses it
                 self.position = max(self.position, chunk.next_offset)
+            self.offset_epoch = chunk.epoch_before(self.position)
         return out
 
     def take_arrow(self, tp, limit, include_headers=True, check_crc=True):
@@ -101,6 +135,7 @@ class PartitionState:
             else:
                 self.chunks.popleft()
                 self.position = max(self.position, chunk.next_offset)
+            self.offset_epoch = chunk.epoch_before(self.position)
             if batch.num_rows:
                 out.append(batch)
                 rows += batch.num_rows
@@ -115,6 +150,8 @@ class PartitionData(NamedTuple):
     log_start_offset: int
     records: bytes          # whole batches (aborted ones removed under read_committed)
     next_offset: object     # the offset after the last whole batch, or None if none
+    epochs: tuple = ()      # ((first offset, leader epoch), ...), see Chunk
+    diverging: object = None  # (epoch, end offset): the log diverged before the fetch offset
 
 
 def fetch_version(conn, cluster, topics):
@@ -126,13 +163,15 @@ def fetch_version(conn, cluster, topics):
 
 
 def build_request(cluster, offsets, version, *, max_wait_ms, min_bytes, max_bytes,
-                  partition_max_bytes, isolation_level, rack=""):
-    """A full (session-less) Fetch for {TopicPartition: offset}."""
+                  partition_max_bytes, isolation_level, rack="", epochs=None):
+    """A full (session-less) Fetch for {TopicPartition: offset}; `epochs` {tp: (current leader
+    epoch, last fetched epoch)} (default: the leader epoch of the metadata, none fetched)."""
     topics = {}
     for tp, offset in offsets.items():
+        current, last = epochs[tp] if epochs else (cluster.leader_epoch(*tp), -1)
         topics.setdefault(tp.topic, []).append(_Partition(
             partition=tp.partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes,
-            current_leader_epoch=cluster.leader_epoch(*tp), log_start_offset=-1))
+            current_leader_epoch=current, last_fetched_epoch=last, log_start_offset=-1))
     return _FETCH.cls(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation_level, session_id=0, session_epoch=-1, rack_id=rack,
@@ -154,19 +193,35 @@ def parse_response(cluster, resp, read_committed):
             data = p.records or b""
             if read_committed and p.aborted_transactions and data:
                 data = drop_aborted(data, p.aborted_transactions)
+            diverging = getattr(p, "diverging_epoch", None)
+            if diverging is not None and diverging.end_offset >= 0:
+                diverging = (diverging.epoch, diverging.end_offset)
+            else:
+                diverging = None
             out[TopicPartition(name, p.partition_index)] = PartitionData(
                 p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                data, next_offset_after(data) if data else None)
+                data, *batch_epochs(data), diverging)
     return out
 
 
+def batch_epochs(data):
+    """(offset after the last whole batch or None, ((first offset, leader epoch), ...)) of
+    `data`, one entry per change of epoch: a walk over batch headers, never records."""
+    last, epochs = None, []
+    for _, h in _batch.iter_batches(data):
+        if not epochs or epochs[-1][1] != h.partition_leader_epoch:
+            epochs.append((h.base_offset, h.partition_leader_epoch))
+        last = h
+    return (None, ()) if last is None else (last.last_offset + 1, tuple(epochs))
+
+
 async def fetch_once(conn, cluster, offsets, *, max_wait_ms, min_bytes, max_bytes,
-                     partition_max_bytes, isolation_level, rack="", timeout=None):
+                     partition_max_bytes, isolation_level, rack="", timeout=None, epochs=None):
     """One Fetch to `conn` for {tp: offset}; returns {tp: PartitionData}."""
     version = fetch_version(conn, cluster, {tp.topic for tp in offsets})
     body = build_request(cluster, offsets, version, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                          max_bytes=max_bytes, partition_max_bytes=partition_max_bytes,
-                         isolation_level=isolation_level, rack=rack)
+                         isolation_level=isolation_level, rack=rack, epochs=epochs)
     wait = conn.request_timeout + max_wait_ms / 1000.0 if timeout is None else timeout
     resp = await conn.send(ApiKey.FETCH, body, version, timeout=wait)
     return parse_response(cluster, resp, isolation_level == 1)

@@ -21,7 +21,8 @@ them until the session times out. Offsets: `group_commit.py`.
 
 The owner (the consumer core) is reached through a small seam:
   `group_assign(tps)` / `group_unassign(tps)`  start / stop consuming partitions
-  `group_positions(tps)` -> {tp: next offset}   what commits (auto, on revoke, default) send
+  `group_positions(tps)` -> {tp: OffsetAndMetadata of the position, with its leader epoch}
+                                                what commits (auto, on revoke, default) send
   `group_notify()`                              something waits for poll: wake a waiting poll
   `group_face`                                  what rebalance callbacks get as first argument
   `group_defer_callbacks`                       True: close() too leaves callbacks to the

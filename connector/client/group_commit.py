@@ -11,7 +11,6 @@ from minilog.connector.protocol import ErrorCode, KafkaError
 
 from .group_api import (
     RETRY_LATER,
-    OffsetAndMetadata,
     as_offsets,
     commit_offsets,
     fetch_offsets,
@@ -28,8 +27,8 @@ class GroupCommits:
                                    if timeout is None else timeout)
 
     def _positions(self, tps):
-        return {tp: OffsetAndMetadata(o) for tp, o in self.owner.group_positions(tps).items()
-                if o is not None}
+        return as_offsets({tp: o for tp, o in self.owner.group_positions(tps).items()
+                           if o is not None})
 
     def _commit_generation(self):
         if self._runner is None:
