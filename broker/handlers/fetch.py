@@ -3,7 +3,8 @@
 Consumers read up to the high watermark; followers (replica id >= 0) up to the log end, and
 their fetch offset tells the leader how far they are (see `Partition.follower_fetched`); a
 follower whose last fetched epoch diverges from the leader's log gets `diverging_epoch` instead
-of records. Only the leader of a partition answers (NOT_LEADER_OR_FOLLOWER elsewhere).
+of records, and so does a consumer that sends its last fetched epoch (Kafka's
+`Partition.readRecords`; one that names an epoch unknown here gets OFFSET_OUT_OF_RANGE). Only the leader of a partition answers (NOT_LEADER_OR_FOLLOWER elsewhere).
 Fetch sessions are not kept: session id 0 tells clients to send full fetch requests.
 Records longer than `ZERO_COPY_OVER` bytes are answered as `FileRegion`s, which the server
 sends with sendfile: the page cache goes to the socket without passing through Python.
@@ -27,6 +28,17 @@ def _epoch_error(partition, requested):
         return 0
     return (ErrorCode.FENCED_LEADER_EPOCH if requested < partition.leader_epoch
             else ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+def _consumer_divergence(partition, p):
+    """(error, diverging (epoch, end offset) or None) for a consumer's last fetched epoch."""
+    last = getattr(p, "last_fetched_epoch", -1)
+    if last < 0 or partition.epoch_cache is None:
+        return 0, None
+    epoch, end = partition.epoch_cache.end_offset_for(last, partition.log_end_offset)
+    if end < 0 or p.fetch_offset < partition.log_start_offset:
+        return ErrorCode.OFFSET_OUT_OF_RANGE, None
+    return 0, ((epoch, end) if epoch < last or end < p.fetch_offset else None)
 
 
 def _partition_response(index, code, partition=None, records=b"", diverging=None):
@@ -84,6 +96,13 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1):
                     continue
                 if partition.high_watermark != hw:
                     errors += 1  # not an error: answer now, the follower commits on it
+            else:
+                code, diverging = _consumer_divergence(partition, p)
+                if code or diverging is not None:
+                    out.append(_partition_response(p.partition, code, partition,
+                                                   diverging=diverging))
+                    errors += 1
+                    continue
             limit = max(0, min(p.partition_max_bytes, max_bytes - total))
             try:
                 data = partition.read(p.fetch_offset, limit, committed_only=not follower,
