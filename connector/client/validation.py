@@ -13,18 +13,20 @@ This module is the request and the decision; `consumer.py` owns the partition st
 """
 import logging
 
-from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
-from .admin import _m, by_leader
+from .admin import by_leader
+from .connection import message_class
 from .group_api import OffsetAndMetadata
 from .types import TopicPartition
 
 log = logging.getLogger("minilog.client")
 UNDEFINED = -2  # a broker that cannot validate: the position is taken as valid
 
-_Req, _Topic, _Part = (_m(ApiKey.OFFSET_FOR_LEADER_EPOCH),
-                       _m(ApiKey.OFFSET_FOR_LEADER_EPOCH, "topics"),
-                       _m(ApiKey.OFFSET_FOR_LEADER_EPOCH, "topics", "partitions"))
+_OFFSET_FOR_LEADER_EPOCH = request(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+_Req = _OFFSET_FOR_LEADER_EPOCH.cls
+_Topic = message_class(_OFFSET_FOR_LEADER_EPOCH, "topics")
+_Part = message_class(_OFFSET_FOR_LEADER_EPOCH, "topics", "partitions")
 
 
 class LogTruncationError(KafkaError):

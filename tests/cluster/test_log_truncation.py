@@ -115,3 +115,21 @@ def _error_of(consumer):
     m = consumer.poll(0.2)
     assert m is None or m.error() is not None, f"a record at {m.offset()} past the truncation"
     return m.error() if m is not None else None
+
+
+def test_a_clean_failover_validates_positions_without_a_false_truncation(make_cluster):
+    """After a clean election the new leader has every committed record: validation finds the
+    position on its log, so a consumer without a reset policy reads on, in order, no error."""
+    c = make_cluster(3)
+    (leader, _, _), = c.create_topic("clean", partitions=1, rf=3).values()
+    assert len(produce_all(c.bootstrap, "clean", OLD[:20])) == 20
+    tp = TopicPartition("clean", 0)
+    with Consumer({"bootstrap.servers": c.bootstrap, "auto.offset.reset": "none"}) as ours:
+        ours.assign([tp])
+        ours.seek(tp, 0)
+        assert _read(_ours(ours), 20, "before the failover") == list(enumerate(OLD[:20]))
+        c.broker(leader).kill()
+        wait_for(lambda: (c.partitions("clean") or {0: (leader,)})[0][0] != leader,
+                 "a new leader")
+        assert len(produce_all(c.bootstrap_of(*c.alive()), "clean", NEW[:20])) == 20
+        assert _read(_ours(ours), 20, "after the failover") == list(zip(range(20, 40), NEW))
