@@ -6,7 +6,8 @@ broker silent for `broker.session.timeout.ms` is fenced, and every partition it 
 leader from its ISR (the first live ISR member in replica order, leader epoch + 1); it leaves
 the ISRs it was in. A partition whose whole ISR is fenced keeps its last ISR member and has no
 leader until that member returns, unless `unclean.leader.election.enable` (broker default, or
-the topic's config) lets a live replica outside the ISR lead, losing what it lacks. Partition leaders
+the topic's config) lets a live replica outside the ISR lead, losing what it lacks. Partition
+leaders
 change their ISR with AlterPartition, checked against the leader and partition epochs. With `auto.leader.rebalance.enable` every
 `leader.imbalance.check.interval.seconds` leadership returns to each partition's preferred
 replica (the first) once it is live and in the ISR, so failovers do not leave a few brokers

@@ -4,7 +4,8 @@ Consumers read up to the high watermark; followers (replica id >= 0) up to the l
 their fetch offset tells the leader how far they are (see `Partition.follower_fetched`); a
 follower whose last fetched epoch diverges from the leader's log gets `diverging_epoch` instead
 of records, and so does a consumer that sends its last fetched epoch (Kafka's
-`Partition.readRecords`; one that names an epoch unknown here gets OFFSET_OUT_OF_RANGE). Only the leader of a partition answers (NOT_LEADER_OR_FOLLOWER elsewhere).
+`Partition.readRecords`; one that names an epoch unknown here gets OFFSET_OUT_OF_RANGE).
+Only the leader of a partition answers (NOT_LEADER_OR_FOLLOWER elsewhere).
 Fetch sessions are not kept: session id 0 tells clients to send full fetch requests.
 Records longer than `ZERO_COPY_OVER` bytes are answered as `FileRegion`s, which the server
 sends with sendfile: the page cache goes to the socket without passing through Python.

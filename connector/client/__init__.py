@@ -41,6 +41,7 @@ __all__ = ["AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncProducer", 
            "BulkDelivery", "ClusterDescription", "Config", "ConfigEntry", "ConfigError",
            "Consumer", "ConsumerRecord", "DeliveryFuture", "ErrorCode", "GroupDescription",
            "GroupListing",
-           "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "LogTruncationError", "MemberDescription",
+           "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "LogTruncationError",
+           "MemberDescription",
            "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "Producer",
            "RecordMetadata", "TopicDescription", "TopicPartition", "murmur2", "murmur2_partition"]

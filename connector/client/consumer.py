@@ -16,8 +16,9 @@ Positions: a partition without a position gets one from the group's committed of
 `group.id` is set), else from `auto.offset.reset` (earliest/latest; none raises from `poll`),
 also after OFFSET_OUT_OF_RANGE. A position carries the leader epoch of the record before it;
 after a leader change, or when restored from a committed offset with an epoch, it is checked
-against the new leader's log before fetching resumes (KIP-320, `validation.py`). Consumer groups (`subscribe`, `commit`, `committed`, `lag`) live
-in `consumer_group.py`, a mixin of AsyncConsumer, on top of `group.GroupMembership`.
+against the new leader's log before fetching resumes (KIP-320, `validation.py`). Consumer
+groups (`subscribe`, `commit`, `committed`, `lag`) live in `consumer_group.py`, a mixin of
+AsyncConsumer, on top of `group.GroupMembership`.
 """
 import asyncio
 import logging
@@ -374,8 +375,7 @@ class AsyncConsumer(GroupConsumer):
         # The position has no epoch to ask about: judge it by the fetch's answer.
         verdict = judge(tp, st.position, end_epoch, end_offset, self.config["auto.offset.reset"])
         if verdict is None:  # the divergence lies ahead: fetch again from the position
-            st.await_validation()
-            st.validating = False
+            st.refetch()
         else:
             self._apply_verdict(tp, st, verdict)
 

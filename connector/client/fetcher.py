@@ -91,13 +91,17 @@ class PartitionState:
         self.chunks.clear()
         self.epoch += 1
 
-    def await_validation(self):
-        """Drop what was fetched past the position and fetch nothing until it is validated."""
+    def refetch(self):
+        """Drop what was fetched past the position (answers in flight too): fetch from it."""
         self.fetch_offset, self.fetch_epoch = self.position, self.offset_epoch
         self.out_of_range = None
-        self.validating = True
         self.chunks.clear()
         self.epoch += 1
+
+    def await_validation(self):
+        """Refetch from the position, once it is validated."""
+        self.refetch()
+        self.validating = True
 
     def take_records(self, tp, limit, check_crc=True):
         """Up to `limit` buffered records from the position on, advancing it."""
