@@ -41,6 +41,7 @@ BROKER_KEYS = {
     "offsets.topic.num.partitions": (int, 50),
     "offsets.retention.minutes": (int, 10080),
     "offsets.retention.check.interval.ms": (int, 600000),
+    "offsets.commit.timeout.ms": (int, 5000),
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
