@@ -96,7 +96,8 @@ def test_commits_are_refused_without_enough_in_sync_replicas(make_cluster):
     index, leader, follower = _coordinator_replicas(c, "careful")
     conn = RawConnection(c.broker(leader).bootstrap)
     try:
-        assert _commit(conn, "careful", 5) == 0
+        # The leader may still be loading the partition the others say it leads.
+        wait_for(lambda: _commit(conn, "careful", 5) == 0, "a first commit")
         c.pause(follower)
         try:
             # Appended, but the follower (in the ISR) never fetches it: no acknowledgement within
