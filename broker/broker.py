@@ -4,6 +4,9 @@ Handlers receive this object and reach everything through it; it holds no protoc
 With `controller.quorum.voters` set it is one node of a replicated cluster: its metadata comes
 from the Raft quorum (`quorum`), it may be the active `controller`, its `replicas` lead or
 follow partitions, and admin requests go through the `router` to the controller.
+`process.roles` splits the node as KRaft does: a controller-only node is a voter that serves
+only the controller's requests (no partitions, no groups, never registered as a broker); a
+broker-only node is an observer of the quorum that registers with the active controller.
 """
 import asyncio
 import logging
@@ -31,6 +34,9 @@ class Broker:
     def __init__(self, config: BrokerConfig, listener=None):
         """`listener`: a socket already bound to the listen address (else bound at start)."""
         self.config = config
+        self.is_broker = config.quorum_voters is None or "broker" in config.process_roles
+        self.is_controller = config.quorum_voters is not None and \
+            "controller" in config.process_roles
         self.stopping = False
         data_dir = config.data_dir
         self._new_data_dir = is_new(data_dir)
@@ -77,8 +83,9 @@ class Broker:
     async def start(self):
         self._stopped = asyncio.Event()
         self._open_logs()
-        self.groups = GroupCoordinator(self).start()
-        self.cleaner = LogCleaner(self).start()
+        if self.is_broker:
+            self.groups = GroupCoordinator(self).start()
+            self.cleaner = LogCleaner(self).start()
         host, port = self.config.listen_address
         self.server = await BrokerServer(self, host, port, self._listener).start()
         if port == 0:  # ephemeral listener: advertise the port actually bound
@@ -87,17 +94,25 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         if self.quorum is not None:
             self._join_cluster()
-        log.info("minilog broker %d (cluster %s) listening on %s:%d", self.config.node_id,
-                 self.metadata.cluster_id, host, self.server.port)
+        log.info("minilog %s %d (cluster %s) listening on %s:%d", self.role_name,
+                 self.config.node_id, self.metadata.cluster_id, host, self.server.port)
         log.info("%s", data_summary(self, self._new_data_dir))
         return self
 
+    @property
+    def role_name(self):
+        return "broker" if not self.is_controller else \
+            "controller" if not self.is_broker else "broker and controller"
+
     def _join_cluster(self):
-        self.controller = Controller(self, self.quorum)
-        self.replicas = ReplicaManager(self, self.quorum, self.peers).start()
+        if self.is_controller:
+            self.controller = Controller(self, self.quorum)
+        if self.is_broker:
+            self.replicas = ReplicaManager(self, self.quorum, self.peers).start()
         self.router = ControllerRouter(self, self.quorum, self.peers)
         self.quorum.raft.start()
-        self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers).start()
+        if self.is_broker:
+            self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers).start()
 
     async def _housekeeping(self):
         """Retention and time-based flushes, on Kafka's schedule."""
@@ -127,8 +142,9 @@ class Broker:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.quorum is not None:
-            await self.replicas.stop()
-            await self.controller.stop()
+            for part in (self.replicas, self.controller):
+                if part is not None:
+                    await part.stop()
             await self.quorum.raft.stop()
         if self.groups:
             await self.groups.stop()
@@ -140,7 +156,7 @@ class Broker:
         if self.quorum is not None:
             self.quorum.close()
             self.peers.close()
-        log.info("minilog broker %d stopped cleanly", self.config.node_id)
+        log.info("minilog %s %d stopped cleanly", self.role_name, self.config.node_id)
         self._stopped.set()
 
     async def run_until_signalled(self, early=()):

@@ -1,15 +1,17 @@
 """`minilog cluster up|status|down`: a replicated cluster of broker processes on 127.0.0.1.
 
-    minilog cluster up --brokers 3 --data-dir DIR [--port P] [-o key=value ...]
+    minilog cluster up --brokers 3 [--controllers 3] --data-dir DIR [--port P] [-o key=value ...]
     minilog cluster status --data-dir DIR
     minilog cluster down --data-dir DIR
 
 `up` starts one broker process per node (free ports, or P, P+1, ...), every one a voter of the
-controller quorum, each in DIR/broker-N with its log in DIR/broker-N/broker.log, prints a line
-per broker saying where it listens, and returns while they keep running. DIR/cluster.json
-remembers nodes, ports and process ids, so `up` on the same DIR restarts the same cluster,
-`status` reports brokers, the controller, under-replicated and offline partitions, and `down`
-stops the processes (SIGTERM: each hands its leaderships off first).
+controller quorum (combined mode), or with `--controllers N` N dedicated controller processes
+(DIR/controller-N) beside brokers that are only brokers; each broker is in DIR/broker-N with its
+log in DIR/broker-N/broker.log. It prints a line per node saying where it listens and returns
+while they keep running. DIR/cluster.json remembers nodes, ports and process ids, so `up` on the
+same DIR restarts the same cluster, `status` reports the nodes and their roles, the active
+controller, under-replicated and offline partitions, and `down` stops the processes (SIGTERM:
+brokers first, each handing its leaderships off).
 """
 import argparse
 import json
@@ -39,6 +41,8 @@ def build_parser(prog="minilog cluster"):
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="start the brokers (or restart a stopped cluster's)")
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--controllers", type=int, default=0, metavar="N",
+                    help="dedicated controllers (default 0: every broker is a voter)")
     up.add_argument("--data-dir", required=True, metavar="DIR")
     up.add_argument("--port", type=int, metavar="P", help="first port (default: free ports)")
     up.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
@@ -67,6 +71,11 @@ def _read_state(data_dir):
     return json.loads(path.read_text())
 
 
+def _nodes(state):
+    """Every node of a saved cluster, brokers first (the order `down` stops them in)."""
+    return state["brokers"] + state.get("controllers", [])
+
+
 def _up(args, out):
     data_dir = Path(args.data_dir)
     path = data_dir / STATE
@@ -74,35 +83,43 @@ def _up(args, out):
     running = {}
     if path.exists():
         state = json.loads(path.read_text())
-        running = {b["node_id"]: b["pid"] for b in state["brokers"]
-                   if b.get("pid") and _alive(b["pid"])}
-        if len(running) == len(state["brokers"]):
+        nodes = _nodes(state)
+        running = {b["node_id"]: b["pid"] for b in nodes if b.get("pid") and _alive(b["pid"])}
+        if len(running) == len(nodes):
             raise _UserError(f"minilog cluster: the cluster in {data_dir} is already running")
-        ports = [b["port"] for b in state["brokers"]]
+        brokers, controllers = len(state["brokers"]), len(state.get("controllers", []))
+        ports = [b["port"] for b in nodes]
         extra = state.get("extra", []) + extra
     else:
         if args.brokers < 1:
             raise _UserError("minilog cluster: --brokers must be at least 1")
-        ports = [args.port + i for i in range(args.brokers)] if args.port else None
-    cluster = LocalCluster(len(ports) if ports else args.brokers, data_dir=data_dir,
-                           extra=extra, ports=ports, replicated=True)
+        if args.controllers < 0:
+            raise _UserError("minilog cluster: --controllers must be 0 (combined mode) or more")
+        brokers, controllers = args.brokers, args.controllers
+        ports = [args.port + i for i in range(brokers + controllers)] if args.port else None
+    cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
+                           replicated=True, controllers=controllers)
     pids = dict(running)
     try:
-        for b in cluster.brokers:
+        for b in cluster.nodes:
             if b.node_id not in running:  # a restart starts only the stopped ones
                 pids[b.node_id] = b.start().proc.pid
     except RuntimeError as e:
-        for b in cluster.brokers:
+        for b in cluster.nodes:
             b.kill()
         raise _UserError(f"minilog cluster: {e}") from None
-    state = {"brokers": [{"node_id": b.node_id, "port": b.port, "pid": pids[b.node_id]}
-                         for b in cluster.brokers], "extra": extra}
+
+    def saved(nodes):
+        return [{"node_id": b.node_id, "port": b.port, "pid": pids[b.node_id]} for b in nodes]
+    state = {"brokers": saved(cluster.brokers), "controllers": saved(cluster.controllers),
+             "extra": extra}
     data_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(state, indent=1))
-    for b in cluster.brokers:
-        how = "already running" if b.node_id in running else "listening"
-        out.write(f"broker {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
-                  f"log {b.log_path})\n")
+    for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
+        for b in nodes:
+            how = "already running" if b.node_id in running else "listening"
+            out.write(f"{role} {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
+                      f"log {b.log_path})\n")
     out.write(f"bootstrap servers: {cluster.bootstrap}\n")
     if not cluster.wait_until_live(JOIN_TIMEOUT_S):
         out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "
@@ -114,10 +131,13 @@ def _status(args, out):
     state = _read_state(args.data_dir)
     bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"]
                          if b.get("pid") and _alive(b["pid"]))
-    for b in state["brokers"]:
-        running = b.get("pid") and _alive(b["pid"])
-        out.write(f"broker {b['node_id']}\t127.0.0.1:{b['port']}\t"
-                  f"{'running (pid %d)' % b['pid'] if running else 'stopped'}\n")
+    dedicated = bool(state.get("controllers"))
+    for role, nodes in (("broker", state["brokers"]), ("controller", state.get("controllers", []))):
+        for b in nodes:
+            running = b.get("pid") and _alive(b["pid"])
+            roles = role if dedicated else "broker,controller"
+            out.write(f"{role} {b['node_id']}\t127.0.0.1:{b['port']}\t{roles}\t"
+                      f"{'running (pid %d)' % b['pid'] if running else 'stopped'}\n")
     if not bootstrap:
         out.write("no broker is running\n")
         return 1
@@ -130,6 +150,9 @@ def _status(args, out):
         return 1
     live = sorted(b.node_id for b in cluster.brokers)
     out.write(f"controller: {cluster.controller_id if cluster.controller_id >= 0 else 'none'}\n")
+    voters = state.get("controllers") or state["brokers"]
+    out.write(f"controller quorum: {','.join(str(b['node_id']) for b in voters)}"
+              f"{' (dedicated controllers)' if dedicated else ' (every broker is a voter)'}\n")
     out.write(f"live brokers: {','.join(map(str, live))}\n")
     under, offline = [], []
     for name, t in topics.items():
@@ -145,19 +168,21 @@ def _status(args, out):
 
 def _down(args, out):
     state = _read_state(args.data_dir)
-    pids = [(b["node_id"], b["pid"]) for b in state["brokers"] if b.get("pid") and _alive(b["pid"])]
-    for _, pid in pids:
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    for node, pid in pids:
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _alive(pid):
-            os.killpg(pid, signal.SIGKILL)
-            out.write(f"broker {node} did not stop in time: killed\n")
-        else:
-            out.write(f"broker {node} stopped\n")
-    for b in state["brokers"]:
+    # Brokers first: each asks the controller to move its leaderships before it goes.
+    for role, nodes in (("broker", state["brokers"]), ("controller", state.get("controllers", []))):
+        pids = [(b["node_id"], b["pid"]) for b in nodes if b.get("pid") and _alive(b["pid"])]
+        for _, pid in pids:
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for node, pid in pids:
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+                out.write(f"{role} {node} did not stop in time: killed\n")
+            else:
+                out.write(f"{role} {node} stopped\n")
+    for b in _nodes(state):
         b["pid"] = None
     (Path(args.data_dir) / STATE).write_text(json.dumps(state, indent=1))
     return 0

@@ -41,6 +41,7 @@ BROKER_KEYS = {
     "offsets.topic.num.partitions": (int, 50),
     "offsets.retention.minutes": (int, 10080),
     "offsets.retention.check.interval.ms": (int, 600000),
+    "offsets.commit.timeout.ms": (int, 5000),
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
@@ -48,8 +49,11 @@ BROKER_KEYS = {
     "producer.id.expiration.ms": (int, 86400000),
     "replica.lag.time.max.ms": (int, 30000),
     "unclean.leader.election.enable": (bool, False),
-    # A replicated cluster (KRaft-style combined mode): set controller.quorum.voters.
+    # A replicated cluster: set controller.quorum.voters. Every node is a broker and a voter
+    # (KRaft's combined mode) unless process.roles says it is only one of them.
     "controller.quorum.voters": (str, None),
+    "process.roles": (str, None),
+    "controller.listener.names": (str, "CONTROLLER"),
     "controller.quorum.election.timeout.ms": (int, 1000),
     "controller.quorum.fetch.timeout.ms": (int, 2000),
     "broker.heartbeat.interval.ms": (int, 2000),
@@ -120,11 +124,24 @@ class BrokerConfig:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
         cfg = cls(values)
         _ = cfg.listen_address  # parsing it validates `listeners`
-        voters = cfg.quorum_voters
-        if voters is not None and cfg.node_id not in voters:
-            raise ConfigError(f"node.id {cfg.node_id} is not one of controller.quorum.voters "
-                              f"({','.join(map(str, voters))}); only combined mode is supported")
+        cfg._check_roles()
         return cfg
+
+    def _check_roles(self):
+        """KRaft's rules: controllers are exactly the voters, and need the quorum to exist."""
+        voters, roles = self.quorum_voters, self.process_roles
+        if self.values["process.roles"] is not None and voters is None:
+            raise ConfigError("process.roles needs controller.quorum.voters")
+        if voters is None:
+            return
+        listed = ",".join(map(str, voters))
+        if "controller" in roles and self.node_id not in voters:
+            raise ConfigError(f"node.id {self.node_id} is not one of controller.quorum.voters "
+                              f"({listed}), but process.roles includes controller (a broker "
+                              f"that is not a voter needs process.roles=broker)")
+        if "controller" not in roles and self.node_id in voters:
+            raise ConfigError(f"node.id {self.node_id} is one of controller.quorum.voters "
+                              f"({listed}), so process.roles must include controller")
 
     def __getitem__(self, key):
         return self.values[key]
@@ -138,13 +155,36 @@ class BrokerConfig:
         dirs = self.values["log.dirs"] or self.values["log.dir"]
         return Path(dirs.split(",")[0].strip())
 
-    @staticmethod
-    def _parse_listener(spec, key):
-        spec = spec.split(",")[0].strip()
+    @property
+    def process_roles(self):
+        """{"broker"}, {"controller"} or both; both (combined mode) unless process.roles says."""
+        spec = self.values["process.roles"]
+        if spec is None:
+            return frozenset({"broker", "controller"})
+        roles = frozenset(r.strip() for r in spec.split(",") if r.strip())
+        if not roles or not roles <= {"broker", "controller"}:
+            raise ConfigError(f"process.roles must be broker, controller or broker,controller, "
+                              f"got {spec!r}")
+        return roles
+
+    @property
+    def controller_only(self):
+        return self.quorum_voters is not None and self.process_roles == {"controller"}
+
+    def _parse_listener(self, spec, key):
+        """A controller-only node listens on its controller listener (controller.listener.names),
+        any other node on its first listener; both speak PLAINTEXT."""
+        controller_names = {n.strip().upper()
+                            for n in self.values["controller.listener.names"].split(",")}
+        specs = [s.strip() for s in spec.split(",") if s.strip()]
+        if self.controller_only:
+            specs = [s for s in specs if s.split("://")[0].upper() in controller_names] or specs
+        spec = specs[0] if specs else ""
         if "://" in spec:
             proto, spec = spec.split("://", 1)
-            if proto.upper() != "PLAINTEXT":
-                raise ConfigError(f"{key}: only PLAINTEXT listeners are supported, got {proto}")
+            if proto.upper() != "PLAINTEXT" and proto.upper() not in controller_names:
+                raise ConfigError(f"{key}: only PLAINTEXT listeners (and controller listeners "
+                                  f"named in controller.listener.names) are supported, got {proto}")
         host, _, port = spec.rpartition(":")
         try:
             return host or "0.0.0.0", int(port)

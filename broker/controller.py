@@ -11,7 +11,9 @@ leaders
 change their ISR with AlterPartition, checked against the leader and partition epochs. With `auto.leader.rebalance.enable` every
 `leader.imbalance.check.interval.seconds` leadership returns to each partition's preferred
 replica (the first) once it is live and in the ISR, so failovers do not leave a few brokers
-leading everything. Each decision is metadata records appended through the quorum (see
+leading everything. Beside dedicated controllers the brokers are quorum observers, who need up
+to `controller.quorum.fetch.timeout.ms` to find a new controller: a new one waits that much
+longer before fencing them. Each decision is metadata records appended through the quorum (see
 `quorum_store.py`).
 """
 import asyncio
@@ -21,7 +23,7 @@ import time
 from minilog.connector.protocol import ErrorCode
 
 from . import metadata_records as records
-from .group_store import OFFSETS_TOPIC
+from .group_store import OFFSETS_TOPIC, OffsetsTopic
 from .metadata import PartitionState
 
 log = logging.getLogger("minilog.broker.controller")
@@ -48,6 +50,8 @@ class Controller:
     def _role_changed(self, leading):
         if leading:
             now = time.monotonic()
+            if not self.broker.is_broker:  # observers need a fetch timeout to find us
+                now += self.store.raft.fetch_timeout
             self.last_heartbeat = {b: now for b in self.image.registered}
             self._task = asyncio.ensure_future(self._tick_forever())
         elif self._task:
@@ -109,12 +113,16 @@ class Controller:
                 self.store.append(recs)
 
     def _ensure_offsets_topic(self):
-        """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use)."""
+        """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):
+        offsets.topic.replication.factor of them, at most the voters where every voter is a
+        broker (combined mode), so a small cluster's groups work with the default of 3."""
         if OFFSETS_TOPIC in self.image.topics:
             return
-        wanted = min(self.offsets_rf, len(self.store.raft.voters))
+        wanted = self.offsets_rf
+        if self.broker.is_broker:
+            wanted = min(wanted, len(self.store.raft.voters))
         if len(self.image.brokers) >= wanted:
-            self.broker.groups.store.ensure(replication_factor=wanted)
+            OffsetsTopic(self.broker).ensure(replication_factor=wanted)
 
     # -- leadership ------------------------------------------------------------------------------------
     def _changes(self, fn):

@@ -69,7 +69,8 @@ class ControllerRouter:
                                                  header.api_version, timeout=30.0,
                                                  purpose="forward")
                 except (KafkaError, KafkaConnectionError, OSError) as e:
-                    log.info("forwarding %s to controller %d failed: %s", key.name, leader, e)
+                    log.info("forwarding %s to controller %d failed: %s", ApiKey(key).name,
+                             leader, e)
             if time.monotonic() > deadline:
                 return not_controller(key, req)
             await asyncio.sleep(0.1)

@@ -98,6 +98,7 @@ class Group:
         self.static_members = {}         # group instance id -> member id
         self.pending_sync = set()        # members of this generation that have not synced yet
         self.offsets = {}                # (topic, partition) -> OffsetAndMetadata
+        self.offsets_written_at = {}     # (topic, partition) -> offset of the batch it came in
         self.subscribed = None           # topics the members consume, None when unknown
         self.new_member_added = False    # a member joined during the initial rebalance delay
         self.initial_join = False        # the pending join completes on the initial-delay timer

@@ -207,19 +207,26 @@ class GroupCoordinator(GroupOffsets):
             if group.protocol_name != group.select_protocol():
                 self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
                 return
-            error = self._store_group(group)
+            written = self._store_group(group)
             member.join_future = None
-            if error:
-                fut.set_result(JoinResult(error, ""))
-                return
-            is_leader = group.is_leader(new_id)
-            if can_skip:  # v9+: the leader learns it leads but keeps the current assignment
-                fut.set_result(self._generation_result(group, new_id, with_members=is_leader,
-                                                       skip_assignment=is_leader))
-            else:  # older clients: the old leader id stops this one from reassigning
-                fut.set_result(self._generation_result(group, new_id, leader=old_leader or ""))
+            asyncio.ensure_future(self._answer_static_rejoin(group, new_id, old_leader, can_skip,
+                                                             fut, written))
         elif group.state == g.COMPLETING_REBALANCE:
             self._prepare_rebalance(group, f"static member {instance_id} rejoined while syncing")
+
+    async def _answer_static_rejoin(self, group, new_id, old_leader, can_skip, fut, written):
+        """The rejoined static member's JoinGroup answer, once its new id is replicated."""
+        error = await written
+        if fut.done():
+            return
+        if error:
+            fut.set_result(JoinResult(error, ""))
+        elif can_skip:  # v9+: the leader learns it leads but keeps the current assignment
+            is_leader = group.is_leader(new_id)
+            fut.set_result(self._generation_result(group, new_id, with_members=is_leader,
+                                                   skip_assignment=is_leader))
+        else:  # older clients: the old leader id stops this one from reassigning
+            fut.set_result(self._generation_result(group, new_id, leader=old_leader or ""))
 
     def _expire_pending_member(self, group, member_id):
         group.pending_timers.pop(member_id, None)
@@ -293,7 +300,7 @@ class GroupCoordinator(GroupOffsets):
         group.init_next_generation(now_ms())
         if group.state == g.EMPTY:
             log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
-            self._store_group(group)
+            asyncio.ensure_future(self._store_group(group))  # appended now; nobody waits
             return
         log.info("group %s generation %d: %d member(s), protocol %s, leader %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
@@ -352,7 +359,7 @@ class GroupCoordinator(GroupOffsets):
         member.sync_future = fut
         if group.is_leader(member_id):
             full = {mid: assignments.get(mid, b"") for mid in group.members}
-            error = self._store_group(group, full)
+            error = await self._store_group(group, full)
             if group.state == g.COMPLETING_REBALANCE and group.generation_id == generation_id:
                 if error:
                     self._propagate_assignment(group, error)
@@ -470,7 +477,8 @@ class GroupCoordinator(GroupOffsets):
 
     # -- persistence ----------------------------------------------------------------------------
     def _store_group(self, group, assignment=None):
-        """Write the group's metadata record (Kafka's storeGroup); returns an error code."""
+        """Write the group's metadata record (Kafka's storeGroup): appended at once, then an
+        awaitable of the error code, 0 once the in-sync replicas have it."""
         if assignment is None:
             assignment = {mid: m.assignment for mid, m in group.members.items()}
         members = [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -479,8 +487,10 @@ class GroupCoordinator(GroupOffsets):
                    for mid, m in group.members.items()]
         record = GroupRecord(group.protocol_type or "", group.generation_id, group.protocol_name,
                              group.leader_id, group.state_timestamp, members)
-        error = self.store.append(self.store.partition_for(group.group_id),
-                                  [(group_key(group.group_id), group_value(record))])
-        if not error:
-            group.persisted = True
-        return error
+        written = self.store.write(self.store.partition_for(group.group_id),
+                                   [(group_key(group.group_id), group_value(record))])
+        group.persisted = True  # in the log now, whether or not the replicas get it
+
+        async def acknowledged():
+            return (await written)[0]
+        return acknowledged()

@@ -49,8 +49,11 @@ DEAD_GROUP = GroupSummary(g.DEAD, "", "", [])
 
 class GroupOffsets:
     # -- OffsetCommit ---------------------------------------------------------------------------
-    def commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets):
-        """Store {(topic, partition): OffsetAndMetadata}; returns {(topic, partition): error}."""
+    async def commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets):
+        """Store {(topic, partition): OffsetAndMetadata}; returns {(topic, partition): error}.
+
+        The answer waits until the in-sync replicas have the commit (see `OffsetsTopic.write`);
+        only then do OffsetFetches see it, as in Kafka."""
         error = self.validate(group_id, allow_empty=True)
         if error:
             return dict.fromkeys(offsets, error)
@@ -76,12 +79,14 @@ class GroupOffsets:
             else:
                 valid[tp] = om
         if valid:
-            error = self.store.append(
+            error, at = await self.store.write(
                 self.store.partition_for(group_id),
                 [(offset_key(group_id, t, p), offset_value(om)) for (t, p), om in valid.items()],
                 for_commit=True)
-            if not error:
-                group.offsets.update(valid)
+            if not error and group.state != g.DEAD:
+                for tp, om in valid.items():  # a later commit acknowledged first stays
+                    if group.offsets_written_at.get(tp, -1) < at:
+                        group.offsets[tp], group.offsets_written_at[tp] = om, at
             results.update(dict.fromkeys(valid, error))
         return results
 

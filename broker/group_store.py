@@ -4,6 +4,11 @@ The coordinator of a group is the leader of partition `partition_for(group id)`;
 broker that is this broker for every partition, but the mapping stays explicit so replication
 can move partitions (and the groups in them) between brokers. Each coordinator write is one
 record batch appended to that partition; loading replays a partition from its start.
+
+Offset commits and group metadata are written as Kafka's coordinator writes them, with acks=all
+(`write`): refused while the ISR is smaller than the topic's `min.insync.replicas`, answered once
+every in-sync replica has the batch or after `offsets.commit.timeout.ms`, so an acknowledged
+commit survives the loss of its coordinator. Tombstones (`append`) are only appended here.
 """
 import logging
 import time
@@ -42,6 +47,7 @@ class OffsetsTopic:
     def __init__(self, broker):
         self.broker = broker
         self.num_partitions = broker.config["offsets.topic.num.partitions"]
+        self.commit_timeout_ms = broker.config["offsets.commit.timeout.ms"]
 
     def ensure(self, replication_factor=-1):
         """Create the topic on first start; an existing one keeps its partition count (as in
@@ -84,19 +90,41 @@ class OffsetsTopic:
         partition = self.broker.partition(OFFSETS_TOPIC, index)
         if partition is None:
             return ErrorCode.NOT_COORDINATOR
+        return self._append(partition, index, entries, for_commit)[0]
+
+    def write(self, index, entries, for_commit=False):
+        """Append now, with acks=all; returns an awaitable of (0 or the error code to answer,
+        the batch's offset). Appending before the first await keeps writes in call order."""
+        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        if partition is None:
+            return _done(ErrorCode.NOT_COORDINATOR)
+        replicas = self.broker.replicas
+        if replicas is not None and len(partition.isr) < partition.min_insync_replicas:
+            return _done(_AS_COORDINATOR_ERROR[ErrorCode.NOT_ENOUGH_REPLICAS])
+        code, offset = self._append(partition, index, entries, for_commit)
+        if code or replicas is None:
+            return _done(code, offset)
+        return self._acknowledged(replicas, partition, offset)
+
+    async def _acknowledged(self, replicas, partition, offset):
+        code = await replicas.wait_for_acks(partition, offset, self.commit_timeout_ms)
+        return _AS_COORDINATOR_ERROR.get(code, code), offset
+
+    def _append(self, partition, index, entries, for_commit):
+        """(0 or the error code to answer, the batch's last offset or -1)."""
         ts = now_ms()
         try:
             data = encode_batch([(ts, key, value, ()) for key, value in entries])
             (_, header), = split_batches(data)
-            partition.append_as_leader([(data, header)])
+            result = partition.append_as_leader([(data, header)])
         except Exception as e:  # noqa: BLE001 - every failure becomes a Kafka error code
             code, message = append_error_code(e)
             log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, index, message)
             if code in _TOO_LARGE:
-                return ErrorCode.INVALID_COMMIT_OFFSET_SIZE if for_commit else \
+                code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if for_commit else \
                     ErrorCode.UNKNOWN_SERVER_ERROR
-            return _AS_COORDINATOR_ERROR.get(code, code)
-        return 0
+            return _AS_COORDINATOR_ERROR.get(code, code), -1
+        return 0, result.last_offset
 
     def replay(self, index):
         """Yield (OffsetKey | GroupKey, value bytes or None) for the partition's records in order."""
@@ -115,3 +143,7 @@ class OffsetsTopic:
                 if key is not None:
                     yield key, record.value
             offset = next_offset_after(data)
+
+
+async def _done(code, offset=-1):
+    return code, offset

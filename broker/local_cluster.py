@@ -3,7 +3,9 @@
 Each broker runs as `python -m minilog.broker start` in its own process with its own data
 directory (a temporary one unless given), so a demo exercises the same code as production.
 More than one broker form a replicated cluster: every broker is a voter of the controller
-quorum (`controller.quorum.voters`, KRaft's combined mode), their ports fixed up front.
+quorum (`controller.quorum.voters`, KRaft's combined mode), their ports fixed up front. With
+`controllers=N` the quorum is N dedicated controller processes instead (`process.roles=
+controller`, listening on a CONTROLLER listener) and the brokers are only brokers.
 """
 import os
 import signal
@@ -37,11 +39,12 @@ def wait_for_port(port, timeout=20.0, proc=None):
 class BrokerProcess:
     """One broker process; `bootstrap` is its host:port. Restartable on the same port and data."""
 
-    def __init__(self, data_dir, port=None, node_id=1, extra=()):
+    def __init__(self, data_dir, port=None, node_id=1, extra=(), listener="PLAINTEXT"):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.node_id = node_id
         self.extra = list(extra)
+        self.listener = listener  # CONTROLLER for a controller-only node
         self.proc = None
 
     @property
@@ -58,7 +61,9 @@ class BrokerProcess:
         return self.data_dir / "data"
 
     def argv(self):
-        return [sys.executable, "-m", "minilog.broker", "start", "--listen", self.bootstrap,
+        listen = (["--listen", self.bootstrap] if self.listener == "PLAINTEXT" else
+                  ["-o", f"listeners={self.listener}://{self.bootstrap}"])
+        return [sys.executable, "-m", "minilog.broker", "start", *listen,
                 "--data-dir", str(self.log_dir), "--node-id", str(self.node_id),
                 *self.extra]
 
@@ -100,23 +105,41 @@ class BrokerProcess:
 
 
 class LocalCluster:
-    """`with LocalCluster() as cluster:` starts brokers; leaving the block stops and cleans up."""
+    """`with LocalCluster() as cluster:` starts brokers; leaving the block stops and cleans up.
 
-    def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None):
+    Brokers are nodes 1..size; dedicated controllers (`controllers=N`) are the nodes after them.
+    """
+
+    def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None,
+                 controllers=0):
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="minilog-cluster-")
             data_dir = self._tmp.name
         self.data_dir = Path(data_dir)
-        ports = list(ports) if ports else [free_port() for _ in range(size)]
+        ports = list(ports) if ports else [free_port() for _ in range(size + controllers)]
         if replicated is None:
-            replicated = size > 1
-        if replicated:
-            voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
-            extra = ["-o", f"controller.quorum.voters={voters}", *extra]
+            replicated = size > 1 or controllers > 0
+        ids = range(1, size + controllers + 1)
+        voters = list(zip(ids, ports))[size:] if controllers else list(zip(ids, ports))
+        common = ["-o", "controller.quorum.voters=" +
+                  ",".join(f"{n}@127.0.0.1:{p}" for n, p in voters)] if replicated else []
+        roles = {"broker": [], "controller": []}
+        if controllers:  # the controllers create __consumer_offsets, at most on every broker
+            common += ["-o", f"offsets.topic.replication.factor={min(3, size)}"]
+            roles = {"broker": ["-o", "process.roles=broker"],
+                     "controller": ["-o", "process.roles=controller"]}
         self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],
-                                      node_id=i + 1, extra=extra)
+                                      node_id=i + 1, extra=[*common, *roles["broker"], *extra])
                         for i in range(size)]
+        self.controllers = [BrokerProcess(self.data_dir / f"controller-{n}", port=p, node_id=n,
+                                          extra=[*common, *roles["controller"], *extra],
+                                          listener="CONTROLLER")
+                            for n, p in voters] if controllers else []
+
+    @property
+    def nodes(self):
+        return self.controllers + self.brokers
 
     @property
     def bootstrap(self):
@@ -124,7 +147,7 @@ class LocalCluster:
 
     def start(self):
         try:
-            for b in self.brokers:
+            for b in self.nodes:
                 b.start()
         except BaseException:
             self.stop()
@@ -147,10 +170,11 @@ class LocalCluster:
         return False
 
     def broker(self, node_id):
-        return self.brokers[node_id - 1]
+        """The node (broker or controller) with this id."""
+        return next(b for b in self.nodes if b.node_id == node_id)
 
     def stop(self):
-        for b in self.brokers:
+        for b in self.brokers + self.controllers:  # brokers hand off leadership first
             b.stop()
         if self._tmp:
             self._tmp.cleanup()

@@ -7,7 +7,9 @@ Followers pull with the ordinary Fetch request (replica id, last fetched epoch),
 partition followers do: the leader answers a divergent follower with `diverging_epoch` and the
 follower truncates, and the high watermark is the offset a majority of voters has. A follower
 that hears nothing from its leader for `controller.quorum.fetch.timeout.ms` starts an election;
-a leader that hears from no majority for as long resigns. A leader stepping down cleanly sends
+a leader that hears from no majority for as long resigns. A node that is not a voter (a broker
+beside dedicated controllers) is an observer: it fetches like a follower but never votes or
+campaigns, and finds the leader by asking a voter. A leader stepping down cleanly sends
 EndQuorumEpoch so the others elect a successor at once.
 
 Committed records are handed to `apply(offset, record)` in order on every node; the leader
@@ -82,6 +84,7 @@ class RaftNode:
         self.bytes_since_snapshot = 0
         self._delete_before = None  # a snapshot's offset, to become the log start once committed
         self.caught_up = asyncio.Event()  # applied what the leader had committed, once
+        self._abandoned = None  # an observer's (epoch, leader) not heard from: not that again
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -125,6 +128,8 @@ class RaftNode:
                     await self._lead_once()
                 elif self.role == CANDIDATE or (self.is_voter and self._leader_lost()):
                     await self._campaign()
+                elif not self.is_voter and (self.state.leader_id is None or self._leader_lost()):
+                    await self._discover_leader()
                 elif self.state.leader_id is not None:
                     await self._fetch_once()
                 else:
@@ -349,8 +354,20 @@ class RaftNode:
             self._began.add(voter)
 
     # -- following ------------------------------------------------------------------------------
-    async def _fetch_once(self):
-        leader = self.state.leader_id
+    async def _discover_leader(self):
+        """An observer (a broker that is not a voter) with no leader, or none heard from lately:
+        it fetches from a voter picked at random, which answers with the leader it knows (or,
+        being the leader, with records), as KRaft's observers find the quorum."""
+        if self.state.leader_id is not None:  # not heard from: forget it, ask around
+            self._abandoned = (self.epoch, self.state.leader_id)
+            self.become_follower(self.epoch, None)
+        await self._fetch_once(random.choice(sorted(self.voters)))
+        if self.state.leader_id is None or self._leader_lost():
+            await asyncio.sleep(0.1)
+
+    async def _fetch_once(self, asked=None):
+        """Fetch from the leader, or (`asked`) from a voter that may be it."""
+        leader = self.state.leader_id if asked is None else asked
         address = self.voters.get(leader)
         if address is None:
             await asyncio.sleep(0.1)
@@ -370,14 +387,19 @@ class RaftNode:
         except (KafkaError, KafkaConnectionError, OSError):
             await asyncio.sleep(0.1)
             return
-        if self.role != FOLLOWER or self.state.leader_id != leader or not resp.responses:
+        if self.role != FOLLOWER or not resp.responses or \
+                self.state.leader_id not in (leader, None if asked else leader):
             return
         p = resp.responses[0].partitions[0]
         current = p.current_leader
-        if current is not None and current.leader_epoch > self.epoch:
+        if current is not None and (current.leader_epoch > self.epoch or (
+                asked is not None and current.leader_epoch == self.epoch and current.leader_id
+                >= 0 and (current.leader_epoch, current.leader_id) != self._abandoned)):
             self.become_follower(current.leader_epoch,
                                  current.leader_id if current.leader_id >= 0 else None)
             return
+        if asked is not None and not p.error_code and self.state.leader_id != asked:
+            self.become_follower(self.epoch, asked)  # the voter asked leads this epoch
         if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and \
                 self.log.log_end_offset < p.log_start_offset:
             self._start_over_at(p.log_start_offset)

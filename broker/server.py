@@ -24,7 +24,7 @@ from minilog.connector.protocol import (
 
 from .error_response import error_response
 from .file_region import FileRegion
-from .handlers import HANDLERS, NO_RESPONSE, CloseConnection
+from .handlers import NO_RESPONSE, CloseConnection, served
 from .handlers.api_versions import unsupported_version_response
 
 log = logging.getLogger("minilog.broker.server")
@@ -35,6 +35,7 @@ MAX_QUEUED_REQUESTS = 64  # per connection, received but not yet handled: then s
 class BrokerServer:
     def __init__(self, broker, host, port, sock=None):
         self.broker, self.host, self.port, self._sock = broker, host, port, sock
+        self.handlers = served(broker)  # a controller-only node answers fewer APIs
         self._server = None
         self._connections = set()
 
@@ -62,7 +63,7 @@ class BrokerServer:
             raise _CloseConnection(f"unreadable request header: {e}") from None
         header.client_host = peer[0] if peer else None
         key, version = header.api_key, header.api_version
-        entry = HANDLERS.get(key)
+        entry = self.handlers.get(key)
         if key == ApiKey.API_VERSIONS and not _in(entry.versions, version):
             return encode_response(key, 0, header.correlation_id,
                                    unsupported_version_response(self.broker))

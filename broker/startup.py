@@ -40,6 +40,8 @@ def data_summary(broker, new):
     where = f"data in {broker.config.data_dir}"
     if new:
         return f"{where}: a new, empty directory"
+    if broker.groups is None:  # a controller-only node keeps the metadata log alone
+        return f"{where}: the cluster metadata log"
     topics = [ts for name, ts in broker.metadata.topics.items() if name != OFFSETS_TOPIC]
     partitions = sum(len(ts.partitions) for ts in topics)
     held = (f"{_plural(len(topics), 'topic')} ({_plural(partitions, 'partition')}), "

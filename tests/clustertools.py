@@ -45,10 +45,11 @@ def active_controller(bootstrap):
 class TestCluster(LocalCluster):
     __test__ = False
 
-    def __init__(self, size, data_dir, overrides):
+    def __init__(self, size, data_dir, overrides, controllers=0):
         settings = {**FAST, **overrides}
         extra = [x for k, v in settings.items() for x in ("-o", f"{k}={v}")]
-        super().__init__(size, data_dir=data_dir, extra=extra, replicated=True)
+        super().__init__(size, data_dir=data_dir, extra=extra, replicated=True,
+                         controllers=controllers)
 
     def start(self):
         super().start()
@@ -56,7 +57,7 @@ class TestCluster(LocalCluster):
         return self
 
     def destroy(self):
-        for b in self.brokers:
+        for b in self.nodes:
             if b.proc and b.proc.poll() is None:
                 os.killpg(b.proc.pid, signal.SIGCONT)
             b.kill()

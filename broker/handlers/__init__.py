@@ -21,6 +21,26 @@ class Entry(NamedTuple):
 HANDLERS = {}
 
 
+def controller_apis():
+    """What a controller-only node answers (KRaft's controller listener): the quorum, broker
+    lifecycle, AlterPartition and the admin requests brokers forward to the controller."""
+    from minilog.connector.protocol import ApiKey
+    return frozenset({
+        ApiKey.API_VERSIONS, ApiKey.FETCH, ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH,
+        ApiKey.END_QUORUM_EPOCH, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALTER_PARTITION, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
+        ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CLUSTER})
+
+
+def served(broker):
+    """{api key: Entry} this node answers."""
+    if broker.is_broker:
+        return HANDLERS
+    wanted = controller_apis()
+    return {k: e for k, e in HANDLERS.items() if k in wanted}
+
+
 def handles(api_key, lo, hi):
     def register(fn):
         HANDLERS[api_key] = Entry(fn, (lo, hi))

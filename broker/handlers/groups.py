@@ -124,7 +124,7 @@ async def offset_commit(broker, header, req):
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
                 p.committed_metadata or "", commit_ts, now + retention if retention >= 0 else None)
-    results = broker.groups.commit_offsets(
+    results = await broker.groups.commit_offsets(
         req.group_id, req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
         req.generation_id_or_member_epoch if v >= 1 else -1, offsets)
     return _COMMIT.cls(throttle_time_ms=0, topics=[_COMMIT.make("topics", name=t.name, partitions=[

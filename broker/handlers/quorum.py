@@ -67,7 +67,7 @@ def _controller(broker):
     """(controller or None, error code)."""
     if broker.quorum is None:
         return None, ErrorCode.INVALID_REQUEST
-    if not broker.controller.active:
+    if broker.controller is None or not broker.controller.active:
         return None, ErrorCode.NOT_CONTROLLER
     return broker.controller, 0
 

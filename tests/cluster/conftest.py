@@ -11,8 +11,8 @@ from clustertools import TestCluster
 def make_cluster(tmp_path):
     started = []
 
-    def make(size=3, **overrides):
-        c = TestCluster(size, tmp_path / f"cluster-{len(started)}", overrides)
+    def make(size=3, controllers=0, **overrides):
+        c = TestCluster(size, tmp_path / f"cluster-{len(started)}", overrides, controllers)
         started.append(c)
         return c.start()
     yield make

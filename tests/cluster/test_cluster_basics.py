@@ -193,6 +193,13 @@ def test_cli_cluster_up_status_down(tmp_path):
     (["broker", "start", "--node-id", "1", "-o", "controller.quorum.voters=1@nohost"],
      "expected id@host:port, got '1@nohost'"),
     (["cluster", "up", "--brokers", "0"], "--brokers must be at least 1"),
+    (["cluster", "up", "--controllers", "-1"], "--controllers must be 0 (combined mode) or more"),
+    (["broker", "start", "--node-id", "1", "-o", "process.roles=broker",
+      "-o", "controller.quorum.voters=1@127.0.0.1:1"], "process.roles must include controller"),
+    (["broker", "start", "-o", "process.roles=bogus", "-o", "controller.quorum.voters=1@127.0.0.1:1"],
+     "process.roles must be broker, controller or broker,controller"),
+    (["broker", "start", "-o", "process.roles=controller"],
+     "process.roles needs controller.quorum.voters"),
 ])
 def test_bad_cluster_settings_are_one_line_and_exit_2(args, message, tmp_path):
     done = _cli(*args, "--data-dir", str(tmp_path / "d"))

@@ -1,0 +1,104 @@
+"""Dedicated controllers (KRaft's `process.roles=controller`) beside brokers that are only
+brokers: the brokers observe the quorum and register with the active controller, clients see
+only brokers, and both a controller's and a broker's loss are survived."""
+import json
+
+import pytest
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import TopicPartition as CTP
+from minilog.connector.protocol import ApiKey, request
+from test_cluster_basics import _cli, produce_all
+from wire import RawConnection
+from clustertools import active_controller, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+BROKERS, CONTROLLERS = {1, 2}, {3, 4, 5}
+
+
+def _only_brokers_named(c):
+    """Metadata, asked of every live broker, names brokers only (as its controller too)."""
+    for node in c.alive():
+        md = c.metadata(node)
+        assert set(md.brokers) <= BROKERS, f"broker {node} named {sorted(md.brokers)}"
+        assert md.controller_id in BROKERS
+    return True
+
+
+def _read(bootstrap, topic, partitions, count):
+    c = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        c.assign([CTP(topic, p, 0) for p in range(partitions)])
+        got = []
+        wait_for(lambda: got.extend(m.value() for m in c.consume(100, 0.5) if not m.error())
+                 or len(got) >= count, f"{count} records of {topic}")
+        return got
+    finally:
+        c.close()
+
+
+def test_dedicated_controllers_elect_a_successor_and_brokers_fail_over(make_cluster):
+    c = make_cluster(2, controllers=3)
+    assert {n.node_id for n in c.controllers} == CONTROLLERS
+    _only_brokers_named(c)
+    layout = c.create_topic("ded", partitions=2, rf=2)
+    assert all(sorted(replicas) == [1, 2] for _, replicas, _ in layout.values())
+    produce_all(c.bootstrap, "ded", [b"a%d" % i for i in range(20)])
+    assert sorted(_read(c.bootstrap, "ded", 2, 20)) == sorted(b"a%d" % i for i in range(20))
+
+    # A controller-only node answers the controller's requests only.
+    conn = RawConnection(c.controllers[0].bootstrap)
+    try:
+        apis = {k.api_key for k in conn.call(ApiKey.API_VERSIONS, 3, request(
+            ApiKey.API_VERSIONS).cls(client_software_name="t", client_software_version="1")).api_keys}
+    finally:
+        conn.close()
+    assert {ApiKey.VOTE, ApiKey.BROKER_REGISTRATION, ApiKey.FETCH} <= apis
+    assert not apis & {ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FIND_COORDINATOR}
+
+    active = active_controller(c.bootstrap)
+    assert active in CONTROLLERS
+    c.broker(active).kill()
+    successor = wait_for(lambda: (lambda n: n if n in CONTROLLERS - {active} else None)(
+        active_controller(c.bootstrap)), "a new active controller")
+    c.create_topic("after", partitions=1, rf=2)
+    _only_brokers_named(c)
+
+    leader = layout[0][0]
+    c.broker(leader).kill()
+    other, = BROKERS - {leader}
+    wait_for(lambda: c.partitions("ded", other)[0][0] == other, f"broker {other} to lead ded-0")
+    produce_all(c.bootstrap_of(other), "ded", [b"b%d" % i for i in range(10)])
+    got = _read(c.bootstrap_of(other), "ded", 2, 30)
+    assert sorted(got) == sorted([b"a%d" % i for i in range(20)] + [b"b%d" % i for i in range(10)])
+    _only_brokers_named(c)
+    assert active_controller(c.bootstrap_of(other)) == successor
+
+
+def test_cli_cluster_up_with_dedicated_controllers(tmp_path):
+    data = tmp_path / "d"
+    up = _cli("cluster", "up", "--brokers", "2", "--controllers", "3", "--data-dir", str(data),
+              "-o", "broker.session.timeout.ms=3000", "-o", "broker.heartbeat.interval.ms=300")
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "warning" not in up.stdout
+        assert [line.split()[:2] for line in up.stdout.splitlines()[:5]] == [
+            ["controller", "3"], ["controller", "4"], ["controller", "5"],
+            ["broker", "1"], ["broker", "2"]]
+        state = json.loads((data / "cluster.json").read_text())
+        assert [b["node_id"] for b in state["controllers"]] == [3, 4, 5]
+        status = _cli("cluster", "status", "--data-dir", str(data))
+        assert status.returncode == 0, status.stderr
+        assert "live brokers: 1,2\n" in status.stdout
+        assert "controller quorum: 3,4,5 (dedicated controllers)" in status.stdout
+        roles = {line.split()[1]: line.split("\t")[2] for line in status.stdout.splitlines()
+                 if "\t" in line}
+        assert roles == {"1": "broker", "2": "broker", "3": "controller", "4": "controller",
+                         "5": "controller"}
+        active = next(line for line in status.stdout.splitlines() if line.startswith("controller:"))
+        assert int(active.split()[1]) in CONTROLLERS
+    finally:
+        down = _cli("cluster", "down", "--data-dir", str(data))
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.count("stopped") == 5
