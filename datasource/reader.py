@@ -38,13 +38,18 @@ def plan(ranges, options):
 
 def read_range(part, options):
     """Yield the RecordBatches of one OffsetRange. Offsets deleted before they were read
-    (retention, a re-created topic) fail the task or are skipped, as failOnDataLoss says."""
+    (retention, a re-created topic) fail the task or are skipped, as failOnDataLoss says.
+    Safe to retry: a retried task reads its whole range again (Spark drops what a failed
+    attempt yielded), with a fresh consumer, since a failed one is not kept."""
     tp = TopicPartition(part.topic, part.partition)
-    consumer = clients.consumer(options.client)
+    consumer, failed = clients.consumer(options.client), False
     try:
         yield from _read(consumer, tp, part, options)
+    except Exception:
+        failed = True
+        raise
     finally:
-        clients.release(consumer)
+        (clients.discard if failed else clients.release)(consumer)
 
 
 def _read(consumer, tp, part, options):

@@ -11,6 +11,7 @@ topics only through `format("minilog")`.
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 TRIGGERS = ("available-now", "processing-time=<interval>", "continuous-until-stopped")
@@ -19,6 +20,11 @@ SPARK_CONF = Path(os.environ.get("MINILOG_SPARK_CONF",
 # from_json/to_json options: event times read and written as "2026-11-24T10:00:05Z", in UTC
 # whatever the session's time zone.
 UTC_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ssXXX", "timeZone": "UTC"}
+# Spark 4 waits a fixed 10 s, with no setting to change it (PythonWorkerFactory.createSimpleWorker),
+# for the Python process behind a streaming source to connect back to the driver. A starved machine
+# can miss that, and the query then fails before it has read anything: start_query starts it again.
+SOURCE_WORKER_LATE = "Python worker failed to connect back"
+STARTS = 3
 
 
 def parser(prog, description, topics):
@@ -56,7 +62,7 @@ def trigger_of(text):
 
 def session(app_name):
     """The active SparkSession (spark-submit's), or one started as spark-submit would, on
-    spark-conf/'s settings (local[*] unless they name a master)."""
+    spark-conf/'s settings (their master: local[*,4], local mode with task retries)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if "PYSPARK_GATEWAY_PORT" not in os.environ and "PYSPARK_SUBMIT_ARGS" not in os.environ:
@@ -69,8 +75,7 @@ def session(app_name):
                      f"-Dlog4j2.configurationFile=file:{SPARK_CONF / 'log4j2.properties'}"]
         os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(args + ["pyspark-shell"])
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # No master set here: spark-submit's --master (or the properties file's) decides, and
-    # spark-submit's default is local[*], ours included.
+    # No master set here: spark-submit's --master (or the properties file's) decides.
     from pyspark.sql import SparkSession
     return SparkSession.builder.appName(app_name).getOrCreate()
 
@@ -102,7 +107,24 @@ def start(writer, args, spark, job, query):
     writer = writer.option("checkpointLocation", checkpoint(spark, args, job, query))
     if args.trigger is not None:
         writer = writer.trigger(**args.trigger)
-    return writer.queryName(f"{job}_{query}".replace("-", "_")).start()
+    return start_query(writer.queryName(f"{job}_{query}".replace("-", "_")))
+
+
+def start_query(writer, starts=STARTS):
+    """writer.start(), returned once the query's sources are initialized. A query that failed
+    only because Spark stopped waiting for a source's Python process is started again from its
+    checkpoint, as a supervisor restarts a failed job; any other failure is left to the caller."""
+    for attempt in range(1, starts + 1):
+        query = writer.start()
+        # Spark's status messages until its sources exist: "Initializing StreamExecution",
+        # then "Initializing sources" (StreamExecution.runStream).
+        while query.isActive and query.status["message"].startswith("Initializing"):
+            time.sleep(0.1)
+        failure = None if query.isActive else query.exception()
+        if failure is None or SOURCE_WORKER_LATE not in str(failure) or attempt == starts:
+            return query
+        print(f"{query.name or 'query'}: Spark's source worker did not start in time; "
+              f"starting the query again ({attempt + 1} of {starts})", file=sys.stderr)
 
 
 def run(queries):

@@ -30,8 +30,8 @@ def environment(mark, **more):
     installed in it), addresses are 127.0.0.1, nothing of an in-process Spark leaks in."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYSPARK_GATEWAY", "PYSPARK_SUBMIT_ARGS"))}
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1", **{MARK: mark}, **more)
+    env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "SPARK_LOCAL_IP": "127.0.0.1", **more, MARK: mark})
     return env
 
 
@@ -64,13 +64,14 @@ def kill_marked(mark, grace=10.0):
     assert not left, f"processes left running: {left}"
 
 
-def spark_submit(args, log, timeout=600):
-    """Run `spark-submit args...` from the repository root, its output into the file `log`;
-    its exit code (None when it ran out of time). Every process it started is gone after."""
+def spark_submit(args, log, timeout=600, **env):
+    """Run `spark-submit args...` from the repository root (`env`: more environment), its
+    output into the file `log`; its exit code (None when it ran out of time). Every process it
+    started is gone after."""
     mark = uuid.uuid4().hex
     with open(log, "wb") as out:
         p = subprocess.Popen([str(BIN / "spark-submit"), *map(str, args)], cwd=REPO,
-                             env=environment(mark), stdout=out, stderr=subprocess.STDOUT)
+                             env=environment(mark, **env), stdout=out, stderr=subprocess.STDOUT)
         try:
             return p.wait(timeout)
         except subprocess.TimeoutExpired:

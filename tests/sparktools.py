@@ -5,10 +5,13 @@ import json
 import time
 
 from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import KafkaError as CKError
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient as CKAdmin
 from confluent_kafka.admin import NewPartitions, NewTopic
+
+from minilog.jobs.pipeline import start_query
 
 _names = itertools.count()
 
@@ -64,19 +67,24 @@ def produce(bootstrap, topic, records, one_per_batch=False):
     assert p.flush(60) == 0 and not errors, errors
 
 
-def consume_all(bootstrap, topic, partitions, expect, deadline=60):
+def consume_all(bootstrap, topic, partitions, expect=None, deadline=60):
     """Every record of the topic's first `partitions` partitions read from the beginning, once
-    `expect` records have arrived: [(partition, offset, key, value, headers)]."""
+    `expect` records have arrived, or (`expect` None) once every partition is read to its end,
+    for the output of a job that has finished: [(partition, offset, key, value, headers)]."""
     c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": unique("check"),
-                    "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                    "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                    "enable.partition.eof": expect is None})
     c.assign([CKTopicPartition(topic, p, 0) for p in range(partitions)])
-    out, end = [], time.monotonic() + deadline
+    out, at_end, end = [], set(), time.monotonic() + deadline
     try:
-        while len(out) < expect and time.monotonic() < end:
+        while (len(out) < expect if expect is not None else len(at_end) < partitions) \
+                and time.monotonic() < end:
             for m in c.consume(1000, 1.0):
                 if m.error() is None:
                     out.append((m.partition(), m.offset(), m.key(), m.value(),
                                 m.headers() or []))
+                elif m.error().code() == CKError._PARTITION_EOF:
+                    at_end.add(m.partition())
     finally:
         c.close()
     return sorted(out)
@@ -110,13 +118,14 @@ def wait_for(condition, what, deadline=90, step=0.2):
 
 
 def run_available_now(df, checkpoint, sink="memory", name=None, **options):
-    """Run a streaming query with the availableNow trigger to its end; its progress list."""
+    """Run a streaming query with the availableNow trigger to its end; its progress list.
+    Started as the jobs start theirs (start_query: again if Spark's source worker was late)."""
     w = df.writeStream.format(sink).option("checkpointLocation", str(checkpoint))
     if name:
         w = w.queryName(name)
     for k, v in options.items():
         w = w.option(k, v)
-    q = w.trigger(availableNow=True).start()
+    q = start_query(w.trigger(availableNow=True))
     try:
         assert q.awaitTermination(240), "availableNow query did not finish"
     finally:

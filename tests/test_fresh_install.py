@@ -48,23 +48,22 @@ def run(command, cwd, env, timeout=900):
     return r.stdout
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory):
-    return clean_copy(tmp_path_factory.mktemp("fresh") / "minilog")
+@pytest.fixture
+def repo(tmp_path):
+    return clean_copy(tmp_path / "minilog")
 
 
-def test_the_first_command_runs_the_demo_in_a_fresh_virtualenv(repo, tmp_path):
-    command = quick_start_commands()[0]
+def test_the_quick_start_commands_run_in_order_in_one_fresh_virtualenv(repo, tmp_path):
+    """As a reader follows the Quick start: the first command runs the demo and installs the
+    runtime's imports, then the second, in the same virtualenv, installs what the tests import
+    (its extras only add to the first's requirements, so alone it installs them too)."""
+    first, second = quick_start_commands()[:2]
     env = fresh_venv(tmp_path / "venv")
-    out = run(command, repo, env)
+    out = run(first, repo, env)
     assert VERIFIED in out, out[-3000:]
     assert "runtime imports ok" in run("python tests/runtime_probe.py", repo, env)
-
-
-def test_the_second_command_installs_what_the_tests_import(repo, tmp_path):
-    install = quick_start_commands()[1].split("&&")[0].strip()
+    install = second.split("&&")[0].strip()
     assert install.startswith("pip install"), install
-    env = fresh_venv(tmp_path / "venv")
     run(install, repo, env)
     out = run("python -m pytest --collect-only -q", repo, env)  # imports every test module
     assert "tests collected" in out, out[-2000:]

@@ -2,6 +2,8 @@
 the option, as Spark's Kafka source and sink do."""
 import pytest
 
+from minilog.jobs.pipeline import start_query
+
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9"}  # never contacted: the checks come first
 SUB = {**BOOT, "subscribe": "t"}
 
@@ -54,8 +56,8 @@ STREAM_ERRORS = [
 @pytest.mark.parametrize("options,message", STREAM_ERRORS, ids=[m for _, m in STREAM_ERRORS])
 def test_streaming_read_refuses(spark, tmp_path, options, message):
     """The query fails as it starts, in the driver, before planning a batch."""
-    q = (spark.readStream.format("minilog").options(**options).load().writeStream
-         .format("noop").option("checkpointLocation", str(tmp_path)).start())
+    q = start_query(spark.readStream.format("minilog").options(**options).load().writeStream
+                    .format("noop").option("checkpointLocation", str(tmp_path)))
     try:
         with pytest.raises(Exception, match=message):
             q.awaitTermination(120)

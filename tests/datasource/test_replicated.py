@@ -3,6 +3,8 @@ by the in-sync replicas, and a streaming query carries on through the `kill -9` 
 leader, reading every record once (the tests of test_stream.py run on three brokers too)."""
 from sparktools import consume_all, create_topic, produce, unique, wait_for
 
+from minilog.jobs.pipeline import start_query
+
 KILL_AFTER, TOTAL = 60, 160
 
 
@@ -27,13 +29,14 @@ def test_streaming_query_reads_through_the_kill_of_a_partition_leader(spark, own
     half = TOTAL // 2
     produce(c.bootstrap, topic, [(i % 2, None, f"{i}".encode(), None) for i in range(half)])
     out = tmp_path / "out"
-    query = (spark.readStream.format("minilog").option("kafka.bootstrap.servers", c.bootstrap)
-             .option("subscribe", topic).option("startingOffsets", "earliest")
-             .option("maxOffsetsPerTrigger", "20").load()
-             .selectExpr("partition", "offset", "cast(value as string) as value")
-             .writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(processingTime="200 milliseconds").start())
+    query = start_query(
+        spark.readStream.format("minilog").option("kafka.bootstrap.servers", c.bootstrap)
+        .option("subscribe", topic).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20").load()
+        .selectExpr("partition", "offset", "cast(value as string) as value")
+        .writeStream.format("parquet").option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="200 milliseconds"))
     try:
         wait_for(lambda: rows_read(query) >= KILL_AFTER or query.exception(),
                  "the query to read its first batches")

@@ -16,6 +16,7 @@ from sparktools import (
 )
 
 from minilog.connector.client import AdminClient
+from minilog.jobs.pipeline import start_query
 
 
 def fill(bootstrap, topic, partitions, per_partition, start=0, one_per_batch=False):
@@ -83,9 +84,9 @@ def test_processing_time_trigger_bounds_batches_and_reads_a_new_partition(spark,
     topic = create_topic(broker.bootstrap, unique("live"), 2)
     name = unique("live").replace("-", "_")
     df = stream(spark, broker.bootstrap, topic, maxOffsetsPerTrigger=15)
-    q = (df.writeStream.format("memory").queryName(name)
-         .option("checkpointLocation", str(tmp_path / "ck"))
-         .trigger(processingTime="300 milliseconds").start())
+    q = start_query(df.writeStream.format("memory").queryName(name)
+                    .option("checkpointLocation", str(tmp_path / "ck"))
+                    .trigger(processingTime="300 milliseconds"))
     try:
         fill(broker.bootstrap, topic, 2, 20)
         wait_for(lambda: len(memory_rows(spark, name)) >= 40, "the first 40 records")

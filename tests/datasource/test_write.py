@@ -4,6 +4,7 @@ import pytest
 from sparktools import consume_all, create_topic, produce, run_available_now, unique
 
 from minilog.datasource import write_each_batch
+from minilog.jobs.pipeline import start_query
 
 ROWS_SCHEMA = ("key string, value binary, partition int, "
                "headers array<struct<key:string,value:binary>>")
@@ -64,10 +65,11 @@ def test_update_mode_aggregation_writes_through_write_each_batch(spark, broker, 
               .selectExpr("CAST(key AS STRING) AS key", "CAST(CAST(value AS STRING) AS INT) AS n")
               .groupBy("key").sum("n")
               .selectExpr("key", "CAST(`sum(n)` AS STRING) AS value"))
-    q = (totals.writeStream.outputMode("update")
-         .foreachBatch(write_each_batch({"kafka.bootstrap.servers": broker.bootstrap,
-                                         "topic": dst}))
-         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q = start_query(totals.writeStream.outputMode("update")
+                    .foreachBatch(write_each_batch({"kafka.bootstrap.servers": broker.bootstrap,
+                                                    "topic": dst}))
+                    .option("checkpointLocation", str(tmp_path / "ck"))
+                    .trigger(availableNow=True))
     assert q.awaitTermination(240)
     assert q.exception() is None
     got = consume_all(broker.bootstrap, dst, 1, 3)
