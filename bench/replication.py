@@ -128,8 +128,11 @@ def _failover_seconds(cluster, admin, topic, controller, writer=_ConfluentWriter
     kill -9, seconds until the metadata names another leader); the partition is one led by the
     active controller or by another broker."""
     md = admin.list_topics(topic, timeout=5)
-    partition = next(p.id for p in md.topics[topic].partitions.values()
-                     if (p.leader == md.controller_id) == controller)
+    # Preferably a partition led by its preferred replica: a new controller moves leadership
+    # back to preferred replicas when it takes over, which would end the outage early.
+    led = sorted((p.replicas[0] != p.leader, p.id) for p in md.topics[topic].partitions.values()
+                 if (p.leader == md.controller_id) == controller)
+    partition = led[0][1]
     acked_after, stop, killed_at, moved_at = [], threading.Event(), [], []
     w = writer(cluster.bootstrap)
 
