@@ -98,6 +98,9 @@ async def produce(broker, header, req):
                  for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == -1 and broker.replicas is not None:
+        for t in req.topic_data:  # appended: let the frame's buffer serve the next request
+            for p in t.partition_data:
+                p.records = None
         return Pending(_when_replicated(broker, results, req.timeout_ms))
     if acks == 0:
         failed = [f"{t.name}-{p.index}: error {p.error_code}" for t in results
