@@ -1,7 +1,10 @@
 """The broker's network shell: accept connections, split frames, dispatch, write responses.
 
-Each connection handles its requests one at a time, in order, as Kafka does, so responses
-never need reordering; a long-polling fetch holds only its own connection. Bytes that do not
+Each connection handles its requests one at a time, in order, as Kafka does, and answers them
+in order; a long-polling fetch holds only its own connection. One difference: a request whose
+work is done but whose answer waits on other connections (acks=all, until the followers have
+its records: `Pending`) lets the next request be handled meanwhile, so a producer's pipelined
+requests are appended without waiting a replication round each. Bytes that do not
 decode as a request the broker supports close that connection and nothing else; a handler
 that fails answers its request with UNKNOWN_SERVER_ERROR and the connection goes on. Frames
 arrive through `FramedProtocol`: a large Produce request lands once, in a buffer the handlers
@@ -24,12 +27,13 @@ from minilog.connector.protocol import (
 
 from .error_response import error_response
 from .file_region import FileRegion
-from .handlers import NO_RESPONSE, CloseConnection, served
+from .handlers import NO_RESPONSE, CloseConnection, Pending, served
 from .handlers.api_versions import unsupported_version_response
 
 log = logging.getLogger("minilog.broker.server")
 
 MAX_QUEUED_REQUESTS = 64  # per connection, received but not yet handled: then stop reading
+MAX_PENDING_RESPONSES = 16  # per connection, handled but waiting (acks=all): then stop handling
 
 
 class BrokerServer:
@@ -75,11 +79,20 @@ class BrokerServer:
             request = REQUESTS[key].decode(body_reader, version)
         except CorruptMessage as e:
             raise _CloseConnection(f"malformed {api_name(key)} v{version}: {e}") from None
+        if self.broker.router is not None:  # replicated: admin requests to the controller
+            call = self.broker.router.handle(key, header, request, entry.handler)
+        else:
+            call = entry.handler(self.broker, header, request)
+        return await self._answer(call, header, request, peer)
+
+    async def _answer(self, call, header, request, peer):
+        """Encoded response chunks of a handler's `call`, or, when the handler answers
+        `Pending`, a task that gives them once it is ready."""
+        key, version = header.api_key, header.api_version
         try:
-            if self.broker.router is not None:  # replicated: admin requests to the controller
-                response = await self.broker.router.handle(key, header, request, entry.handler)
-            else:
-                response = await entry.handler(self.broker, header, request)
+            response = await call
+            if isinstance(response, Pending):
+                return asyncio.ensure_future(self._answer(response.rest, header, request, peer))
             if response is NO_RESPONSE:
                 return None
             return encode_response(key, version, header.correlation_id, response)
@@ -104,6 +117,11 @@ class _Connection(FramedProtocol):
         self._queue = collections.deque()  # frames, then possibly one exception to end with
         self._wakeup = None
         self._reading_paused = False
+        # Responses behind a `Pending` one, in request order: tasks or chunks; the head is
+        # removed once written, so a response may skip this only when it is empty.
+        self._unsent = collections.deque()
+        self._sender = None  # the task writing `_unsent`
+        self._room = None    # a future the sender completes when `_unsent` shrinks
 
     def connection_made(self, transport):
         super().connection_made(transport)
@@ -151,10 +169,12 @@ class _Connection(FramedProtocol):
                     break
                 if isinstance(item, Exception):
                     raise item
-                chunks = await self.server.handle(item, self.peer)
+                result = await self.server.handle(item, self.peer)
                 del item  # the frame's buffer: nothing should outlive the request
-                if chunks:
-                    await self._send(chunks)
+                if isinstance(result, asyncio.Future) or self._unsent:
+                    await self._send_later(result)
+                elif result:
+                    await self._send(result)
         except _CloseConnection as e:
             log.warning("closing %s: %s", self.peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -164,6 +184,38 @@ class _Connection(FramedProtocol):
         finally:
             self.server._connections.discard(self)
             self.transport.close()
+            for result in (self._sender, *self._unsent):
+                if isinstance(result, asyncio.Future) or self._unsent:
+                    result.cancel()
+
+    async def _send_later(self, result):
+        """Queue a response behind the pending ones; wait while too many are pending."""
+        self._unsent.append(result)
+        if self._sender is None or self._sender.done():  # done: its callback may be due
+            self._sender = asyncio.ensure_future(self._send_in_order())
+            self._sender.add_done_callback(self._sender_done)
+        while len(self._unsent) > MAX_PENDING_RESPONSES and not self._sender.done():
+            self._room = asyncio.get_running_loop().create_future()
+            await self._room
+
+    async def _send_in_order(self):
+        while self._unsent:
+            result = self._unsent[0]
+            chunks = await result if isinstance(result, asyncio.Future) else result
+            if chunks:
+                await self._send(chunks)
+            self._unsent.popleft()
+            if self._room is not None and not self._room.done():
+                self._room.set_result(None)
+
+    def _sender_done(self, task):
+        if self._sender is task:
+            self._sender = None
+        if not task.cancelled() and task.exception() is not None:
+            self._queue.appendleft(task.exception())  # ends `_serve`: the connection closes
+            self._wake()
+            if self._room is not None and not self._room.done():
+                self._room.set_result(None)
 
     async def _send(self, chunks):
         """Write a response; its `FileRegion`s go with sendfile, and are closed in any case."""

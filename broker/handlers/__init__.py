@@ -13,6 +13,13 @@ class CloseConnection(Exception):
     (a failed acks=0 produce, which gets no response), as Kafka does."""
 
 
+class Pending(NamedTuple):
+    """A handler's answer that waits for something other than this connection (acks=all waits
+    for the ISR): `rest` is an awaitable giving the response. The request's work is done, so
+    the connection goes on to the next request; responses still leave in request order."""
+    rest: Awaitable
+
+
 class Entry(NamedTuple):
     handler: Callable[..., Awaitable]
     versions: tuple

@@ -11,7 +11,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..log_validator import validate_keys
 from ..producer_errors import append_error_code
-from . import NO_RESPONSE, CloseConnection, handles
+from . import NO_RESPONSE, CloseConnection, Pending, handles
 
 _RESP = response(ApiKey.PRODUCE)
 
@@ -60,18 +60,23 @@ def produce_to_partition(broker, topic, index, records, acks):
                              partition.log_start_offset)
 
 
-async def _wait_for_isr(broker, results, timeout_ms):
-    """acks=all in a replicated cluster: answer once the ISR has every appended batch."""
-    async def wait(topic, part):
-        partition = broker.partition(topic, part.index)
-        if partition is None:
-            part.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            return
-        last = partition.log_end_offset - 1  # covers this request's batches (appended above)
+def _when_replicated(broker, results, timeout_ms):
+    """acks=all in a replicated cluster: the response, once the ISR has every batch appended.
+    The offsets to wait for are taken now, before the connection's next request appends."""
+    waits = []
+    for t in results:
+        for part in t.partition_responses:
+            if part.error_code == 0:
+                partition = broker.partition(t.name, part.index)
+                waits.append((part, partition, partition.log_end_offset - 1))
+
+    async def wait(part, partition, last):
         part.error_code = await broker.replicas.wait_for_acks(partition, last, timeout_ms)
-    waits = [wait(t.name, part) for t in results for part in t.partition_responses
-             if part.error_code == 0]
-    await asyncio.gather(*waits)
+
+    async def respond():
+        await asyncio.gather(*(wait(*w) for w in waits))
+        return _RESP.cls(responses=results, throttle_time_ms=0)
+    return respond()
 
 
 @handles(ApiKey.PRODUCE, 3, 11)
@@ -93,7 +98,10 @@ async def produce(broker, header, req):
                  for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == -1 and broker.replicas is not None:
-        await _wait_for_isr(broker, results, req.timeout_ms)
+        for t in req.topic_data:  # appended: let the frame's buffer serve the next request
+            for p in t.partition_data:
+                p.records = None
+        return Pending(_when_replicated(broker, results, req.timeout_ms))
     if acks == 0:
         failed = [f"{t.name}-{p.index}: error {p.error_code}" for t in results
                   for p in t.partition_responses if p.error_code]

@@ -10,7 +10,14 @@ from confluent_kafka import TopicPartition as CTP
 from minilog.broker.group_records import partition_for
 from minilog.broker.log import Log
 from minilog.connector.client import AdminClient, Consumer, TopicPartition
-from minilog.connector.protocol import ApiKey, ErrorCode, request
+from minilog.connector.protocol import (
+    ApiKey,
+    ErrorCode,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request,
+)
 from minilog.connector.records import decode_batches, encode_batch
 from test_cluster_basics import _fetch, produce_all
 from wire import RawConnection
@@ -336,6 +343,60 @@ def test_acks_all_waits_for_the_isr_and_consumers_see_only_committed_records(mak
             [b"early", b"waiting", b"written"]
     finally:
         conn.close()
+
+
+def _send_produce(conn, topic, values, acks, timeout_ms):
+    """Send a Produce request without reading its answer; its correlation id."""
+    req = request(ApiKey.PRODUCE)
+    body = req.cls(acks=acks, timeout_ms=timeout_ms, topic_data=[req.make(
+        "topic_data", name=topic, partition_data=[req.make(
+            "topic_data", "partition_data", index=0,
+            records=encode_batch([(None, None, v, ()) for v in values]))])])
+    conn.corr += 1
+    conn.send_raw(b"".join(encode_request(RequestHeader(ApiKey.PRODUCE, 9, conn.corr, "raw"),
+                                          body)))
+    return conn.corr
+
+
+def _produce_answers(conn, count):
+    """The next `count` Produce v9 answers, in arrival order: (correlation id, error, offset)."""
+    frames = []
+    while len(frames) < count:
+        data = conn.sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed by broker")
+        frames += conn.frames.feed(data)
+    out = []
+    for frame in frames:
+        p = decode_response(ApiKey.PRODUCE, 9, frame).responses[0].partition_responses[0]
+        out.append((int.from_bytes(bytes(frame[:4]), "big"), p.error_code, p.base_offset))
+    return out
+
+
+def test_requests_behind_a_waiting_acks_all_produce_go_on_and_are_answered_in_order(make_cluster):
+    """An acks=all request waiting for the followers does not hold up the next request on its
+    connection (a producer pipelines up to 5), yet the answers keep the requests' order."""
+    c = make_cluster(3, **{"replica.lag.time.max.ms": 600000, "broker.session.timeout.ms": 600000})
+    (leader, replicas, _), = c.create_topic("piped", partitions=1, rf=3).values()
+    followers = [r for r in replicas if r != leader]
+    conn, other = RawConnection(c.broker(leader).bootstrap), RawConnection(c.broker(leader).bootstrap)
+    conn.sock.settimeout(60)
+    try:
+        for f in followers:
+            c.pause(f)
+        try:
+            first = _send_produce(conn, "piped", [b"waits"], acks=-1, timeout_ms=600000)
+            second = _send_produce(conn, "piped", [b"next"], acks=1, timeout_ms=600000)
+            # The leader's log end (OffsetForLeaderEpoch of its only epoch) shows both appended.
+            wait_for(lambda: _end_of_epoch(other, "piped", 0) == (0, 0, 2),
+                     "the second request appended while the first waits")
+        finally:
+            for f in followers:
+                c.resume(f)
+        assert _produce_answers(conn, 2) == [(first, 0, 0), (second, 0, 1)]
+    finally:
+        conn.close()
+        other.close()
 
 
 def test_leadership_returns_to_the_preferred_replica(make_cluster):
