@@ -69,13 +69,17 @@ def test_many_concurrent_connections_are_served(broker):
 
 def test_sigterm_stops_cleanly_and_next_start_skips_recovery(tmp_path):
     b = MinilogBroker(data_dir=tmp_path).start()
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(10)
-    assert b.stop() == 0
-    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
-    b.start()
-    assert "last shutdown was clean" in b.log()
-    b.cleanup()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("t", 1, 1)])["t"].result(10)
+        assert b.stop() == 0
+        assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+        b.start()
+        # the port answers before the broker has loaded its data and said how it found it
+        wait_until(lambda: "data in" in b.log(), what="the broker's data summary")
+        assert "last shutdown was clean" in b.log()
+    finally:
+        b.cleanup()
 
 
 def test_properties_file_and_flags(tmp_path):
