@@ -242,7 +242,11 @@ class RaftNode:
         if resp.error_code or not resp.topics:
             return None
         p = resp.topics[0].partitions[0]
-        if p.leader_epoch > self.epoch:
+        if p.leader_epoch > self.epoch or (p.leader_epoch == self.epoch and p.leader_id >= 0
+                                           and p.leader_id != self.node_id):
+            # A newer epoch, or ours already has a leader (a node back from a restart campaigns
+            # without knowing it): follow it, rather than campaign again in a higher epoch and
+            # depose a working leader, as KRaft's candidates do.
             self.become_follower(p.leader_epoch, p.leader_id if p.leader_id >= 0 else None)
             return None
         return voter if p.vote_granted else None

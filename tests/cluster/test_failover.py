@@ -251,6 +251,10 @@ def test_controller_failover_and_metadata_surviving_a_full_restart(make_cluster)
     created = c.create_topic("after", partitions=3, rf=2)  # metadata changes work again
     c.broker(old).start()
     c.wait_for_brokers(3)
+    # the old controller came back without knowing the leader: it must learn it from the
+    # answers to its campaign, not campaign again in a newer epoch and depose a working one
+    assert active_controller(c.bootstrap) == new
+    assert "no longer leader" not in c.broker(new).log()
     ids = _topic_ids(c.bootstrap)
     assert {"before", "after"} <= set(ids)
     c.stop()
