@@ -105,7 +105,8 @@ def test_keyless_records_to_a_compacted_topic_fail_with_invalid_record(broker, o
     topic = f"compacted-{one_batch}"
     _create(broker, topic, {"cleanup.policy": "compact"})
     records = [(None if i % 10 == 0 else b"k%d" % i, b"v%d" % i, None) for i in range(100)]
-    config = {"linger.ms": 1000, "batch.num.messages": 1000} if one_batch else {"batch.size": 1}
+    # one batch: librdkafka closes it at linger.ms, so generous for a starved machine
+    config = {"linger.ms": 10000, "batch.num.messages": 1000} if one_batch else {"batch.size": 1}
     errors = _produce(broker, topic, records, **config)
     codes = [e.code() if e else None for e in errors]
     if one_batch:
