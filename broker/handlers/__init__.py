@@ -48,6 +48,19 @@ def served(broker):
     return {k: e for k, e in HANDLERS.items() if k in wanted}
 
 
+def leader_partition(broker, topic, index, followers_too=False):
+    """(partition, 0) for a partition this broker leads (or holds, with `followers_too`), else
+    (None, UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER): what produce, ListOffsets and
+    DeleteRecords answer before they touch a log."""
+    from minilog.connector.protocol import ErrorCode
+    partition = broker.partition(topic, index)
+    if partition is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not (partition.is_leader or followers_too):
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return partition, 0
+
+
 def handles(api_key, lo, hi):
     def register(fn):
         HANDLERS[api_key] = Entry(fn, (lo, hi))

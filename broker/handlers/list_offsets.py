@@ -7,7 +7,7 @@ from minilog.connector.batch import read_header
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 from minilog.connector.records import decode_batches
 
-from . import handles
+from . import handles, leader_partition
 
 _RESP = response(ApiKey.LIST_OFFSETS)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -63,14 +63,11 @@ async def list_offsets(broker, header, req):
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            partition = broker.partition(t.name, p.partition_index)
+            partition, code = leader_partition(broker, t.name, p.partition_index,
+                                               followers_too=req.replica_id >= 0)
             if partition is None:
                 parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
-                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            if not partition.is_leader and req.replica_id < 0:
-                parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
-                                        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                                        error_code=code))
                 continue
             if p.current_leader_epoch >= 0 and p.current_leader_epoch != partition.leader_epoch:
                 code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < partition.leader_epoch

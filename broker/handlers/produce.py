@@ -11,7 +11,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..log_validator import validate_keys
 from ..producer_errors import append_error_code
-from . import NO_RESPONSE, CloseConnection, Pending, handles
+from . import NO_RESPONSE, CloseConnection, Pending, handles, leader_partition
 
 _RESP = response(ApiKey.PRODUCE)
 
@@ -27,11 +27,9 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
 
 
 def produce_to_partition(broker, topic, index, records, acks):
-    partition = broker.partition(topic, index)
+    partition, code = leader_partition(broker, topic, index)
     if partition is None:
-        return _partition_result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not partition.is_leader:
-        return _partition_result(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return _partition_result(index, code)
     if not records:
         return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message="empty record set")
     try:

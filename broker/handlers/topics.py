@@ -1,7 +1,7 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, InitProducerId."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
-from . import handles
+from . import handles, leader_partition
 
 _CREATE = response(ApiKey.CREATE_TOPICS)
 _DELETE = response(ApiKey.DELETE_TOPICS)
@@ -79,16 +79,11 @@ async def delete_records(broker, header, req):
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            partition = broker.partition(t.name, p.partition_index)
+            # only the leader moves the log start; followers copy it from their fetches
+            partition, code = leader_partition(broker, t.name, p.partition_index)
             if partition is None:
                 parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,
-                                           low_watermark=-1,
-                                           error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            if not partition.is_leader:  # the leader moves the log start; followers copy it
-                parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,
-                                           low_watermark=-1,
-                                           error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                                           low_watermark=-1, error_code=code))
                 continue
             target = partition.high_watermark if p.offset == -1 else p.offset
             if target < 0 or target > partition.high_watermark:
