@@ -42,6 +42,11 @@ def active_controller(bootstrap):
         return admin.describe_cluster(timeout=10).controller_id
 
 
+def _all_led(placement):
+    """`placement` ({partition: (leader, replicas, isr)}) if every partition has a leader."""
+    return None if any(leader < 0 for leader, _, _ in placement.values()) else placement
+
+
 class TestCluster(LocalCluster):
     __test__ = False
 
@@ -102,17 +107,16 @@ class TestCluster(LocalCluster):
         t, = answer.topics
         if t.error_code or not t.partitions:
             return None
-        out = {p.partition_index: (p.leader_id, list(p.replica_nodes), sorted(p.isr_nodes))
-               for p in t.partitions}
-        return None if any(leader < 0 for leader, _, _ in out.values()) else out
+        return _all_led({p.partition_index: (p.leader_id, list(p.replica_nodes),
+                                             sorted(p.isr_nodes)) for p in t.partitions})
 
     def partitions(self, topic, *via):
         """{partition: (leader, replicas, isr)} once every partition has a leader, else None."""
         md = self.metadata(*via).topics.get(topic)
         if md is None or md.error is not None or not md.partitions:
             return None
-        out = {p.id: (p.leader, list(p.replicas), sorted(p.isrs)) for p in md.partitions.values()}
-        return None if any(leader < 0 for leader, _, _ in out.values()) else out
+        return _all_led({p.id: (p.leader, list(p.replicas), sorted(p.isrs))
+                         for p in md.partitions.values()})
 
     def wait_isr(self, topic, partition, isr, what=None):
         return wait_for(lambda: (self.partitions(topic) or {}).get(partition, (0, 0, None))[2]
