@@ -22,6 +22,7 @@ from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .peer_channel import PeerChannel
 from .quorum_store import QuorumMetadataStore
+from .peer_connections import PeerConnections
 from .replica_manager import ReplicaManager
 from .server import BrokerServer
 from .startup import data_summary, is_new
@@ -42,6 +43,7 @@ class Broker:
         self._new_data_dir = is_new(data_dir)
         self._listener = listener
         self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
+        self.peer_connections = PeerConnections()
         if config.quorum_voters:
             self.peers = PeerChannel(config.node_id)
             self.store = self.quorum = QuorumMetadataStore(config, self.peers)

@@ -2,19 +2,20 @@
 
 Brokers register (BrokerRegistration) and heartbeat (BrokerHeartbeat). A registered broker
 starts fenced and is unfenced once its metadata has caught up with its own registration; a
-broker silent for `broker.session.timeout.ms` is fenced, and every partition it led gets a new
-leader from its ISR (the first live ISR member in replica order, leader epoch + 1); it leaves
-the ISRs it was in. A partition whose whole ISR is fenced keeps its last ISR member and has no
-leader until that member returns, unless `unclean.leader.election.enable` (broker default, or
-the topic's config) lets a live replica outside the ISR lead, losing what it lacks. Partition
-leaders
-change their ISR with AlterPartition, checked against the leader and partition epochs. With `auto.leader.rebalance.enable` every
-`leader.imbalance.check.interval.seconds` leadership returns to each partition's preferred
-replica (the first) once it is live and in the ISR, so failovers do not leave a few brokers
-leading everything. Beside dedicated controllers the brokers are quorum observers, who need up
-to `controller.quorum.fetch.timeout.ms` to find a new controller: a new one waits that much
-longer before fencing them. Each decision is metadata records appended through the quorum (see
-`quorum_store.py`).
+broker silent for `broker.session.timeout.ms` is fenced, or sooner, two heartbeat intervals (at
+least 1 s) after every connection it had to this node closed: its process is gone (see
+`peer_connections.py`). Every partition a fenced broker led gets a new leader from its ISR (the
+first live ISR member in replica order, leader epoch + 1); it leaves the ISRs it was in. A
+partition whose whole ISR is fenced keeps its last ISR member and has no leader until that
+member returns, unless `unclean.leader.election.enable` (broker default, or the topic's config)
+lets a live replica outside the ISR lead, losing what it lacks. Partition leaders change their
+ISR with AlterPartition, checked against the leader and partition epochs. With
+`auto.leader.rebalance.enable` every `leader.imbalance.check.interval.seconds` leadership
+returns to each partition's preferred replica (the first) once it is live and in the ISR, so
+failovers do not leave a few brokers leading everything. Beside dedicated controllers the
+brokers are quorum observers, who need up to `controller.quorum.fetch.timeout.ms` to find a new
+controller: a new one waits that much longer before fencing them. Each decision is metadata
+records appended through the quorum (see `quorum_store.py`).
 """
 import asyncio
 import logging
@@ -34,6 +35,10 @@ class Controller:
         self.broker, self.store, self.image = broker, store, store.image
         cfg = broker.config
         self.session_timeout = cfg["broker.session.timeout.ms"] / 1000
+        # A live broker whose connection broke opens another with its next heartbeat.
+        self.lost_grace = min(self.session_timeout,
+                              max(1.0, 2 * cfg["broker.heartbeat.interval.ms"] / 1000))
+        self._since = 0.0  # when this node became the active controller
         self.offsets_rf = cfg["offsets.topic.replication.factor"]
         self.rebalance = cfg["auto.leader.rebalance.enable"]
         self.rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
@@ -53,6 +58,7 @@ class Controller:
             if not self.broker.is_broker:  # observers need a fetch timeout to find us
                 now += self.store.raft.fetch_timeout
             self.last_heartbeat = {b: now for b in self.image.registered}
+            self._since = now
             self._task = asyncio.ensure_future(self._tick_forever())
         elif self._task:
             self._task.cancel()
@@ -97,12 +103,15 @@ class Controller:
                 log.exception("controller tick failed")
 
     def _tick(self):
-        if not self.store.raft.majority_heard():  # not (or no longer surely) the controller
-            return
+        if not self.store.raft.majority_heard() or self.broker.stopping:
+            return  # not (or no longer surely) the controller, or its connections are closing
         now = time.monotonic()
         for b in list(self.image.brokers):
             if now - self.last_heartbeat.get(b, now) > self.session_timeout:
                 log.info("broker %d missed its session timeout: fencing it", b)
+                self.store.append(self._fence_records(b))
+            elif self._gone(b, now):
+                log.info("broker %d closed every connection and is silent: fencing it", b)
                 self.store.append(self._fence_records(b))
         self._ensure_offsets_topic()
         if self.rebalance and now >= self._next_rebalance:
@@ -111,6 +120,12 @@ class Controller:
             if recs:
                 log.info("moving %d leadership(s) back to preferred replicas", len(recs))
                 self.store.append(recs)
+
+    def _gone(self, broker_id, now):
+        """Every connection `broker_id` had here closed a grace ago, and it has not been heard
+        of since (nor since this node took over: a new controller gives each a grace)."""
+        lost = self.broker.peer_connections.lost_since(broker_id)
+        return lost is not None and now - max(lost, self._since) > self.lost_grace
 
     def _ensure_offsets_topic(self):
         """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):

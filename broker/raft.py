@@ -6,11 +6,12 @@ BeginQuorumEpoch and appends a leader-change record, committed with everything b
 Followers pull with the ordinary Fetch request (replica id, last fetched epoch), exactly as
 partition followers do: the leader answers a divergent follower with `diverging_epoch` and the
 follower truncates, and the high watermark is the offset a majority of voters has. A follower
-that hears nothing from its leader for `controller.quorum.fetch.timeout.ms` starts an election;
-a leader that hears from no majority for as long resigns. A node that is not a voter (a broker
-beside dedicated controllers) is an observer: it fetches like a follower but never votes or
-campaigns, and finds the leader by asking a voter. A leader stepping down cleanly sends
-EndQuorumEpoch so the others elect a successor at once.
+that hears nothing from its leader for `controller.quorum.fetch.timeout.ms` starts an election,
+or at once when the leader's address refuses connections (its process is gone); a leader that
+hears from no majority for as long resigns. A node that is not a voter (a broker beside
+dedicated controllers) is an observer: it fetches like a follower but never votes or campaigns,
+and finds the leader by asking a voter. A leader stepping down cleanly sends EndQuorumEpoch so
+the others elect a successor at once.
 
 Committed records are handed to `apply(offset, record)` in order on every node; the leader
 applies its own appends at once (its image leads the log by the uncommitted tail), and any node
@@ -388,7 +389,13 @@ class RaftNode:
         try:
             resp = await self.peers.send(address, ApiKey.FETCH, body, FETCH_VERSION,
                                          timeout=self.fetch_timeout, purpose="raft")
-        except (KafkaError, KafkaConnectionError, OSError):
+        except (KafkaError, KafkaConnectionError, OSError) as e:
+            if asked is None and getattr(e, "refused", False) and self.is_voter:
+                # Nothing listens where the leader was: its process is gone, and waiting out
+                # the fetch timeout would only delay the election (Raft's safety does not
+                # rest on timing; a needless election costs one epoch).
+                self._last_contact = min(self._last_contact,
+                                         time.monotonic() - self.fetch_timeout)
             await asyncio.sleep(0.1)
             return
         if self.role != FOLLOWER or not resp.responses or \

@@ -59,13 +59,15 @@ class BrokerServer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def handle(self, frame, peer):
-        """The response chunks to one request frame, None when it gets no response."""
+    async def handle(self, frame, peer, closed=None):
+        """The response chunks to one request frame, None when it gets no response; `closed`
+        is a future done when the frame's connection closes."""
         try:
             header, body_reader = decode_request_header(frame)
         except CorruptMessage as e:
             raise _CloseConnection(f"unreadable request header: {e}") from None
         header.client_host = peer[0] if peer else None
+        header.closed = closed
         key, version = header.api_key, header.api_version
         entry = self.handlers.get(key)
         if key == ApiKey.API_VERSIONS and not _in(entry.versions, version):
@@ -126,6 +128,7 @@ class _Connection(FramedProtocol):
     def connection_made(self, transport):
         super().connection_made(transport)
         self.peer = transport.get_extra_info("peername")
+        self.closed_future = asyncio.get_running_loop().create_future()
         self.server._connections.add(self)
         self.task = asyncio.get_running_loop().create_task(self._serve())
 
@@ -143,6 +146,8 @@ class _Connection(FramedProtocol):
     def connection_closed(self, exc):
         self._queue.append(None)
         self._wake()
+        if not self.closed_future.done():
+            self.closed_future.set_result(None)
 
     def _wake(self):
         waiter = self._wakeup
@@ -169,7 +174,7 @@ class _Connection(FramedProtocol):
                     break
                 if isinstance(item, Exception):
                     raise item
-                result = await self.server.handle(item, self.peer)
+                result = await self.server.handle(item, self.peer, self.closed_future)
                 del item  # the frame's buffer: nothing should outlive the request
                 if isinstance(result, asyncio.Future) or self._unsent:
                     await self._send_later(result)

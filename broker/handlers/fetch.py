@@ -131,6 +131,8 @@ async def fetch(broker, header, req):
                          session_id=0, responses=[])
     replica_id = req.replica_state.replica_id if version >= 15 and req.replica_state else req.replica_id
     follower = replica_id is not None and replica_id >= 0
+    if follower:
+        broker.peer_connections.seen(replica_id, header.closed)
     wanted = []
     for t in req.topics:
         if version >= 13:

@@ -74,6 +74,7 @@ def _controller(broker):
 
 @handles(ApiKey.BROKER_REGISTRATION, 0, 0)
 async def broker_registration(broker, header, req):
+    broker.peer_connections.seen(req.broker_id, header.closed)
     controller, code = _controller(broker)
     if controller is None:
         return _REG.cls(throttle_time_ms=0, error_code=code)
@@ -90,6 +91,7 @@ async def broker_registration(broker, header, req):
 
 @handles(ApiKey.BROKER_HEARTBEAT, 0, 0)
 async def broker_heartbeat(broker, header, req):
+    broker.peer_connections.seen(req.broker_id, header.closed)
     controller, code = _controller(broker)
     if controller is None:
         return _BEAT.cls(throttle_time_ms=0, error_code=code)

@@ -14,6 +14,7 @@ The cluster layer opens a fresh connection on the next request.
 """
 import asyncio
 import concurrent.futures
+import errno
 import functools
 import itertools
 import logging
@@ -119,10 +120,16 @@ class BrokerConnection:
                 why = e.strerror or str(e)
             else:
                 why = os.strerror(e.errno)
-            raise KafkaConnectionError(f"cannot connect to {self.address}: {why}") from None
-        sock = self._transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raise KafkaConnectionError(f"cannot connect to {self.address}: {why}",
+                                       refused=e.errno == errno.ECONNREFUSED) from None
+        try:
+            sock = self._transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as e:  # the peer closed it at once (a dying broker): the socket is gone
+            self.close()
+            raise KafkaConnectionError(f"connection to {self.address} closed while opening: "
+                                       f"{os.strerror(e.errno)}") from None
         try:
             await self._negotiate()
         except BaseException:

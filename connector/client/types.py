@@ -81,11 +81,13 @@ class NewTopic(NamedTuple):
 
 
 class KafkaConnectionError(KafkaError):
-    """A broker could not be reached, or the connection to it broke."""
+    """A broker could not be reached, or the connection to it broke. `refused`: nothing
+    listens at its address (its process is gone, or not started yet)."""
 
-    def __init__(self, message):
+    def __init__(self, message, refused=False):
         super().__init__(ErrorCode.NETWORK_EXCEPTION, message)
         self.detail = message
+        self.refused = refused
 
 
 class KafkaTimeoutError(KafkaError):

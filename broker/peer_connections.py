@@ -1,0 +1,40 @@
+"""Which other nodes hold connections to this one, and since when a node holds none.
+
+A broker's heartbeats and its followers' fetches name the node they come from. When that
+node's process dies, the kernel closes all its sockets at once, and this node sees every one of
+them end: the controller takes that as the sign to fence the broker after a short grace, instead
+of the whole `broker.session.timeout.ms` a silent but connected broker gets (a paused or
+partitioned one keeps its connections open, and only its silence counts). A node seen again on
+any connection is no longer lost.
+"""
+import time
+
+
+class PeerConnections:
+    def __init__(self):
+        self._open = {}    # node id -> the `closed` futures of its connections still open
+        self._lost = {}    # node id -> when its last open connection closed
+
+    def seen(self, node_id, closed):
+        """A request from `node_id` arrived on the connection whose end `closed` reports."""
+        if closed is None or closed.done() or node_id is None or node_id < 0:
+            return
+        conns = self._open.setdefault(node_id, set())
+        self._lost.pop(node_id, None)
+        if closed not in conns:
+            conns.add(closed)
+            closed.add_done_callback(lambda f: self._closed(node_id, f))
+
+    def _closed(self, node_id, closed):
+        conns = self._open.get(node_id)
+        if conns is None:
+            return
+        conns.discard(closed)
+        if not conns:
+            del self._open[node_id]
+            self._lost[node_id] = time.monotonic()
+
+    def lost_since(self, node_id):
+        """When `node_id`'s last connection here closed; None while it has one open (or never
+        had)."""
+        return self._lost.get(node_id)
