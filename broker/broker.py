@@ -21,8 +21,8 @@ from .group_coordinator import GroupCoordinator
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .peer_channel import PeerChannel
-from .quorum_store import QuorumMetadataStore
 from .peer_connections import PeerConnections
+from .quorum_store import QuorumMetadataStore
 from .replica_manager import ReplicaManager
 from .server import BrokerServer
 from .startup import data_summary, is_new

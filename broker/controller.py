@@ -107,11 +107,9 @@ class Controller:
             return  # not (or no longer surely) the controller, or its connections are closing
         now = time.monotonic()
         for b in list(self.image.brokers):
-            if now - self.last_heartbeat.get(b, now) > self.session_timeout:
-                log.info("broker %d missed its session timeout: fencing it", b)
-                self.store.append(self._fence_records(b))
-            elif self._gone(b, now):
-                log.info("broker %d closed every connection and is silent: fencing it", b)
+            why = self._why_fence(b, now)
+            if why:
+                log.info("broker %d %s: fencing it", b, why)
                 self.store.append(self._fence_records(b))
         self._ensure_offsets_topic()
         if self.rebalance and now >= self._next_rebalance:
@@ -121,11 +119,16 @@ class Controller:
                 log.info("moving %d leadership(s) back to preferred replicas", len(recs))
                 self.store.append(recs)
 
-    def _gone(self, broker_id, now):
-        """Every connection `broker_id` had here closed a grace ago, and it has not been heard
-        of since (nor since this node took over: a new controller gives each a grace)."""
+    def _why_fence(self, broker_id, now):
+        """Why a live broker is to be fenced now, or None: its session timed out, or every
+        connection it had here closed a grace ago and it has not been heard of since (nor since
+        this node took over: a new controller gives each a grace)."""
+        if now - self.last_heartbeat.get(broker_id, now) > self.session_timeout:
+            return "missed its session timeout"
         lost = self.broker.peer_connections.lost_since(broker_id)
-        return lost is not None and now - max(lost, self._since) > self.lost_grace
+        if lost is not None and now - max(lost, self._since) > self.lost_grace:
+            return "closed every connection and is silent"
+        return None
 
     def _ensure_offsets_topic(self):
         """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):
