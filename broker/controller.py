@@ -15,7 +15,8 @@ returns to each partition's preferred replica (the first) once it is live and in
 failovers do not leave a few brokers leading everything. Beside dedicated controllers the
 brokers are quorum observers, who need up to `controller.quorum.fetch.timeout.ms` to find a new
 controller: a new one waits that much longer before fencing them. Each decision is metadata
-records appended through the quorum (see `quorum_store.py`).
+records appended through the quorum (see `quorum_store.py`), decided against the controller's
+working view (its own pending decisions included); no broker acts on them before they commit.
 """
 import asyncio
 import logging
@@ -32,7 +33,7 @@ log = logging.getLogger("minilog.broker.controller")
 
 class Controller:
     def __init__(self, broker, store):
-        self.broker, self.store, self.image = broker, store, store.image
+        self.broker, self.store = broker, store
         cfg = broker.config
         self.session_timeout = cfg["broker.session.timeout.ms"] / 1000
         # A live broker whose connection broke opens another with its next heartbeat.
@@ -49,8 +50,15 @@ class Controller:
         store.role_listeners.append(self._role_changed)
 
     @property
+    def image(self):
+        """The working view: what the quorum committed plus what this controller appended."""
+        return self.store.working
+
+    @property
     def active(self):
-        return self.store.is_controller
+        """Leading the quorum, and followed by a majority lately: a controller cut off from
+        the quorum answers NOT_CONTROLLER instead of deciding what will never commit."""
+        return self.store.raft.majority_heard()
 
     def _role_changed(self, leading):
         if leading:

@@ -58,12 +58,16 @@ class ControllerRouter:
         deadline = time.monotonic() + FIND_CONTROLLER_S
         while True:
             raft = self.store.raft
-            if raft.is_leader:
+            if raft.is_leader and not raft.majority_heard():
+                pass  # cut off from the quorum: it resigns, or hears from a majority again
+            elif raft.is_leader:
                 resp = await handler(self.broker, header, req)
-                await raft.wait_committed(raft.partition.log_end_offset - 1, COMMIT_TIMEOUT_S)
+                if not await raft.wait_committed(raft.partition.log_end_offset - 1,
+                                                 COMMIT_TIMEOUT_S):
+                    return not_controller(key, req)  # it may never commit: promise nothing
                 return resp
             leader = raft.leader_id
-            if leader is not None and leader in raft.voters:
+            if not raft.is_leader and leader is not None and leader in raft.voters:
                 try:
                     return await self.peers.send(raft.voters[leader], key, req,
                                                  header.api_version, timeout=30.0,

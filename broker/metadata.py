@@ -150,7 +150,8 @@ class LocalMetadataStore:
     def register_broker(self, endpoint):
         self.image.brokers[endpoint.node_id] = endpoint
 
-    def create_topic(self, name, num_partitions, replication_factor, configs, internal=False):
+    def create_topic(self, name, num_partitions, replication_factor, configs, internal=False,
+                     assignment=None):
         replicas = [self.node_id]  # one broker: every replica list is this node
         ts = TopicState(name, uuid.uuid4(), configs=dict(configs), internal=internal)
         for i in range(num_partitions):

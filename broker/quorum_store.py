@@ -4,9 +4,16 @@ The same interface as `LocalMetadataStore` (an `image` for handlers, and the wri
 `TopicManager` calls), but every write becomes records appended through the quorum leader, and
 every node's image is rebuilt from the committed records. Writes are only possible on the
 active controller (the quorum leader); the request router forwards admin requests there.
-Listeners hear of each applied record and the partitions it changed (the replica manager
+Listeners hear of each committed record and the partitions it changed (the replica manager
 makes replicas leaders or followers from them).
+
+Two views, as KRaft keeps them apart: `image` is what the quorum committed, the same on every
+node, and the only one brokers act on; `working` is the active controller's own: the committed
+image plus the records it appended and is waiting to commit, so it can validate the next
+request against its own decisions. It is rebuilt from the committed image each time this node
+becomes the controller and means nothing on any other node (where it is the image).
 """
+import copy
 import base64
 import logging
 import uuid
@@ -71,6 +78,7 @@ class QuorumMetadataStore:
                              apply=self._apply, reset=self._reset,
                              on_role_change=self._role_changed, cluster_id=self.cluster_id)
         self.image.raft = self.raft
+        self.working = self.image
         self.role_listeners = []
 
     # -- applying committed records -------------------------------------------------------------
@@ -91,8 +99,16 @@ class QuorumMetadataStore:
             listener(None, None)
 
     def _role_changed(self, leading):
+        self.working = self._working_view() if leading else self.image
         for listener in self.role_listeners:
             listener(leading)
+
+    def _working_view(self):
+        """The committed image plus this leader's uncommitted tail, in a copy of its own."""
+        view = copy.deepcopy(self.image, memo={id(self.raft): self.raft})
+        for offset, rec in self.raft.uncommitted():
+            records.apply(view, rec, offset)
+        return view
 
     @property
     def is_controller(self):
@@ -103,11 +119,15 @@ class QuorumMetadataStore:
 
     # -- writes (active controller only) ----------------------------------------------------------
     def append(self, recs):
+        """Append through the quorum; the working view has them at once, the image once they
+        commit. Returns the last record's offset (to wait for its commit)."""
         last = self.raft.append(recs)
+        for i, rec in enumerate(recs):
+            records.apply(self.working, rec, last - len(recs) + 1 + i)
         if self.raft.bytes_since_snapshot >= self.snapshot_every:
             self.raft.bytes_since_snapshot = 0
             try:
-                self.raft.append([records.image_record(self.image)])
+                self.raft.append([records.image_record(self.working)])
             except InvalidBatch as e:  # the log keeps growing; the records above are written
                 log.warning("no metadata snapshot: %s (raise metadata.log.segment.bytes)", e)
         return last
@@ -117,28 +137,35 @@ class QuorumMetadataStore:
         if endpoint.node_id == self.node_id:
             self.own_endpoint = endpoint
 
-    def create_topic(self, name, num_partitions, replication_factor, configs, internal=False):
-        live = list(self.image.brokers)
+    def create_topic(self, name, num_partitions, replication_factor, configs, internal=False,
+                     assignment=None):
+        """`assignment` ({partition: [replica ids]}, preferred leader first) as the client
+        asked for it, else replicas placed across the live brokers."""
+        view = self.working
         ts = TopicState(name, uuid.uuid4(), configs=dict(configs), internal=internal)
-        assignment = assign_replicas(live, 0, num_partitions, replication_factor,
-                                     len(self.image.topics))
+        if not assignment:
+            assignment = assign_replicas(list(view.brokers), 0, num_partitions,
+                                         replication_factor, len(view.topics))
         recs = [records.topic_record(ts)]
-        for i, replicas in assignment.items():
-            recs.append(records.partition_record(name, i, PartitionState(replicas, replicas[0])))
+        for i, replicas in sorted(assignment.items()):
+            isr = [r for r in replicas if r in view.brokers]  # a manual one may name fenced ones
+            recs.append(records.partition_record(name, i, PartitionState(
+                list(replicas), isr[0] if isr else -1, isr=isr or list(replicas))))
         self.append(recs)
-        return self.image.topics[name]
+        return view.topics[name]
 
     def delete_topic(self, name):
-        ts = self.image.topics[name]
+        ts = self.working.topics[name]
         self.append([records.remove_topic_record(name)])
         return ts
 
     def add_partitions(self, name, new_total):
-        ts = self.image.topics[name]
+        view = self.working
+        ts = view.topics[name]
         rf = len(ts.partitions[0].replicas) if ts.partitions else 1
         current = len(ts.partitions)
-        assignment = assign_replicas(list(self.image.brokers), current, new_total - current, rf,
-                                     len(self.image.topics))
+        assignment = assign_replicas(list(view.brokers), current, new_total - current, rf,
+                                     len(view.topics))
         self.append([records.partition_record(name, i, PartitionState(r, r[0]))
                      for i, r in assignment.items()])
         return ts
@@ -147,6 +174,6 @@ class QuorumMetadataStore:
         self.append([records.configs_record(name, dict(configs))])
 
     def allocate_producer_id(self):
-        pid = self.image.next_producer_id
+        pid = self.working.next_producer_id
         self.append([records.producer_ids_record(pid + 1)])
         return pid

@@ -13,10 +13,11 @@ dedicated controllers) is an observer: it fetches like a follower but never vote
 and finds the leader by asking a voter. A leader stepping down cleanly sends EndQuorumEpoch so
 the others elect a successor at once.
 
-Committed records are handed to `apply(offset, record)` in order on every node; the leader
-applies its own appends at once (its image leads the log by the uncommitted tail), and any node
-whose applied records turn out not to be committed (a deposed leader, a truncated follower) is
-`reset()` and replays the log from the start. A snapshot is an ordinary record holding the
+Only committed records are handed to `apply(offset, record)`, in order, on every node, the
+leader included (KRaft's rule: a broker acts on nothing the quorum may still lose). The active
+controller learns its own uncommitted appends through `uncommitted()` and keeps them in a
+working view of its own (see `quorum_store.py`). Should a node ever have applied records that a
+truncation removes, it is `reset()` and replays the log from the start. A snapshot is an ordinary record holding the
 whole image; once it is committed every node deletes the log before it, and a follower asking
 for an offset that is gone starts over from the leader's log start, snapshot first.
 """
@@ -182,10 +183,9 @@ class RaftNode:
         self._save(QuorumState(self.epoch, self.node_id, self.node_id))
         self._set_partition_role(True)
         self._began = {self.node_id}
-        self._apply_range(self.log.log_end_offset)  # our whole log commits with our first record
+        # Our whole log commits with the first record of our epoch; until then it is ours only.
         self.epoch_start = self.log.log_end_offset
         self.append([records.leader_change_record(self.node_id, self.epoch)])
-        self.caught_up.set()
         log.info("raft node %d: leader of epoch %d", self.node_id, self.epoch)
         self._on_role_change(True)
 
@@ -296,17 +296,19 @@ class RaftNode:
 
     # -- leading --------------------------------------------------------------------------------
     def append(self, recs):
-        """Append records (dicts) as one batch and apply them here; returns the last offset."""
+        """Append records (dicts) as one batch; returns the last offset. They are applied, here
+        as everywhere, once committed."""
         if self.role != LEADER:
             raise NotLeader(f"node {self.node_id} is not the metadata quorum leader")
         data = encode_batch([(None, None, records.encode(r), ()) for r in recs])
         (_, header), = split_batches(data)
         result = self.partition.append_as_leader([(data, header)])
         self.bytes_since_snapshot += len(data)
-        for i, rec in enumerate(recs):
-            self._apply(result.first_offset + i, rec)
-        self.applied = result.last_offset + 1
         return result.last_offset
+
+    def uncommitted(self):
+        """The records this node's log holds beyond what it applied: [(offset, record)]."""
+        return list(self._records(self.applied, self.log.log_end_offset))
 
     async def wait_committed(self, offset, timeout):
         """Whether `offset` is committed within `timeout` seconds (False if leadership is lost)."""
@@ -316,13 +318,14 @@ class RaftNode:
             if remaining <= 0 or self.role != LEADER:
                 return False
             await wait_for_any([self.partition], min(remaining, 0.1))
+        self._apply_committed()  # whoever is told "committed" reads it in the image at once
         return True
 
     async def _lead_once(self):
         await wait_for_any([self.partition], 0.2)
         if self.role != LEADER:
             return
-        self._apply_range(self.high_watermark)
+        self._apply_committed()
         followers = self.partition.followers.state
         if not self.majority_heard():
             log.warning("raft node %d: no majority fetched in epoch %d; resigning",
@@ -341,7 +344,7 @@ class RaftNode:
             return False
         t = now_ms()
         heard = 1 + sum(1 for v, st in self.partition.followers.state.items()
-                        if v in self.voters and t - st[3] < self.fetch_timeout * 1500)
+                        if v in self.voters and t - st[3] < self.fetch_timeout * 1000)
         return heard * 2 > len(self.voters)
 
     async def _send_begin_epoch(self, voter):
@@ -457,17 +460,28 @@ class RaftNode:
         self._reset()
         self.applied = offset
 
-    def _apply_range(self, end):
-        """Hand records [applied, end) to `apply`, in order."""
-        self._maybe_delete_prefix()
-        while self.applied < end:
-            data = self.log.read(self.applied, 1 << 20, upper_bound=end)
+    def _apply_committed(self):
+        self._apply_range(self.high_watermark)
+        if self.role == LEADER and self.applied > self.epoch_start:
+            self.caught_up.set()  # our first record committed: the image holds all before it
+
+    def _records(self, start, end):
+        """(offset, record) for the metadata log's records in [start, end)."""
+        while start < end:
+            data = self.log.read(start, 1 << 20, upper_bound=end)
             if not data:
                 return
-            for rec in decode_batches(data, start_offset=self.applied):
+            for rec in decode_batches(data, start_offset=start):
                 if rec.offset < end:
-                    self._apply(rec.offset, records.decode(rec.value))
-            self.applied = next_offset_after(data)
+                    yield rec.offset, records.decode(rec.value)
+            start = next_offset_after(data)
+
+    def _apply_range(self, end):
+        """Hand committed records [applied, end) to `apply`, in order."""
+        self._maybe_delete_prefix()
+        for offset, rec in self._records(self.applied, min(end, self.high_watermark)):
+            self._apply(offset, rec)
+            self.applied = offset + 1
 
     def _replay_from_start(self):
         log.info("raft node %d: replaying the metadata log", self.node_id)

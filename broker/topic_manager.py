@@ -1,7 +1,10 @@
 """Creating, deleting and reconfiguring topics: validation, metadata, and the partition logs.
 
 Every change goes through the metadata store first and then opens or closes logs, so the
-image handlers read and the logs on disk always agree after a restart.
+image handlers read and the logs on disk always agree after a restart. In a replicated cluster
+this runs on the active controller: requests are validated against its working view (which
+holds its own not yet committed decisions), and logs open and close on every broker only as
+the committed metadata reaches its replica manager.
 """
 from minilog.connector.protocol import ErrorCode
 
@@ -18,6 +21,12 @@ class TopicManager:
         self.broker = broker
         self.store = broker.store
         self.image = broker.store.image
+
+    @property
+    def view(self):
+        """What a change is validated against: the controller's working view (the image itself
+        on a single broker)."""
+        return getattr(self.store, "working", self.image)
 
     # ---- configs ---------------------------------------------------------------------------
     def effective_configs(self, name, overrides=None):
@@ -51,7 +60,7 @@ class TopicManager:
         error = topic_name_error(name, allow_internal=internal)
         if error:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, error, None
-        if name in self.image.topics:
+        if name in self.view.topics:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists", None
         if assignments:
             code, message = self._assignment_error(num_partitions, replication_factor, assignments)
@@ -64,7 +73,7 @@ class TopicManager:
             return ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}", None
         if rf <= 0:
             return ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}", None
-        live = max(1, len(self.image.brokers))
+        live = max(1, len(self.view.brokers))
         if rf > live:
             return (ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"replication factor {rf} is larger than the {live} available broker(s)", None)
@@ -73,7 +82,9 @@ class TopicManager:
             return ErrorCode.INVALID_CONFIG, error, None
         if validate_only:
             return 0, None, None
-        ts = self.store.create_topic(name, partitions, rf, configs, internal=internal)
+        wanted = {a.partition_index: list(a.broker_ids) for a in assignments}
+        ts = self.store.create_topic(name, partitions, rf, configs, internal=internal,
+                                     assignment=wanted)
         self.open_partitions(ts)
         return 0, None, ts
 
@@ -86,6 +97,7 @@ class TopicManager:
             return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
                     "but numPartitions was not set to -1.")
         seen, rf = set(), None
+        known = self.view.registered or self.view.brokers  # a single broker registers nowhere
         for a in assignments:
             replicas = sorted(a.broker_ids)
             if a.partition_index in seen:
@@ -93,8 +105,8 @@ class TopicManager:
                            f"{a.partition_index}")
             elif not replicas:
                 problem = "The manual partition assignment includes an empty replica list."
-            elif any(b not in self.image.brokers for b in replicas):
-                unknown = next(b for b in replicas if b not in self.image.brokers)
+            elif any(b not in known for b in replicas):
+                unknown = next(b for b in replicas if b not in known)
                 problem = (f"The manual partition assignment includes broker {unknown}, but no "
                            "such broker is registered.")
             elif len(set(replicas)) != len(replicas):
@@ -103,6 +115,9 @@ class TopicManager:
                 problem = (f"The manual partition assignment includes a partition with "
                            f"{len(replicas)} replica(s), but this is not consistent with "
                            f"previous partitions, which have {rf} replica(s).")
+            elif not any(b in self.view.brokers for b in replicas):
+                problem = ("All brokers specified in the manual partition assignment for "
+                           f"partition {a.partition_index} are fenced or in controlled shutdown.")
             else:
                 seen.add(a.partition_index)
                 rf = len(replicas)
@@ -111,8 +126,6 @@ class TopicManager:
         if seen != set(range(len(seen))):
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     "partitions should be a consecutive 0-based integer sequence")
-        # Every registered broker is this one until the controller quorum places replicas, so
-        # a valid assignment is the placement the store makes.
         return 0, None
 
     def auto_create(self, name):
@@ -133,7 +146,7 @@ class TopicManager:
             self.broker.partitions[(ts.name, index)].apply_config(config)
 
     def delete(self, name):
-        ts = self.image.topics.get(name)
+        ts = self.view.topics.get(name)
         if ts is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", None
         if ts.internal:
@@ -141,6 +154,8 @@ class TopicManager:
         if not self.broker.config["delete.topic.enable"]:
             return ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false", ts
         self.store.delete_topic(name)
+        if self.broker.quorum is not None:
+            return 0, None, ts  # each replica manager removes its replicas once committed
         deleted = [(name, index) for index in ts.partitions]
         for key in deleted:
             partition = self.broker.partitions.pop(key, None)
@@ -155,7 +170,7 @@ class TopicManager:
         return 0, None, ts
 
     def add_partitions(self, name, count, validate_only=False):
-        ts = self.image.topics.get(name)
+        ts = self.view.topics.get(name)
         if ts is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
         if count <= len(ts.partitions):
@@ -172,6 +187,8 @@ class TopicManager:
             return ErrorCode.INVALID_CONFIG, error
         if not validate_only:
             self.store.set_topic_configs(name, new_configs)
+            if self.broker.quorum is not None:
+                return 0, None  # replicas adopt it as the committed record reaches them
             config = self.log_config(name)
             for index in self.image.topics[name].partitions:
                 partition = self.broker.partitions.get((name, index))

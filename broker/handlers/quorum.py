@@ -119,6 +119,8 @@ async def alter_partition(broker, header, req):
             parts.append(_ALTER.make("topics", "partitions", partition_index=p.partition_index,
                                      error_code=code, **fields))
         topics.append(_ALTER.make("topics", topic_name=t.topic_name, partitions=parts))
-    if broker.quorum.raft.is_leader:
-        await broker.quorum.raft.wait_committed(broker.quorum.raft.partition.log_end_offset - 1, 5.0)
+    raft = broker.quorum.raft
+    if not await raft.wait_committed(raft.partition.log_end_offset - 1, 5.0):
+        # Not committed (leadership lost, no majority): the leader must not assume it was.
+        return _ALTER.cls(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, topics=[])
     return _ALTER.cls(throttle_time_ms=0, error_code=0, topics=topics)
