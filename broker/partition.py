@@ -30,6 +30,7 @@ class Partition:
         self.hw_rule = None          # partition -> the offset every required replica has
         self.epoch_start_offset = 0  # where this leader's epoch began
         self.partition_epoch = 0
+        self.joining_isr = set()     # replicas an ISR expansion in flight adds
 
     def apply_config(self, config):
         """Adopt a topic's (new) LogConfig: limits checked here, storage settings by the log."""
@@ -78,12 +79,21 @@ class Partition:
     def follower_fetched(self, replica_id, fetch_offset, last_fetched_epoch):
         """A follower's fetch reached the leader: (diverging (epoch, end offset) or None).
 
-        A follower whose last fetched epoch ended earlier here (or is unknown here) has a tail
-        the leader does not: it is told where to truncate instead of getting records."""
+        A follower whose last fetched epoch ended earlier here has a tail the leader does not:
+        it is told where to truncate instead of getting records. An epoch newer than any here
+        is answered with this leader's latest epoch and log end, so the follower cuts what it
+        has of later epochs and at most down to this log's end, never to its start."""
         if self.epoch_cache is not None and last_fetched_epoch >= 0:
             epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log_end_offset)
+            if end < 0:
+                epoch, end = self.epoch_cache.latest_epoch, self.log_end_offset
             if epoch < last_fetched_epoch or end < fetch_offset:
                 return epoch, max(end, self.log_start_offset)
+        if fetch_offset > self.log_end_offset:
+            # Ahead of this log with no epoch to compare (KIP-279's out-of-range case): cut
+            # to this log's end, as Kafka's follower does, never to the high watermark.
+            latest = self.epoch_cache.latest_epoch if self.epoch_cache is not None else -1
+            return latest, self.log_end_offset
         if self.followers is not None:
             self.followers.fetched(replica_id, fetch_offset, self.log_end_offset)
             self._advance_high_watermark()

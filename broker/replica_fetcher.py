@@ -86,12 +86,15 @@ class ReplicaFetcher:
         if p is None or p.is_leader or p.leader_epoch != sent.get(key):
             return True
         if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            # Behind the leader's log start (retention, DeleteRecords): start over there. A
+            # follower ahead of the leader's log end is told so with a diverging epoch instead
+            # (`Partition.follower_fetched`), so nothing here cuts records the leader may have.
             if p.log_end_offset < r.log_start_offset:
                 p.log.truncate_fully_and_start_at(r.log_start_offset)
                 p.epoch_cache.clear()
-            else:
-                p.truncate_to(r.high_watermark)
-            return True
+                p.high_watermark = r.log_start_offset
+                return True
+            return False
         if r.error_code:
             if r.error_code not in _RETRY:
                 log.warning("fetching %s-%d from broker %d: error %d", topic, r.partition_index,
