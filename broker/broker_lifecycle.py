@@ -3,7 +3,8 @@
 Registration gives the broker an epoch (the offset of its registration record); heartbeats every
 `broker.heartbeat.interval.ms` carry it and the offset of the metadata this broker has applied,
 so the controller unfences the broker once it has caught up and fences it when the heartbeats
-stop. A stale epoch (the controller lost the registration) means registering again. On a clean
+stop. Only once unfenced does the broker lead or follow partitions (Kafka's brokers, too, serve
+nothing before): until then its image may be an old one replayed from its own log. A stale epoch (the controller lost the registration) means registering again. On a clean
 stop the broker asks to be fenced first, so its partitions move before it goes.
 """
 import asyncio
@@ -80,6 +81,8 @@ class BrokerLifecycle:
             if self.fenced != resp.is_fenced:
                 log.info("broker %d %s", self.node_id, "fenced" if resp.is_fenced else "unfenced")
             self.fenced = resp.is_fenced
+            if not resp.is_fenced and self.broker.replicas is not None:
+                self.broker.replicas.broker_ready()
 
     async def stop(self):
         """Controlled shutdown: ask to be fenced (leadership moves away), then stop."""

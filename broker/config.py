@@ -48,6 +48,7 @@ BROKER_KEYS = {
     "min.insync.replicas": (int, 1),
     "producer.id.expiration.ms": (int, 86400000),
     "replica.lag.time.max.ms": (int, 30000),
+    "replica.high.watermark.checkpoint.interval.ms": (int, 5000),
     "unclean.leader.election.enable": (bool, False),
     # A replicated cluster: set controller.quorum.voters. Every node is a broker and a voter
     # (KRaft's combined mode) unless process.roles says it is only one of them.

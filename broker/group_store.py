@@ -127,13 +127,17 @@ class OffsetsTopic:
         return 0, result.last_offset
 
     def replay(self, index):
-        """Yield (OffsetKey | GroupKey, value bytes or None) for the partition's records in order."""
+        """Yield (OffsetKey | GroupKey, value bytes or None) for the partition's records in order.
+
+        To the log end, not the high watermark, as Kafka's coordinator loads: a new leader's
+        high watermark lags the old one's, and what its log holds is what its epoch will commit
+        (an acknowledged commit may sit above the high watermark it has heard of so far)."""
         partition = self.broker.partition(OFFSETS_TOPIC, index)
         if partition is None:
             return
-        offset, end = partition.log_start_offset, partition.high_watermark
+        offset, end = partition.log_start_offset, partition.log_end_offset
         while offset < end:
-            data = partition.read(offset, _LOAD_CHUNK)
+            data = partition.read(offset, _LOAD_CHUNK, committed_only=False)
             if not data:
                 break
             for record in decode_batches(data, start_offset=offset):

@@ -8,6 +8,14 @@ As leader it shrinks the ISR of followers not caught up for `replica.lag.time.ma
 back those that caught up, through AlterPartition to the controller, and it answers acks=all
 produce requests once the high watermark passes their records. The group coordinator loads the
 `__consumer_offsets` partitions led here and unloads those that move away.
+
+It acts on committed metadata only, and not at all before this broker has registered, caught
+up with the metadata log and been unfenced (`broker_ready`): a broker restarted with an old
+image must not lead, or coordinate groups, from it. An ISR change counts once the controller
+has committed it, but while a replica is being added the high watermark already waits for it
+(Kafka's maximal ISR), so a replica never joins the ISR lacking committed records. High
+watermarks are checkpointed (`hw_checkpoint.py`) and a replica opened again starts from its
+checkpoint, never from its log end.
 """
 import asyncio
 import logging
@@ -16,6 +24,7 @@ import time
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
+from . import hw_checkpoint
 from .follower_tracker import FollowerTracker
 from .group_store import OFFSETS_TOPIC
 from .leader_epoch_cache import LeaderEpochCache
@@ -28,8 +37,10 @@ _ALTER = request(ApiKey.ALTER_PARTITION)
 
 
 def _isr_high_watermark(p):
-    """The smallest log end among the ISR: what every in-sync replica has."""
-    ends = [p.log_end_offset if r == p.leader_id else p.followers.end_offset(r) for r in p.isr]
+    """The smallest log end among the ISR and any replica being added to it: what every
+    in-sync replica has."""
+    members = set(p.isr) | p.joining_isr
+    ends = [p.log_end_offset if r == p.leader_id else p.followers.end_offset(r) for r in members]
     return min(ends, default=p.log_end_offset)
 
 
@@ -48,17 +59,35 @@ class ReplicaManager:
         self._sync_scheduled = False
         self._pending_isr = {}   # (topic, index) -> partition epoch an AlterPartition was sent at
         self._task = None
+        self.ready = False       # registered, caught up and unfenced once since start
+        self.checkpoint_every = broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        self._checkpointed = hw_checkpoint.read(broker.logs.data_dir)
         store.listeners.append(self._on_record)
 
     def start(self):
         self._task = asyncio.ensure_future(self._maintain_isr())
         return self
 
+    def broker_ready(self):
+        """The controller unfenced this broker: from now on it acts on the committed image."""
+        if not self.ready:
+            self.ready = True
+            self._on_record(None, None)
+
     async def stop(self):
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await asyncio.gather(*(f.stop() for f in self.fetchers.values()))
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self):
+        marks = {**self._checkpointed, **{key: p.high_watermark
+                                          for key, p in self.broker.partitions.items()}}
+        marks = {key: hw for key, hw in marks.items() if key in self.broker.logs.logs}
+        if marks != self._checkpointed:
+            hw_checkpoint.write(self.broker.logs.data_dir, marks)
+            self._checkpointed = marks
 
     def address_of(self, node_id):
         ep = self.image.registered.get(node_id)
@@ -83,6 +112,8 @@ class ReplicaManager:
 
     def _sync(self):
         self._sync_scheduled = False
+        if not self.ready:
+            return  # kept dirty until the broker is unfenced
         dirty, self._dirty = self._dirty, set()
         rebuilding, self._rebuilding = self._rebuilding, False
         for key in sorted(dirty):
@@ -106,6 +137,9 @@ class ReplicaManager:
             config = self.broker.topics.log_config(ts.name)
             log_ = self.broker.logs.open(ts.name, index, config)
             p = Partition(ts.name, index, log_, ts.topic_id)
+            # Committed is what the checkpoint says, not what the log holds (0 if unknown).
+            p.high_watermark = max(log_.log_start_offset, min(
+                self._checkpointed.get((ts.name, index), 0), log_.log_end_offset))
             p.apply_config(config)
             p.epoch_cache = LeaderEpochCache.load(log_)
             p.is_leader = False
@@ -127,9 +161,17 @@ class ReplicaManager:
         if self._detach(key) is None:
             return
         self.broker.logs.delete(*key)
+        self._checkpointed.pop(key, None)
+        if deleted:  # state kept by topic name goes with the topic
+            if self.broker.cleaner is not None:
+                self.broker.cleaner.forget([key])
+            if self.broker.groups is not None:
+                self.broker.groups.on_partitions_deleted([key])
         log.info("replica %s-%d removed from this broker%s", *key, " (topic deleted)" if deleted else "")
 
     def _become_leader(self, p, state):
+        if state.partition_epoch != p.partition_epoch:
+            p.joining_isr = set()  # the change committed (or another did): the ISR says it all
         p.replicas, p.isr, p.partition_epoch = list(state.replicas), list(state.isr), state.partition_epoch
         if not p.is_leader or p.leader_epoch != state.leader_epoch:
             self._stop_fetching(p)
@@ -183,11 +225,15 @@ class ReplicaManager:
 
     # -- ISR --------------------------------------------------------------------------------------
     async def _maintain_isr(self):
+        next_checkpoint = time.monotonic() + self.checkpoint_every
         while True:
             await asyncio.sleep(min(0.5, self.lag_max_ms / 2000))
             for p in list(self.broker.partitions.values()):
                 if p.is_leader and p.followers is not None:
                     self._check_isr(p)
+            if time.monotonic() >= next_checkpoint:
+                next_checkpoint = time.monotonic() + self.checkpoint_every
+                self.checkpoint_high_watermarks()
 
     def _check_isr(self, p):
         key = (p.topic, p.index)
@@ -202,6 +248,7 @@ class ReplicaManager:
         new_isr = [r for r in p.replicas if (r in p.isr and r not in out) or r in joining]
         log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, new_isr)
         self._pending_isr[key] = p.partition_epoch
+        p.joining_isr = set(joining)  # counted for the high watermark from now on
         asyncio.ensure_future(self._alter_partition(p, new_isr))
 
     async def _alter_partition(self, p, new_isr):
@@ -222,3 +269,4 @@ class ReplicaManager:
         if code:
             log.info("AlterPartition for %s-%d failed with error %d", p.topic, p.index, code)
             self._pending_isr.pop((p.topic, p.index), None)
+            p.joining_isr = set()
