@@ -6,6 +6,7 @@ against real broker processes with the cluster's fast timings and wait on condit
 checks what Kafka guarantees (nothing acknowledged is lost, no replica in the ISR lacks
 committed records, ids handed out once, offsets never read back older than acknowledged).
 """
+import threading
 import time
 
 import pytest
@@ -94,3 +95,78 @@ def test_1_a_replica_whose_stale_leadership_never_committed_keeps_its_records(ma
     stored, ends = read_everything(c.bootstrap_of(*c.alive()), "cut", 3)
     lost = [v for k, v in acked.items() if stored.get(k) != v]
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged records lost (end offsets {ends})"
+
+
+class BackgroundProducer:
+    """An acks=all idempotent confluent-kafka producer whose deliveries are served by a thread,
+    so a test can act (pause, kill) while its writes wait for acknowledgement."""
+
+    def __init__(self, bootstrap, **conf):
+        self.acked, self.errors = {}, []
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                   "enable.idempotence": True, "linger.ms": 0,
+                                   "message.timeout.ms": 120000, **conf})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _done(self, err, msg):
+        if err:
+            self.errors.append(err)
+        else:
+            self.acked[msg.value()] = (msg.partition(), msg.offset())
+
+    def _serve(self):
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    def produce(self, topic, partition, values):
+        for v in values:
+            self._producer.produce(topic, v, partition=partition, on_delivery=self._done)
+
+    def close(self, timeout=120):
+        """Deliver or fail everything still pending; the number never delivered."""
+        self._stop.set()
+        self._thread.join(30)
+        return self._producer.flush(timeout)
+
+
+def test_2_a_stale_isr_shrink_never_acknowledges_writes_only_the_leader_has(make_cluster):
+    """Kafka: the high watermark never passes the smallest log end of the committed ISR, and
+    an ISR change counts only once the controller committed it."""
+    c = make_cluster(3, **{"replica.lag.time.max.ms": 1000})
+    placement = c.create_topic("shrink", partitions=3, rf=3, config={"min.insync.replicas": "2"})
+    controller = active_controller(c.bootstrap)
+    p = next(p for p, (leader, _, _) in placement.items() if leader == controller)
+    producer = BackgroundProducer(c.broker(controller).bootstrap)
+    try:
+        producer.produce("shrink", p, [b"before-%d" % i for i in range(10)])
+        wait_for(lambda: len(producer.acked) == 10, "the first writes, with every broker up")
+        before = dict(producer.acked)
+        others = [n for n in (1, 2, 3) if n != controller]
+        for n in others:
+            c.pause(n)
+        # written on the controller's broker alone: neither follower fetches them
+        producer.produce("shrink", p, [b"paused-%d" % i for i in range(5)])
+        wait_for(lambda: controller_seen_by(c, controller) != controller,
+                 f"controller {controller}, cut off from the quorum, to step down")
+        # Its producer's retries come back acknowledged within seconds if the high watermark
+        # passed records the followers never had; a correct leader leaves them waiting.
+        try:
+            wait_for(lambda: len(producer.acked) == 15, "acknowledgements", timeout=5)
+        except AssertionError:
+            pass
+        acked_while_alone = dict(producer.acked)
+        c.broker(controller).kill()
+        for n in others:
+            c.resume(n)
+        wait_for(lambda: (c.partitions("shrink", *others) or {p: (-1,)})[p][0] in others,
+                 f"a new leader for shrink-{p} among {others}")
+        undelivered = producer.close()
+    finally:
+        producer.close(1)
+    stored, _ = read_everything(c.bootstrap_of(*others), "shrink", 3)
+    lost = sorted(v for v, at in producer.acked.items() if stored.get(at) != v)
+    assert not lost, (f"acknowledged but lost: {lost} (acknowledged while the followers were "
+                      f"paused: {sorted(set(acked_while_alone) - set(before))}; producer errors {producer.errors[:3]})")
+    assert not producer.errors and undelivered == 0, producer.errors[:3]
