@@ -146,6 +146,7 @@ def test_2_a_stale_isr_shrink_never_acknowledges_writes_only_the_leader_has(make
         others = [n for n in (1, 2, 3) if n != controller]
         for n in others:
             c.pause(n)
+        time.sleep(1.0)  # no fetch parked before the pause is left to carry what comes next
         # written on the controller's broker alone: neither follower fetches them
         producer.produce("shrink", p, [b"paused-%d" % i for i in range(5)])
         wait_for(lambda: controller_seen_by(c, controller) != controller,
@@ -170,3 +171,64 @@ def test_2_a_stale_isr_shrink_never_acknowledges_writes_only_the_leader_has(make
     assert not lost, (f"acknowledged but lost: {lost} (acknowledged while the followers were "
                       f"paused: {sorted(set(acked_while_alone) - set(before))}; producer errors {producer.errors[:3]})")
     assert not producer.errors and undelivered == 0, producer.errors[:3]
+
+
+def init_producer_id(bootstrap, producer_id=-1, epoch=-1, timeout=30.0):
+    """(error, producer id, epoch) InitProducerId answers for an idempotent producer (v4:
+    `producer_id`/`epoch` >= 0 is librdkafka's KIP-360 epoch bump)."""
+    req = request(ApiKey.INIT_PRODUCER_ID)
+    conn = RawConnection(bootstrap)
+    conn.sock.settimeout(timeout)
+    try:
+        r = conn.call(ApiKey.INIT_PRODUCER_ID, 4, req.cls(
+            transactional_id=None, transaction_timeout_ms=-1, producer_id=producer_id,
+            producer_epoch=epoch))
+    finally:
+        conn.close()
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def test_3_a_producer_id_is_handed_out_once_even_by_a_controller_without_its_quorum(
+        make_cluster):
+    """Kafka: producer ids come only from blocks the controller has committed."""
+    c = make_cluster(3)
+    controller = active_controller(c.bootstrap)
+    others = [n for n in (1, 2, 3) if n != controller]
+    code, first, _ = init_producer_id(c.broker(controller).bootstrap)
+    assert code == 0
+    given = {first}
+    for n in others:
+        c.pause(n)
+    # A metadata fetch the controller parked before the pause would still carry what it
+    # appends next into a paused voter's socket; parked fetches are answered within 500 ms.
+    time.sleep(1.0)
+    try:  # whatever the cut-off controller answers, an id it gives must never be given again
+        code, cut_off, _ = init_producer_id(c.broker(controller).bootstrap)
+    finally:
+        c.broker(controller).kill()
+        for n in others:
+            c.resume(n)
+    if code == 0:
+        given.add(cut_off)
+    wait_for(lambda: active_controller(c.bootstrap_of(*others)) in others, "a new controller")
+    for n in others:
+        code, again, _ = wait_for(lambda: (lambda r: r if r[0] == 0 else None)(
+            init_producer_id(c.broker(n).bootstrap)), f"an id from broker {n}")
+        assert again not in given, (f"producer id {again} handed out twice (ids given before: "
+                                    f"{sorted(given)}, the cut-off controller answered {cut_off})")
+        given.add(again)
+
+
+def test_3_a_kip_360_epoch_bump_is_answered_by_any_broker(make_cluster):
+    """Kafka: InitProducerId carrying an id and epoch, without a transactional id, is answered
+    by any broker with a fresh id from committed blocks (librdkafka sends it to bump its
+    epoch after an unknown producer id or a timed-out batch)."""
+    c = make_cluster(3)
+    controller = active_controller(c.bootstrap)
+    code, pid, epoch = init_producer_id(c.broker(controller).bootstrap)
+    assert code == 0
+    for n in (1, 2, 3):
+        code, bumped, _ = init_producer_id(c.broker(n).bootstrap, pid, epoch)
+        assert code == 0, f"broker {n} answered the epoch bump with error {code}"
+        assert bumped not in (pid, -1)
+        pid = bumped
