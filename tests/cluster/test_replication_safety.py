@@ -11,12 +11,16 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from minilog.broker.group_records import partition_for
 from minilog.connector.protocol import ApiKey, request
 from test_failover import read_everything
 from wire import RawConnection
 from clustertools import active_controller, wait_for
 
 pytestmark = pytest.mark.timeout(300)
+
+OFFSETS = "__consumer_offsets"
+OFFSETS_PARTITIONS = 3  # offsets.topic.num.partitions in clustertools.FAST
 
 
 def controller_seen_by(c, node):
@@ -232,3 +236,79 @@ def test_3_a_kip_360_epoch_bump_is_answered_by_any_broker(make_cluster):
         assert code == 0, f"broker {n} answered the epoch bump with error {code}"
         assert bumped not in (pid, -1)
         pid = bumped
+
+
+def offset_fetch(bootstrap, group, topic):
+    """(error, committed offset of `topic`-0) as broker `bootstrap` answers OffsetFetch."""
+    req = request(ApiKey.OFFSET_FETCH)
+    conn = RawConnection(bootstrap)
+    try:
+        resp = conn.call(ApiKey.OFFSET_FETCH, 7, req.cls(
+            group_id=group, require_stable=False,
+            topics=[req.make("topics", name=topic, partition_indexes=[0])]))
+    finally:
+        conn.close()
+    if resp.error_code:
+        return resp.error_code, None
+    p = resp.topics[0].partitions[0]
+    return p.error_code, p.committed_offset
+
+
+def offset_commit(bootstrap, group, topic, offset):
+    """The error OffsetCommit of `offset` for `topic`-0 (a simple commit, no generation) gets."""
+    req = request(ApiKey.OFFSET_COMMIT)
+    conn = RawConnection(bootstrap)
+    try:
+        return conn.call(ApiKey.OFFSET_COMMIT, 8, req.cls(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            group_instance_id=None, topics=[req.make("topics", name=topic, partitions=[
+                req.make("topics", "partitions", partition_index=0, committed_offset=offset,
+                         committed_leader_epoch=-1, committed_metadata="")])])
+        ).topics[0].partitions[0].error_code
+    finally:
+        conn.close()
+
+
+def _stale_answers_after_a_restart(c, index, old, new):
+    """kill -9 and restart at once the coordinator of the group `stale`, whose last
+    acknowledged commit is `old`; commit `new` through its successor as soon as there is one,
+    asking the restarted broker all along. Its answers of `old` after `new` was acknowledged."""
+    c.wait_isr(OFFSETS, index, [1, 2, 3])
+    coordinator = c.partitions(OFFSETS)[index][0]
+    rest = [n for n in (1, 2, 3) if n != coordinator]
+    restarted = c.broker(coordinator)
+    restarted.kill()
+    restarted.start()
+    committed, stale, asked = False, 0, 0
+
+    def settled():
+        nonlocal committed, stale, asked
+        try:
+            answer = offset_fetch(restarted.bootstrap, "stale", "work")
+            asked += 1
+            stale += committed and answer == (0, old)
+        except (OSError, ConnectionError):
+            pass
+        leader, _, isr = (c.partitions(OFFSETS, *rest) or {}).get(index, (-1, [], []))
+        if not committed and leader in rest:
+            committed = offset_commit(c.broker(leader).bootstrap, "stale", "work", new) == 0
+        return committed and coordinator in isr and asked > 20
+    wait_for(settled, f"a commit of {new} and broker {coordinator} back in sync", interval=0)
+    return stale, asked
+
+
+def test_5_a_restarted_coordinator_serves_no_offsets_older_than_acknowledged(make_cluster):
+    """Kafka: a restarted broker takes no leadership and serves no partition until it has
+    registered, caught up with the metadata and been unfenced. (The window is a fraction of
+    a second: three restarts make it show.)"""
+    c = make_cluster(3)
+    c.create_topic("work", partitions=1, rf=3)
+    index = partition_for("stale", OFFSETS_PARTITIONS)
+    wait_for(lambda: (c.partitions(OFFSETS) or {}).get(index), f"a leader for {OFFSETS}-{index}")
+    leader = c.partitions(OFFSETS)[index][0]
+    wait_for(lambda: offset_commit(c.broker(leader).bootstrap, "stale", "work", 100) == 0,
+             "a first commit")
+    for old, new in ((100, 200), (200, 300), (300, 400)):
+        stale, asked = _stale_answers_after_a_restart(c, index, old, new)
+        assert not stale, (f"after {new} was committed, the restarted coordinator answered "
+                           f"{old} to {stale} of {asked} OffsetFetch requests")
