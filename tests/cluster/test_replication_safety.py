@@ -11,6 +11,7 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
 from minilog.broker.group_records import partition_for
 from minilog.connector.protocol import ApiKey, request
 from test_failover import read_everything
@@ -312,3 +313,16 @@ def test_5_a_restarted_coordinator_serves_no_offsets_older_than_acknowledged(mak
         stale, asked = _stale_answers_after_a_restart(c, index, old, new)
         assert not stale, (f"after {new} was committed, the restarted coordinator answered "
                            f"{old} to {stale} of {asked} OffsetFetch requests")
+
+
+def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
+    """Kafka: CreateTopics with replica assignments places each partition's replicas exactly
+    as asked, in the order asked (the first is the preferred leader)."""
+    c = make_cluster(3)
+    asked = {0: [3, 2, 1], 1: [3, 1, 2], 2: [2, 1, 3]}
+    admin = c.admin()
+    admin.create_topics([NewTopic("placed", num_partitions=3, replica_assignment=[asked[p] for p in sorted(asked)])]
+                        )["placed"].result(30)
+    placement = wait_for(lambda: c.partitions("placed"), "leaders for the topic")
+    assert {p: replicas for p, (_, replicas, _) in placement.items()} == asked
+    assert {p: leader for p, (leader, _, _) in placement.items()} == {0: 3, 1: 3, 2: 2}
