@@ -55,13 +55,13 @@ class Fault:
 def schedule(seed: int, seconds: float, partitions: int) -> list[Fault]:
     """The faults for `seconds` of nemesis (by their nominal lengths), drawn from `seed`.
     Pauses straddle the session timeout (3 s under the fast timings); an isolation of the
-    controller lasts from under the session timeout to past the Raft resignation (4.5 s)."""
+    controller lasts from under the session timeout to seconds past the Raft resignation (4.5 s)."""
     rng = random.Random(seed)
     faults, total = [], 0.0
     while total < seconds:
         kind = rng.choices((KILL, PAUSE, ISOLATE), weights=(4, 4, 2))[0]
         role = "controller" if kind == ISOLATE else rng.choice(ROLES)
-        hold = {KILL: 0.0, PAUSE: rng.uniform(0.5, 6.0), ISOLATE: rng.uniform(1.0, 6.0)}[kind]
+        hold = {KILL: 0.0, PAUSE: rng.uniform(0.5, 6.0), ISOLATE: rng.uniform(1.0, 8.0)}[kind]
         fault = Fault(kind, role, rng.randrange(partitions), round(hold, 1),
                       round(rng.uniform(1.0, 4.0), 1))
         faults.append(fault)
@@ -191,13 +191,18 @@ class Writer:
         self.topic, self.n, self.interval = topic, n, 1.0 / per_second
         self.acked: list[tuple[bytes, int, int]] = []  # (value, partition, offset)
         self.failed: list[tuple[bytes, str]] = []
+        self.fatal: list[str] = []  # librdkafka's fatal errors: the producer is unusable
         self.sent = 0
         self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                    "enable.idempotence": True, "linger.ms": 5,
-                                   "message.timeout.ms": 300000})
+                                   "message.timeout.ms": 300000, "error_cb": self._error})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"writer-{n}", daemon=True)
         self._thread.start()
+
+    def _error(self, err) -> None:
+        if err.fatal():
+            self.fatal.append(f"writer {self.n}: fatal producer error: {err.str()}")
 
     def _done(self, err, msg) -> None:
         if err:
@@ -215,6 +220,9 @@ class Writer:
                     self.sent += 1
                 except BufferError:
                     pass
+                except KafkaException as e:  # fatal: this producer can write no more
+                    self.fatal.append(f"writer {self.n}: produce refused: {e}")
+                    return
             self._producer.poll(0)
             next_at += self.interval
             self._stop.wait(max(0.0, next_at - time.monotonic()))
@@ -223,7 +231,11 @@ class Writer:
         """Stop writing and deliver what is pending; the count never delivered nor failed."""
         self._stop.set()
         self._thread.join(30)
-        return self._producer.flush(timeout)
+        try:
+            return self._producer.flush(timeout)
+        except (KafkaException, SystemError) as e:  # after a fatal error
+            self.fatal.append(f"writer {self.n}: flush failed: {e}")
+            return len(self._producer)
 
 
 class GroupReader:

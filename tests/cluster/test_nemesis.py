@@ -78,7 +78,8 @@ def run_nemesis(make_cluster, seed, seconds):
     history = History(
         acked=[a for w in writers for a in w.acked], failed=[f for w in writers for f in w.failed],
         undelivered=undelivered, reads=reader.reads, served=served, replicas=replicas,
-        problems=reader.conflicting_reads + reader.commit_regressions
+        problems=[f for w in writers for f in dict.fromkeys(w.fatal)]
+        + reader.conflicting_reads + reader.commit_regressions
         + reader.fetched_regressions + ([f"nemesis error: {nemesis.error!r}"]
                                         if nemesis.error else []))
     problems = check(history, PARTITIONS)

@@ -326,3 +326,57 @@ def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
     placement = wait_for(lambda: c.partitions("placed"), "leaders for the topic")
     assert {p: replicas for p, (_, replicas, _) in placement.items()} == asked
     assert {p: leader for p, (leader, _, _) in placement.items()} == {0: 3, 1: 3, 2: 2}
+
+
+def high_watermark(bootstrap, topic, partition):
+    """(error, offset) ListOffsets "latest" from a consumer: the high watermark."""
+    req = request(ApiKey.LIST_OFFSETS)
+    conn = RawConnection(bootstrap)
+    try:
+        p = conn.call(ApiKey.LIST_OFFSETS, 7, req.cls(
+            replica_id=-1, isolation_level=0, topics=[req.make(
+                "topics", name=topic, partitions=[req.make(
+                    "topics", "partitions", partition_index=partition, timestamp=-1)])])
+        ).topics[0].partitions[0]
+    finally:
+        conn.close()
+    return p.error_code, p.offset
+
+
+def _log_bytes(c, node, topic, partition):
+    """The size of a replica's partition log on disk (a follower stores the leader's bytes)."""
+    return sum(f.stat().st_size for f in (c.broker(node).log_dir / f"{topic}-{partition}").glob("*.log"))
+
+
+def test_a_restarted_replica_keeps_its_high_watermark_not_its_log_end(make_cluster):
+    """Kafka: a broker reloads each partition's high watermark from its checkpoint on restart,
+    so records it holds beyond it stay uncommitted, even once it leads: a consumer reads only
+    what every in-sync replica has."""
+    # Five voters: the quorum outlives a paused follower and a killed leader. Nobody leaves
+    # an ISR for lagging or silence: only a clean stop or a closed connection fences.
+    c = make_cluster(5, **{"replica.lag.time.max.ms": 600000,
+                           "broker.session.timeout.ms": 600000})
+    placement = c.create_topic("hw", partitions=5, rf=3)
+    controller = active_controller(c.bootstrap)
+    p, (leader, replicas, _) = next((p, s) for p, s in placement.items()
+                                    if controller not in s[1] and s[0] == s[1][0])
+    _, restarted, paused = replicas
+    assert len(produce_to(c.bootstrap, "hw", p, [b"committed-%d" % i for i in range(10)])) == 10
+    c.pause(paused)
+    time.sleep(1.0)  # no fetch parked before the pause is left to carry what comes next
+    # acks=1: on the leader and the other follower, uncommitted while the paused one lacks them
+    produce_to(c.broker(leader).bootstrap, "hw", p, [b"beyond-%d" % i for i in range(10)],
+               acks=1, **{"enable.idempotence": False})
+    assert high_watermark(c.broker(leader).bootstrap, "hw", p) == (0, 10)
+    wait_for(lambda: _log_bytes(c, restarted, "hw", p) == _log_bytes(c, leader, "hw", p),
+             f"broker {restarted} to fetch them")
+    awake = [n for n in c.alive() if n != paused]
+    c.broker(restarted).restart()
+    wait_for(lambda: c.partitions("hw", *awake)[p][2] == sorted(replicas),
+             f"broker {restarted} back in the ISR of hw-{p}")
+    c.broker(leader).kill()
+    awake.remove(leader)
+    wait_for(lambda: c.partitions("hw", *awake)[p][0] == restarted,
+             f"broker {restarted} to lead hw-{p}")
+    assert high_watermark(c.broker(restarted).bootstrap, "hw", p) == (0, 10), \
+        "records the paused in-sync replica never had are served as committed"
