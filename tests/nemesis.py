@@ -227,15 +227,21 @@ class Writer:
             next_at += self.interval
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
-    def stop(self, timeout: float = 180.0) -> int:
-        """Stop writing and deliver what is pending; the count never delivered nor failed."""
+    def stop(self, deadline: float) -> int:
+        """Stop writing and deliver what is pending until `deadline` (time.monotonic()); the
+        count never delivered nor failed. A producer in a fatal state delivers nothing more:
+        its pending records are counted at once."""
         self._stop.set()
         self._thread.join(30)
-        try:
-            return self._producer.flush(timeout)
-        except (KafkaException, SystemError) as e:  # after a fatal error
-            self.fatal.append(f"writer {self.n}: flush failed: {e}")
-            return len(self._producer)
+        if not self.fatal:
+            try:
+                return self._producer.flush(max(0.0, deadline - time.monotonic()))
+            except (KafkaException, SystemError) as e:  # a fatal error meanwhile
+                self.fatal.append(f"writer {self.n}: flush failed: {e}")
+        pending = len(self._producer)
+        self._producer.purge()
+        self._producer.poll(0)
+        return pending
 
 
 class GroupReader:

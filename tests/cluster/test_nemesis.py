@@ -14,6 +14,7 @@ Rerun a failure with the seed it prints: `NEMESIS_SEED=<seed> NEMESIS_SECONDS=<s
 pytest tests/cluster/test_nemesis.py -m nemesis_long`.
 """
 import os
+import time
 
 import pytest
 from nemesis import (
@@ -59,7 +60,8 @@ def run_nemesis(make_cluster, seed, seconds):
         wait_for(lambda: nemesis.done, "the fault schedule to end", timeout=seconds * 4 + 120)
         nemesis.stop()
         wait_for(lambda: _settled(c), "every broker back and every ISR full", timeout=180)
-        undelivered = sum(w.stop() for w in writers)
+        flushed_by = time.monotonic() + 120
+        undelivered = sum(w.stop(flushed_by) for w in writers)
         served = read_cluster(c.bootstrap, TOPIC, PARTITIONS)
         ends = {p: 1 + max((o for q, o in served if q == p), default=-1)
                 for p in range(PARTITIONS)}
@@ -69,7 +71,7 @@ def run_nemesis(make_cluster, seed, seconds):
         raise
     finally:
         for w in writers:
-            w.stop(5)
+            w.stop(time.monotonic() + 5)
         reader.stop()
     for b in c.brokers:
         b.stop()
