@@ -83,6 +83,7 @@ class Nemesis:
         self._stop = threading.Event()
         self._paused: set[int] = set()
         self._lock = threading.Lock()
+        self._heal_lock = threading.Lock()
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
 
@@ -175,10 +176,19 @@ class Nemesis:
             for node in sorted(self._paused):
                 self.cluster.resume(node)
             self._paused.clear()
-        for b in self.cluster.brokers:
-            if b.proc is None or b.proc.poll() is not None:
-                self._log(f"heal: restart broker {b.node_id}")
-                b.start()
+        with self._heal_lock:
+            for b in self.cluster.brokers:
+                for attempt in range(3):
+                    if b.proc is not None and b.proc.poll() is None:
+                        break
+                    self._log(f"heal: restart broker {b.node_id} (exit code "
+                              f"{b.proc.returncode if b.proc else None})")
+                    try:
+                        b.start()
+                    except RuntimeError as e:
+                        self._log(f"heal: {e}: {b.log()[-300:]!r}")
+                        if attempt == 2:
+                            raise
 
 
 # -- the workload ---------------------------------------------------------------------------

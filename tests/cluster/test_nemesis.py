@@ -66,8 +66,11 @@ def run_nemesis(make_cluster, seed, seconds):
         ends = {p: 1 + max((o for q, o in served if q == p), default=-1)
                 for p in range(PARTITIONS)}
         wait_for(lambda: reader.read_up_to(ends), f"the group to read up to {ends}")
-    except BaseException:
-        nemesis.stop()
+    except BaseException as e:
+        try:
+            nemesis.stop()
+        finally:
+            e.add_note("applied:\n  " + "\n  ".join(nemesis.events))
         raise
     finally:
         for w in writers:

@@ -1,10 +1,12 @@
 """Replication safety (issue 25): brokers act only on committed metadata, as KRaft's do.
 
-Each test is one reproduction: a controller cut off from its quorum while it still believes it
-leads, a restarted broker before it re-registered, a follower told to truncate. They run
-against real broker processes with the cluster's fast timings and wait on conditions; each
-checks what Kafka guarantees (nothing acknowledged is lost, no replica in the ISR lacks
-committed records, ids handed out once, offsets never read back older than acknowledged).
+Each test is one reproduction, numbered as in the issue where it has a number: a controller
+cut off from its quorum while it still believes it leads (1, 2, 3), a restarted broker before
+it re-registered (5), a restarted replica's high watermark, a manual replica assignment. (4 is
+tests/cluster/test_nemesis.py.) They run against real broker processes with the cluster's fast
+timings and wait on conditions; each checks what Kafka guarantees (nothing acknowledged is
+lost, ids handed out once, offsets never read back older than acknowledged, only what every
+in-sync replica has is served).
 """
 import threading
 import time
