@@ -103,7 +103,7 @@ def _seeds(default):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("seed", _seeds([1, 2]))
+@pytest.mark.parametrize("seed", _seeds([3, 4]))
 def test_acknowledged_writes_and_commits_survive_the_nemesis(make_cluster, seed):
     run_nemesis(make_cluster, seed, SHORT_SECONDS)
 
