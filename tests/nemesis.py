@@ -76,7 +76,8 @@ class Nemesis:
     """Applies a schedule to a TestCluster in a thread; `events` says what happened when.
     `heal()` (also run when the schedule ends or fails) resumes and restarts every broker."""
 
-    def __init__(self, cluster, topic: str, group: str, faults: list[Fault], seed: int):
+    def __init__(self, cluster, topic: str, group: str, faults: list[Fault], seed: int,
+                 t0: float):
         self.cluster, self.topic, self.group, self.faults = cluster, topic, group, faults
         self._rng = random.Random(seed ^ 0x5EED)  # fallback targets, apart from the schedule
         self.events: list[str] = []
@@ -85,11 +86,10 @@ class Nemesis:
         self._paused: set[int] = set()
         self._lock = threading.Lock()
         self._heal_lock = threading.Lock()
-        self._t0 = time.monotonic()
+        self._t0 = t0  # events are stamped in seconds since then, as the workload's are
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
 
     def start(self) -> Nemesis:
-        self._t0 = time.monotonic()
         self._thread.start()
         return self
 
@@ -264,11 +264,11 @@ class GroupReader:
     A second consumer of the group, not a member, reads the committed offsets back
     (OffsetFetch) all along: none may be lower than one acknowledged before it was asked."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, partitions: int):
+    def __init__(self, bootstrap: str, topic: str, group: str, partitions: int, t0: float):
         conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                 "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
                 "heartbeat.interval.ms": 1000}
-        self.topic, self.partitions = topic, partitions
+        self.topic, self.partitions, self._t0 = topic, partitions, t0
         self.reads: dict[tuple[int, int], bytes] = {}
         self.conflicting_reads: list[str] = []
         self.commits: list[tuple[float, int, int]] = []   # (time, partition, offset) acked
@@ -296,8 +296,8 @@ class GroupReader:
                 key, value = (m.partition(), m.offset()), m.value()
                 if self.reads.setdefault(key, value) != value:
                     self.conflicting_reads.append(
-                        f"partition {key[0]} offset {key[1]} read as {self.reads[key]!r} and "
-                        f"later as {value!r}")
+                        f"{time.monotonic() - self._t0:7.2f}s  partition {key[0]} offset "
+                        f"{key[1]} read as {self.reads[key]!r} and later as {value!r}")
                 self._positions[m.partition()] = m.offset() + 1
             if time.monotonic() - last_commit > 0.5 and self._positions:
                 last_commit = time.monotonic()
@@ -316,8 +316,9 @@ class GroupReader:
                 if tp.error is None:
                     if tp.offset < self._acked_max[tp.partition]:
                         self.commit_regressions.append(
-                            f"partition {tp.partition}: commit of {tp.offset} acknowledged "
-                            f"after one of {self._acked_max[tp.partition]}")
+                            f"{now - self._t0:7.2f}s  partition {tp.partition}: commit of "
+                            f"{tp.offset} acknowledged after one of "
+                            f"{self._acked_max[tp.partition]}")
                     self._acked_max[tp.partition] = max(self._acked_max[tp.partition],
                                                         tp.offset)
                     self.commits.append((now, tp.partition, tp.offset))
@@ -339,8 +340,9 @@ class GroupReader:
             if tp.error is None and before.get(tp.partition, -1) >= 0 and \
                     tp.offset < before[tp.partition]:
                 self.fetched_regressions.append(
-                    f"partition {tp.partition}: OffsetFetch answered {tp.offset} after a commit "
-                    f"of {before[tp.partition]} was acknowledged")
+                    f"{time.monotonic() - self._t0:7.2f}s  partition {tp.partition}: "
+                    f"OffsetFetch answered {tp.offset} after a commit of "
+                    f"{before[tp.partition]} was acknowledged")
 
     def read_up_to(self, ends: dict[int, int]) -> bool:
         """Whether the member has read every partition up to `ends` ({partition: offset})."""

@@ -175,8 +175,9 @@ def test_2_a_stale_isr_shrink_never_acknowledges_writes_only_the_leader_has(make
         producer.close(1)
     stored, _ = read_everything(c.bootstrap_of(*others), "shrink", 3)
     lost = sorted(v for v, at in producer.acked.items() if stored.get(at) != v)
+    alone = sorted(set(acked_while_alone) - set(before))
     assert not lost, (f"acknowledged but lost: {lost} (acknowledged while the followers were "
-                      f"paused: {sorted(set(acked_while_alone) - set(before))}; producer errors {producer.errors[:3]})")
+                      f"paused: {alone}; producer errors {producer.errors[:3]})")
     assert not producer.errors and undelivered == 0, producer.errors[:3]
 
 
@@ -325,8 +326,9 @@ def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
     c = make_cluster(3)
     asked = {0: [3, 2, 1], 1: [3, 1, 2], 2: [2, 1, 3]}
     admin = c.admin()
-    admin.create_topics([NewTopic("placed", num_partitions=3, replica_assignment=[asked[p] for p in sorted(asked)])]
-                        )["placed"].result(30)
+    topic = NewTopic("placed", num_partitions=3,
+                     replica_assignment=[asked[p] for p in sorted(asked)])
+    admin.create_topics([topic])["placed"].result(30)
     placement = wait_for(lambda: c.partitions("placed"), "leaders for the topic")
     assert {p: replicas for p, (_, replicas, _) in placement.items()} == asked
     assert {p: leader for p, (leader, _, _) in placement.items()} == {0: 3, 1: 3, 2: 2}
@@ -349,7 +351,8 @@ def high_watermark(bootstrap, topic, partition):
 
 def _log_bytes(c, node, topic, partition):
     """The size of a replica's partition log on disk (a follower stores the leader's bytes)."""
-    return sum(f.stat().st_size for f in (c.broker(node).log_dir / f"{topic}-{partition}").glob("*.log"))
+    directory = c.broker(node).log_dir / f"{topic}-{partition}"
+    return sum(f.stat().st_size for f in directory.glob("*.log"))
 
 
 def test_a_restarted_replica_keeps_its_high_watermark_not_its_log_end(make_cluster):
