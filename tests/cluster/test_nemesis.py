@@ -83,7 +83,8 @@ def run_nemesis(make_cluster, seed, seconds):
                             for p in range(PARTITIONS)} for b in c.brokers}
     history = History(
         acked=[a for w in writers for a in w.acked], failed=[f for w in writers for f in w.failed],
-        undelivered=undelivered, reads=reader.reads, served=served, replicas=replicas,
+        undelivered=undelivered, reads=reader.reads, values_read=reader.values_read,
+        served=served, replicas=replicas,
         problems=[f for w in writers for f in dict.fromkeys(w.fatal)]
         + reader.conflicting_reads + reader.commit_regressions
         + reader.fetched_regressions + ([f"nemesis error: {nemesis.error!r}"]
