@@ -18,3 +18,13 @@ def make_cluster(tmp_path):
     yield make
     for c in started:
         c.destroy()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The long nemesis runs only when asked for by its marker (`-m nemesis_long`)."""
+    if "nemesis_long" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="long nemesis: run with -m nemesis_long")
+    for item in items:
+        if "nemesis_long" in item.keywords:
+            item.add_marker(skip)
