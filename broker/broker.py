@@ -22,6 +22,7 @@ from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .peer_channel import PeerChannel
 from .peer_connections import PeerConnections
+from .producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
 from .quorum_store import QuorumMetadataStore
 from .replica_manager import ReplicaManager
 from .server import BrokerServer
@@ -47,8 +48,12 @@ class Broker:
         if config.quorum_voters:
             self.peers = PeerChannel(config.node_id)
             self.store = self.quorum = QuorumMetadataStore(config, self.peers)
+            self.producer_ids = quorum_blocks(self)
         else:
             self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
+            self.producer_ids = local_blocks(self.store)
+        self.producer_id_allocator = ProducerIdAllocator(self.quorum) if self.is_controller \
+            else None
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
         self.logs = LogManager(data_dir)

@@ -1,10 +1,12 @@
 """Admin requests in a replicated cluster go to the active controller, wherever they arrive.
 
-Clients send CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs and InitProducerId to any broker (Kafka's brokers forward them the same way). The active controller
-runs the ordinary handler, whose metadata writes are appended through the quorum, and answers
-once they are committed; any other broker forwards the request as it came and relays the
-answer. With no controller reachable the request is answered NOT_CONTROLLER (retriable).
+Clients send CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and
+IncrementalAlterConfigs to any broker (Kafka's brokers forward them the same way). The active
+controller runs the ordinary handler, whose metadata writes are appended through the quorum, and
+answers once they are committed; any other broker forwards the request as it came and relays the
+answer. With no controller reachable, or a controller that cannot commit, the request is
+answered NOT_CONTROLLER (retriable). InitProducerId is not forwarded: every broker answers it
+from the producer id blocks the controller committed for it (broker/producer_ids.py).
 """
 import asyncio
 import logging
@@ -21,8 +23,7 @@ log = logging.getLogger("minilog.broker.router")
 NEEDS_METADATA = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR})
 CATCH_UP_WAIT_S = 10.0
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-                       ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-                       ApiKey.INIT_PRODUCER_ID})
+                       ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
 _CREATE = request(ApiKey.CREATE_TOPICS)
 COMMIT_TIMEOUT_S = 10.0
 FIND_CONTROLLER_S = 5.0
@@ -53,7 +54,7 @@ class ControllerRouter:
     async def handle(self, key, header, req, handler):
         if key in NEEDS_METADATA and not self.store.raft.caught_up.is_set():
             await wait_set(self.store.raft.caught_up, CATCH_UP_WAIT_S)
-        if key not in FORWARDED or (key == ApiKey.INIT_PRODUCER_ID and req.producer_id >= 0):
+        if key not in FORWARDED:
             return await handler(self.broker, header, req)
         deadline = time.monotonic() + FIND_CONTROLLER_S
         while True:
@@ -64,7 +65,9 @@ class ControllerRouter:
                 resp = await handler(self.broker, header, req)
                 if not await raft.wait_committed(raft.partition.log_end_offset - 1,
                                                  COMMIT_TIMEOUT_S):
-                    return not_controller(key, req)  # it may never commit: promise nothing
+                    log.warning("%s not committed within %.0fs: answered NOT_CONTROLLER",
+                                ApiKey(key).name, COMMIT_TIMEOUT_S)
+                    return not_controller(key, req)
                 return resp
             leader = raft.leader_id
             if not raft.is_leader and leader is not None and leader in raft.voters:

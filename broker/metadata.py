@@ -178,11 +178,12 @@ class LocalMetadataStore:
         self.image.topics[name].configs = dict(configs)
         self._save()
 
-    def allocate_producer_id(self):
-        pid = self.image.next_producer_id
-        self.image.next_producer_id += 1
+    def allocate_producer_id_block(self, size: int) -> int:
+        """The first of `size` producer ids, saved as given out before anyone uses them."""
+        start = self.image.next_producer_id
+        self.image.next_producer_id += size
         self._save()
-        return pid
+        return start
 
 
 def _short_uuid():

@@ -172,8 +172,3 @@ class QuorumMetadataStore:
 
     def set_topic_configs(self, name, configs):
         self.append([records.configs_record(name, dict(configs))])
-
-    def allocate_producer_id(self):
-        pid = self.working.next_producer_id
-        self.append([records.producer_ids_record(pid + 1)])
-        return pid

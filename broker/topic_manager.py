@@ -195,6 +195,3 @@ class TopicManager:
                 if partition is not None:
                     partition.apply_config(config)
         return 0, None
-
-    def allocate_producer_id(self):
-        return self.store.allocate_producer_id()

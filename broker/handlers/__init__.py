@@ -37,7 +37,7 @@ def controller_apis():
         ApiKey.END_QUORUM_EPOCH, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
         ApiKey.ALTER_PARTITION, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CLUSTER})
+        ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER})
 
 
 def served(broker):
@@ -77,6 +77,7 @@ from . import (  # noqa: F401
     list_offsets,
     metadata,
     produce,
+    producer_ids,
     quorum,
     topics,
 )

@@ -1,4 +1,4 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, InitProducerId."""
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from . import handles, leader_partition
@@ -7,7 +7,6 @@ _CREATE = response(ApiKey.CREATE_TOPICS)
 _DELETE = response(ApiKey.DELETE_TOPICS)
 _PARTS = response(ApiKey.CREATE_PARTITIONS)
 _RECORDS = response(ApiKey.DELETE_RECORDS)
-_PID = response(ApiKey.INIT_PRODUCER_ID)
 
 
 @handles(ApiKey.CREATE_TOPICS, 2, 7)
@@ -96,15 +95,3 @@ async def delete_records(broker, header, req):
                                        low_watermark=low, error_code=0))
         topics.append(_RECORDS.make("topics", name=t.name, partitions=parts))
     return _RECORDS.cls(throttle_time_ms=0, topics=topics)
-
-
-@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
-async def init_producer_id(broker, header, req):
-    if req.transactional_id is not None:
-        # No transaction coordinator: transactional producers are refused, idempotent ones served.
-        return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    # Without a transactional id Kafka ignores any producer id and epoch sent (a KIP-360 bump
-    # request included) and hands out a new id: bumping the one sent would let any client
-    # fence any producer.
-    return _PID.cls(throttle_time_ms=0, error_code=0,
-                    producer_id=broker.topics.allocate_producer_id(), producer_epoch=0)

@@ -631,4 +631,145 @@ OffsetForLeaderEpochResponse 23 2-4 flex4
       partition int32
       leader_epoch int32 =-1
       end_offset int64 =-1
+AllocateProducerIdsRequest 67 0-0 flex0
+  broker_id int32
+  broker_epoch int64 =-1
+AllocateProducerIdsResponse 67 0-0 flex0
+  throttle_time_ms int32
+  error_code int16
+  producer_id_start int64
+  producer_id_len int32
+AddPartitionsToTxnRequest 24 0-5 flex3
+  transactions [] v4+
+    transactional_id string v4+
+    producer_id int64 v4+
+    producer_epoch int16 v4+
+    verify_only bool v4+ =False
+    topics [] v4+
+      name string
+      partitions []int32
+  v3_and_below_transactional_id string v0-3
+  v3_and_below_producer_id int64 v0-3
+  v3_and_below_producer_epoch int16 v0-3
+  v3_and_below_topics [] v0-3
+    name string
+    partitions []int32
+AddPartitionsToTxnResponse 24 0-5 flex3
+  throttle_time_ms int32
+  error_code int16 v4+
+  results_by_transaction [] v4+
+    transactional_id string v4+
+    topic_results [] v4+
+      name string
+      results_by_partition []
+        partition_index int32
+        partition_error_code int16
+  results_by_topic_v3_and_below [] v0-3
+    name string
+    results_by_partition []
+      partition_index int32
+      partition_error_code int16
+AddOffsetsToTxnRequest 25 0-4 flex3
+  transactional_id string
+  producer_id int64
+  producer_epoch int16
+  group_id string
+AddOffsetsToTxnResponse 25 0-4 flex3
+  throttle_time_ms int32
+  error_code int16
+TxnOffsetCommitRequest 28 0-4 flex3
+  transactional_id string
+  group_id string
+  producer_id int64
+  producer_epoch int16
+  generation_id int32 v3+ =-1
+  member_id string v3+
+  group_instance_id string v3+ null3+
+  topics []
+    name string
+    partitions []
+      partition_index int32
+      committed_offset int64
+      committed_leader_epoch int32 v2+ =-1
+      committed_metadata string null0+
+TxnOffsetCommitResponse 28 0-4 flex3
+  throttle_time_ms int32
+  topics []
+    name string
+    partitions []
+      partition_index int32
+      error_code int16
+EndTxnRequest 26 0-5 flex3
+  transactional_id string
+  producer_id int64
+  producer_epoch int16
+  committed bool
+EndTxnResponse 26 0-5 flex3
+  throttle_time_ms int32
+  error_code int16
+  producer_id int64 v5+ =-1
+  producer_epoch int16 v5+ =-1
+WriteTxnMarkersRequest 27 0-1 flex1
+  markers []
+    producer_id int64
+    producer_epoch int16
+    transaction_result bool
+    topics []
+      name string
+      partition_indexes []int32
+    coordinator_epoch int32
+WriteTxnMarkersResponse 27 0-1 flex1
+  markers []
+    producer_id int64
+    topics []
+      name string
+      partitions []
+        partition_index int32
+        error_code int16
+DescribeTransactionsRequest 65 0-0 flex0
+  transactional_ids []string
+DescribeTransactionsResponse 65 0-0 flex0
+  throttle_time_ms int32
+  transaction_states []
+    error_code int16
+    transactional_id string
+    transaction_state string
+    transaction_timeout_ms int32
+    transaction_start_time_ms int64
+    producer_id int64
+    producer_epoch int16
+    topics []
+      topic string
+      partitions []int32
+ListTransactionsRequest 66 0-1 flex0
+  state_filters []string
+  producer_id_filters []int64
+  duration_filter int64 v1+ =-1
+ListTransactionsResponse 66 0-1 flex0
+  throttle_time_ms int32
+  error_code int16
+  unknown_state_filters []string
+  transaction_states []
+    transactional_id string
+    producer_id int64
+    transaction_state string
+DescribeProducersRequest 61 0-0 flex0
+  topics []
+    name string
+    partition_indexes []int32
+DescribeProducersResponse 61 0-0 flex0
+  throttle_time_ms int32
+  topics []
+    name string
+    partitions []
+      partition_index int32
+      error_code int16
+      error_message string null0+
+      active_producers []
+        producer_id int64
+        producer_epoch int32
+        last_sequence int32 =-1
+        last_timestamp int64 =-1
+        coordinator_epoch int32
+        current_txn_start_offset int64 =-1
 '''
