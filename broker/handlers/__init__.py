@@ -80,4 +80,5 @@ from . import (  # noqa: F401
     producer_ids,
     quorum,
     topics,
+    transactions,
 )

@@ -1,0 +1,56 @@
+"""Transactions on three brokers with RF=3 topics: the coordinator's state replicated in
+`__transaction_state`, markers written by other brokers' partitions, and coordinator failover."""
+import pytest
+from minilog.connector.protocol import ApiKey, request
+from txntools import produce_in_txn, read_all, txn_producer
+from wire import RawConnection
+from clustertools import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+TXN = {"transaction.state.log.num.partitions": 3}
+
+
+def _coordinator_of(c, txn_id):
+    """The node FindCoordinator names for `txn_id` (key type 1), once it names one."""
+    req = request(ApiKey.FIND_COORDINATOR)
+
+    def ask():
+        conn = RawConnection(c.bootstrap_of(*c.alive()).split(",")[0])
+        try:
+            answer = conn.call(ApiKey.FIND_COORDINATOR, 3, req.cls(key=txn_id, key_type=1))
+        finally:
+            conn.close()
+        return answer.node_id if answer.error_code == 0 else None
+    return wait_for(ask, f"a transaction coordinator for {txn_id}")
+
+
+def test_commit_and_abort_across_three_brokers(make_cluster):
+    c = make_cluster(3, **TXN)
+    c.create_topic("spread", partitions=3, rf=3)
+    p = txn_producer(c.bootstrap, "spread-1")
+    for prefix, commit in ((b"c", True), (b"a", False), (b"d", True)):
+        p.begin_transaction()
+        for part in range(3):
+            produce_in_txn(p, "spread", [prefix + b"%d-%d" % (part, i) for i in range(4)], part)
+        p.commit_transaction(60) if commit else p.abort_transaction(60)
+    got = read_all(c.bootstrap, "spread", "read_committed", 24, partitions=3)
+    assert sorted(got) == sorted(b"%s%d-%d" % (x, part, i) for x in (b"c", b"d")
+                                 for part in range(3) for i in range(4))
+
+
+def test_an_open_transaction_commits_after_its_coordinator_is_killed(make_cluster):
+    c = make_cluster(3, **TXN)
+    c.create_topic("failover", partitions=1, rf=3)
+    p = txn_producer(c.bootstrap, "failover-1")
+    p.begin_transaction()
+    produce_in_txn(p, "failover", [b"before-%d" % i for i in range(5)])
+    coordinator = _coordinator_of(c, "failover-1")
+    c.broker(coordinator).kill()
+    # the new coordinator loads the open transaction from the replicated log
+    wait_for(lambda: _coordinator_of(c, "failover-1") != coordinator, "a new coordinator")
+    produce_in_txn(p, "failover", [b"after-%d" % i for i in range(5)])
+    p.commit_transaction(120)
+    rest = [n for n in (1, 2, 3) if n != coordinator]
+    got = read_all(c.bootstrap_of(*rest), "failover", "read_committed", 10)
+    assert got == [b"before-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(5)]
