@@ -6,6 +6,7 @@ from brokers import MinilogBroker
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from test_groups import _create
 from txntools import list_offset, produce_in_txn, read_all, txn_producer
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -119,3 +120,26 @@ def test_transactions_survive_kill_9(make_broker):
     produce_in_txn(fresh, "durable", [b"c3"])
     fresh.commit_transaction(60)
     assert read_all(b.bootstrap, "durable", "read_committed", 4) == [b"c0", b"c1", b"c2", b"c3"]
+
+
+def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(make_broker):
+    b = make_broker(extra=SMALL + [
+        "-o", "transaction.abort.timed.out.transaction.cleanup.interval.ms=300"])
+    _create(b.bootstrap, "slow", 1)
+    p = txn_producer(b.bootstrap, "slow-1", **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    produce_in_txn(p, "slow", [b"never-committed"])
+    assert list_offset(b.bootstrap, "slow", 0, isolation_level=1) == 0
+    # the abort marker moves the last stable offset past the record
+    wait_until(lambda: list_offset(b.bootstrap, "slow", 0, isolation_level=1) == 2,
+               timeout=60, what="the timed-out transaction to be aborted")
+    with pytest.raises(KafkaException):
+        p.commit_transaction(30)
+    assert read_all(b.bootstrap, "slow", "read_committed", 0) == []
+
+
+def test_a_timeout_above_transaction_max_timeout_ms_is_refused(make_broker):
+    b = make_broker(extra=SMALL + ["-o", "transaction.max.timeout.ms=5000"])
+    with pytest.raises(KafkaException) as e:
+        txn_producer(b.bootstrap, "too-long", **{"transaction.timeout.ms": 10000})
+    assert e.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT

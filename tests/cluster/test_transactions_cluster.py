@@ -54,3 +54,25 @@ def test_an_open_transaction_commits_after_its_coordinator_is_killed(make_cluste
     rest = [n for n in (1, 2, 3) if n != coordinator]
     got = read_all(c.bootstrap_of(*rest), "failover", "read_committed", 10)
     assert got == [b"before-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(5)]
+
+
+def test_a_new_coordinator_finishes_a_commit_its_predecessor_prepared(make_cluster):
+    # a dedicated controller keeps the quorum while two brokers are down
+    c = make_cluster(3, controllers=1, **TXN)
+    c.create_topic("prepared", partitions=1, rf=1)
+    (holder, _, _), = c.partitions("prepared").values()
+    txn_id = next(t for t in (f"prepared-{i}" for i in range(50))
+                  if _coordinator_of(c, t) != holder)
+    coordinator = _coordinator_of(c, txn_id)
+    p = txn_producer(c.bootstrap, txn_id)
+    p.begin_transaction()
+    produce_in_txn(p, "prepared", [b"v%d" % i for i in range(5)])
+    c.pause(holder)  # the marker cannot be written while the partition's only replica is out
+    try:
+        p.commit_transaction(120)  # answered once PREPARE_COMMIT is stored
+        c.broker(coordinator).kill()
+    finally:
+        c.resume(holder)
+    survivor = next(n for n in (1, 2, 3) if n not in (holder, coordinator))
+    got = read_all(c.bootstrap_of(survivor, holder), "prepared", "read_committed", 5)
+    assert got == [b"v%d" % i for i in range(5)]
