@@ -191,6 +191,26 @@ class TransactionCoordinator:
             self.txns[md.transactional_id] = md
         return code
 
+    # -- DescribeTransactions, ListTransactions -------------------------------------------------
+    def describe(self, txn_id: str) -> tuple[int, TxnMetadata | None]:
+        error = self.validate(txn_id)
+        if error:
+            return error, None
+        md = self.txns.get(txn_id)
+        if md is None or md.producer_epoch < 0:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return 0, md
+
+    def list(self, states: set, producer_ids: set, min_duration_ms: int) -> list[TxnMetadata]:
+        """The transactional ids loaded here, filtered as ListTransactions asks (a duration
+        keeps those open for longer than it)."""
+        now = now_ms()
+        return [md for md in self.txns.values() if md.producer_epoch >= 0
+                and (not states or md.state in states)
+                and (not producer_ids or md.producer_id in producer_ids)
+                and (min_duration_ms < 0 or (md.state == s.ONGOING
+                                             and now - md.start_ms > min_duration_ms))]
+
     # -- InitProducerId -------------------------------------------------------------------------
     async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int,
                                epoch: int) -> tuple[int, int, int]:

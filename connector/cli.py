@@ -7,6 +7,7 @@
     minilog consume TOPIC                      records to stdout, formatted with -f like kcat
     minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
+    minilog transactions list|describe                 transactions (see cli_transactions.py)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092) and `-X key=value`
 (any client setting, Kafka's names). A user error (bad flag, bad setting, unknown topic,
@@ -17,7 +18,7 @@ import os
 import sys
 import time
 
-from minilog.connector import cli_groups
+from minilog.connector import cli_groups, cli_transactions
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
@@ -121,6 +122,7 @@ def build_parser():
                        help="first offset with a timestamp at or after MS")
 
     cli_groups.add_parser(sub, common)
+    cli_transactions.add_parser(sub, common)
     return parser
 
 
@@ -391,8 +393,12 @@ def _groups(args, out):
     cli_groups.run(args, out, sys.stderr, _settings(args))
 
 
+def _transactions(args, out):
+    cli_transactions.run(args, out, _settings(args))
+
+
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
-            "groups": _groups}
+            "groups": _groups, "transactions": _transactions}
 
 
 def main(argv=None):

@@ -6,6 +6,9 @@ from minilog.connector.protocol import ApiKey, request
 from wire import RawConnection
 
 DEADLINE = 60.0
+# a broker's internal topics small enough to create in a moment on a loaded machine
+SMALL = ["-o", "transaction.state.log.num.partitions=4", "-o", "offsets.topic.num.partitions=4",
+         "-o", "group.initial.rebalance.delay.ms=0"]
 
 
 def txn_producer(bootstrap, txn_id, **extra):

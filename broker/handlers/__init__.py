@@ -81,4 +81,5 @@ from . import (  # noqa: F401
     quorum,
     topics,
     transactions,
+    txn_describe,
 )

@@ -5,13 +5,11 @@ import pytest
 from brokers import MinilogBroker
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from test_groups import _create
-from txntools import list_offset, produce_in_txn, read_all, txn_producer
+from txntools import SMALL, list_offset, produce_in_txn, read_all, txn_producer
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
-SMALL = ["-o", "transaction.state.log.num.partitions=4", "-o", "offsets.topic.num.partitions=4",
-         "-o", "group.initial.rebalance.delay.ms=0"]
 
 
 @pytest.fixture(scope="module")
