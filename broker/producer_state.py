@@ -135,6 +135,9 @@ class ProducerAppend:
 
     def commit(self):
         self._manager._producers.update(self._staged)
+        if not self._manager.transactional:
+            self._manager.transactional = any(e.txn_first_offset >= 0
+                                              for e in self._staged.values())
         self._staged = {}
 
 
@@ -144,6 +147,8 @@ class ProducerStateManager:
     def __init__(self, dir):
         self.dir = Path(dir)
         self._producers = {}
+        # whether any transaction was seen: until then the first unstable offset costs nothing
+        self.transactional = False
 
     @property
     def producers(self):
@@ -175,6 +180,7 @@ class ProducerStateManager:
         self._producers[producer_id] = _update(self._producers.get(producer_id), producer_id,
                                                producer_epoch, first_seq, last_seq, first_offset,
                                                last_offset, timestamp, transactional)
+        self.transactional |= transactional
 
     def update_from_header(self, h):
         """Replay one stored data batch header (offsets already assigned); markers go through
@@ -206,6 +212,7 @@ class ProducerStateManager:
         if entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        self.transactional = True
 
     def end_transaction(self, producer_id, epoch, timestamp=-1):
         """A commit or abort marker of `producer_id` was written: return the first offset of
@@ -222,6 +229,8 @@ class ProducerStateManager:
 
     def first_unstable_offset(self):
         """The first offset of the oldest open transaction, or None."""
+        if not self.transactional:
+            return None
         firsts = [e.txn_first_offset for e in self._producers.values() if e.txn_first_offset >= 0]
         return min(firsts) if firsts else None
 
@@ -308,6 +317,8 @@ class ProducerStateManager:
             path = self._path(offset)
             try:
                 self._producers = self._parse(path.read_bytes(), offset)
+                self.transactional |= any(e.txn_first_offset >= 0
+                                          for e in self._producers.values())
                 return offset
             except (ValueError, struct.error, OSError):
                 path.unlink(missing_ok=True)

@@ -11,18 +11,19 @@ pytestmark = pytest.mark.timeout(300)
 TXN = {"transaction.state.log.num.partitions": 3}
 
 
-def _coordinator_of(c, txn_id):
-    """The node FindCoordinator names for `txn_id` (key type 1), once it names one."""
+def _coordinator_of(c, key, key_type=1):
+    """The node FindCoordinator names for `key` (a transactional id, or with key type 0 a
+    group), once it names one."""
     req = request(ApiKey.FIND_COORDINATOR)
 
     def ask():
         conn = RawConnection(c.bootstrap_of(*c.alive()).split(",")[0])
         try:
-            answer = conn.call(ApiKey.FIND_COORDINATOR, 3, req.cls(key=txn_id, key_type=1))
+            answer = conn.call(ApiKey.FIND_COORDINATOR, 3, req.cls(key=key, key_type=key_type))
         finally:
             conn.close()
         return answer.node_id if answer.error_code == 0 else None
-    return wait_for(ask, f"a transaction coordinator for {txn_id}")
+    return wait_for(ask, f"the coordinator of {key}")
 
 
 def test_commit_and_abort_across_three_brokers(make_cluster):
@@ -76,3 +77,28 @@ def test_a_new_coordinator_finishes_a_commit_its_predecessor_prepared(make_clust
     survivor = next(n for n in (1, 2, 3) if n not in (holder, coordinator))
     got = read_all(c.bootstrap_of(survivor, holder), "prepared", "read_committed", 5)
     assert got == [b"v%d" % i for i in range(5)]
+
+
+def test_offsets_sent_to_a_transaction_reach_a_coordinator_on_another_broker(make_cluster):
+    from confluent_kafka import Consumer, TopicPartition
+    c = make_cluster(3, **TXN)
+    c.create_topic("copied", partitions=1, rf=3)
+    # a group whose offsets partition another broker leads than the transaction's coordinator
+    p = txn_producer(c.bootstrap, "copier-1")
+    txn_node = _coordinator_of(c, "copier-1")
+    group = next(g for g in (f"copiers-{i}" for i in range(60))
+                 if _coordinator_of(c, g, key_type=0) != txn_node)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group})
+    try:
+        p.begin_transaction()
+        produce_in_txn(p, "copied", [b"row"])
+        p.send_offsets_to_transaction([TopicPartition("copied", 0, 17)],
+                                      consumer.consumer_group_metadata(), 60)
+        p.commit_transaction(60)
+        committed = wait_for(lambda: consumer.committed([TopicPartition("copied", 0)],
+                                                        timeout=10)[0].offset == 17 or None,
+                             "the offset committed with the transaction")
+        assert committed
+    finally:
+        consumer.close()
+
