@@ -111,6 +111,9 @@ def build_parser():
     p.add_argument("--group", "-G", metavar="GROUP",
                    help="consume as a member of this consumer group: its partitions, from its "
                         "committed offsets (else the earliest), committing as it goes")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   help="read_committed: only records of committed transactions, up to the "
+                        "last stable offset (default read_uncommitted, as Kafka's tools)")
 
     p = sub.add_parser("offsets", parents=[common], help="earliest/latest offsets or by time")
     p.add_argument("topic")
@@ -298,6 +301,8 @@ def _consume(args, out):
     fmt = compile_format(args.format)
     conf = _settings(args)
     conf.setdefault("auto.offset.reset", "earliest")
+    if args.isolation_level is not None:
+        conf["isolation.level"] = args.isolation_level
     if args.group is not None:
         return _consume_group(args, conf, fmt, out)
     with Consumer(conf) as consumer:

@@ -69,3 +69,16 @@ def test_describe_producers_shows_the_open_transaction_start(tbroker):
     assert (part.error_code, producer.current_txn_start_offset, producer.last_sequence) == \
         (0, 0, 1)
     p.abort_transaction(60)
+
+
+def test_consume_with_read_committed_prints_only_committed_records(tbroker):
+    bs, topic = tbroker.bootstrap, f"iso-{uuid.uuid4().hex[:8]}"
+    ok("topics", "create", topic, "-b", bs)
+    p = txn_producer(bs, f"iso-{topic}")
+    for value, commit in ((b"kept", True), (b"dropped", False)):
+        p.begin_transaction()
+        produce_in_txn(p, topic, [value])
+        p.commit_transaction(60) if commit else p.abort_transaction(60)
+    args = ("consume", topic, "--from-beginning", "--exit", "-f", "%s\\n", "-b", bs)
+    assert ok(*args, "--isolation-level", "read_committed").split() == ["kept"]
+    assert ok(*args).split() == ["kept", "dropped"]

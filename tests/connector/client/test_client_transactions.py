@@ -98,3 +98,26 @@ def test_sending_outside_a_transaction_is_refused(broker):
             p.send(make_topic(broker.bootstrap), b"v")
     finally:
         p.close()
+
+
+def test_a_read_committed_position_moves_past_an_aborted_transaction_at_the_end(broker):
+    topic = make_topic(broker.bootstrap)
+    p = _producer(broker.bootstrap, unique("tail"))
+    try:
+        _write(p, topic, [b"kept"], commit=True)
+        _write(p, topic, [b"dropped-%d" % i for i in range(3)], commit=False)
+    finally:
+        p.close()
+    tp = TopicPartition(topic, 0)
+    with Consumer({"bootstrap.servers": broker.bootstrap,
+                   "isolation.level": "read_committed"}) as c:
+        c.assign([tp])
+        c.seek(tp, 0)
+        end = c.end_offsets([tp])[tp]
+        assert end == 6  # kept, its marker, three aborted records, their marker
+        got = []
+        for _ in range(40):
+            got += [r.value for r in c.poll(0.5)]
+            if c.position(tp) >= end:
+                break
+        assert (got, c.position(tp)) == ([b"kept"], end)
