@@ -4,9 +4,11 @@ committed with the transaction, and the state surviving kill -9."""
 import pytest
 from brokers import MinilogBroker
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_groups import _create
 from txntools import SMALL, list_offset, produce_in_txn, read_all, txn_producer
 from waiting import wait_until
+from wire import RawConnection
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -141,3 +143,26 @@ def test_a_timeout_above_transaction_max_timeout_ms_is_refused(make_broker):
     with pytest.raises(KafkaException) as e:
         txn_producer(b.bootstrap, "too-long", **{"transaction.timeout.ms": 10000})
     assert e.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_kip360_epoch_bump_of_a_transactional_producer(txn_broker):
+    """InitProducerId with the current id and epoch bumps the epoch; a retry of that bump
+    gets the same answer; a stale epoch is fenced."""
+    conn = RawConnection(txn_broker.bootstrap)
+    try:
+        find = request(ApiKey.FIND_COORDINATOR)
+        wait_until(lambda: conn.call(ApiKey.FIND_COORDINATOR, 3, find.cls(
+            key="bumped-1", key_type=1)).error_code == 0, what="a transaction coordinator")
+
+        def init(pid=-1, epoch=-1):
+            r = conn.call(ApiKey.INIT_PRODUCER_ID, 4, request(ApiKey.INIT_PRODUCER_ID).cls(
+                transactional_id="bumped-1", transaction_timeout_ms=60000, producer_id=pid,
+                producer_epoch=epoch))
+            return r.error_code, r.producer_id, r.producer_epoch
+        code, pid, epoch = init()
+        assert (code, epoch) == (0, 0)
+        assert init(pid, 0) == (0, pid, 1)
+        assert init(pid, 0) == (0, pid, 1)  # the same bump, retried
+        assert init(pid, 7)[0] == ErrorCode.PRODUCER_FENCED
+    finally:
+        conn.close()
