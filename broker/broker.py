@@ -28,6 +28,7 @@ from .replica_manager import ReplicaManager
 from .server import BrokerServer
 from .startup import data_summary, is_new
 from .topic_manager import TopicManager
+from .txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger("minilog.broker")
 
@@ -60,7 +61,7 @@ class Broker:
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
         self.server = None
-        self.groups = self.cleaner = None
+        self.groups = self.cleaner = self.txn = None
         self._tasks = []
         self._stopped = None
 
@@ -92,6 +93,7 @@ class Broker:
         self._open_logs()
         if self.is_broker:
             self.groups = GroupCoordinator(self).start()
+            self.txn = TransactionCoordinator(self).start()
             self.cleaner = LogCleaner(self).start()
         host, port = self.config.listen_address
         self.server = await BrokerServer(self, host, port, self._listener).start()
@@ -153,6 +155,8 @@ class Broker:
                 if part is not None:
                     await part.stop()
             await self.quorum.raft.stop()
+        if self.txn:
+            await self.txn.stop()
         if self.groups:
             await self.groups.stop()
         if self.cleaner:

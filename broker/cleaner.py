@@ -22,6 +22,10 @@ hold fewer records than its offset span; a batch whose records all stay (and nee
 copied byte for byte, and the last batch of a group stays (possibly empty) so the new segment
 ends where the old ones did. The swap itself is `Log.replace_segments`. How far each log has
 been cleaned is kept in Kafka's `cleaner-offset-checkpoint` file in the data directory.
+
+Transactions, as Kafka's cleaner: only segments below the last stable offset are cleanable (an
+open transaction's records are not yet decided), records of aborted transactions count for no
+key and are removed, and transaction markers stay.
 """
 import asyncio
 import logging
@@ -94,7 +98,7 @@ class LogCleaner:
             if "compact" not in lg.config.cleanup_policy.split(","):
                 continue
             try:
-                saved += self.clean_log((topic, index), lg, partition.high_watermark,
+                saved += self.clean_log((topic, index), lg, partition.last_stable_offset,
                                         self._topic_configs(topic))
             except _Stopped:
                 break
@@ -110,7 +114,8 @@ class LogCleaner:
 
     def clean_log(self, key, lg, high_watermark, configs, now_ms=None):
         """Clean one log if its dirty ratio, or a passed delete horizon, asks for it; returns
-        the bytes removed."""
+        the bytes removed. `high_watermark`: the partition's last stable offset (segments
+        reaching past it are not cleaned)."""
         delete_retention_ms, min_lag_ms, min_ratio = configs
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         cleanable = []
@@ -135,12 +140,14 @@ class LogCleaner:
             dirty = sum(s.size for s in cleanable if s.next_offset > first_dirty)
             if not total or dirty / total < min_ratio:
                 return 0
+        aborted = _aborted_batches(lg, cleanable[0].base_offset, end)
         keys = self._offset_map([s for s in cleanable if s.next_offset > first_dirty],
-                                first_dirty)
+                                first_dirty, aborted)
         self._next_horizon.pop(key, None)  # until this cleaning has finished and knows it again
         saved, horizons = 0, []
         for group in _groups(cleanable, lg.config.segment_bytes):
-            removed, group_horizon = self._clean_group(lg, group, keys, now, delete_retention_ms)
+            removed, group_horizon = self._clean_group(lg, group, keys, now, delete_retention_ms,
+                                                       aborted)
             saved += removed
             if group_horizon is not None:
                 horizons.append(group_horizon)
@@ -153,19 +160,19 @@ class LogCleaner:
             log.info("cleaned %s-%d up to offset %d: %d bytes removed", *key, end, saved)
         return saved
 
-    def _offset_map(self, segments, first_dirty):
-        """key -> offset of its last record in the dirty segments."""
+    def _offset_map(self, segments, first_dirty, aborted):
+        """key -> offset of its last record in the dirty segments (aborted ones left out)."""
         keys = {}
         for seg in segments:
             for raw, h in self._batches(seg):
-                if h.is_control or h.last_offset < first_dirty:
+                if h.is_control or h.last_offset < first_dirty or aborted(h):
                     continue
                 for _, _, _, delta, key, _ in record_spans(batch_payload(raw, h), h.record_count):
                     if key is not None and h.base_offset + delta >= first_dirty:
                         keys[key] = h.base_offset + delta
         return keys
 
-    def _clean_group(self, lg, group, keys, now, delete_retention_ms):
+    def _clean_group(self, lg, group, keys, now, delete_retention_ms, aborted):
         """Rewrite one group of segments into one. Returns the bytes removed (0 if unchanged)
         and the earliest delete horizon of the tombstones kept (None if none is)."""
         base = group[0].base_offset
@@ -176,7 +183,8 @@ class LogCleaner:
             with open(out_path, "wb") as out:
                 for seg in group:
                     for raw, h in self._batches(seg):
-                        kept, kept_horizon = _filter_batch(raw, h, keys, now, delete_retention_ms)
+                        kept, kept_horizon = (None, None) if aborted(h) else \
+                            _filter_batch(raw, h, keys, now, delete_retention_ms)
                         changed |= kept is not raw
                         last = (h, kept)
                         if kept_horizon is not None and (horizon is None or kept_horizon < horizon):
@@ -269,6 +277,22 @@ def _earliest_horizon(segments):
     horizons = [h.delete_horizon_ms for seg in segments for h in seg.iter_headers()
                 if h.delete_horizon_ms is not None]
     return min(horizons, default=None)
+
+
+def _aborted_batches(lg, start, end):
+    """A test of batch headers: whether the batch belongs to a transaction aborted in
+    [start, end) (its producer's aborted transaction spans its offset)."""
+    spans = {}
+    for a in lg.aborted_transactions(start, end):
+        spans.setdefault(a.producer_id, []).append((a.first_offset, a.last_offset))
+    if not spans:
+        return lambda h: False
+
+    def aborted(h):
+        if not h.is_transactional or h.is_control:
+            return False
+        return any(first <= h.base_offset <= last for first, last in spans.get(h.producer_id, ()))
+    return aborted
 
 
 def _filter_batch(raw, h, keys, now, delete_retention_ms):

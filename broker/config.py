@@ -64,6 +64,11 @@ BROKER_KEYS = {
     "replica.fetch.max.bytes": (int, 8 * 1024 * 1024),
     "replica.fetch.response.max.bytes": (int, 32 * 1024 * 1024),
     "offsets.topic.replication.factor": (int, 3),
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.replication.factor": (int, 3),
+    "transaction.state.log.min.isr": (int, 2),
+    "transaction.max.timeout.ms": (int, 900000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
     "metadata.log.segment.bytes": (int, 8 * 1024 * 1024),
     "auto.leader.rebalance.enable": (bool, True),
     "leader.imbalance.check.interval.seconds": (int, 300),
@@ -120,7 +125,8 @@ class BrokerConfig:
         if values["broker.id"] is not None:
             values["node.id"] = values["broker.id"]
         for key in ("num.partitions", "default.replication.factor", "message.max.bytes",
-                    "socket.request.max.bytes", "log.segment.bytes", "offsets.topic.num.partitions"):
+                    "socket.request.max.bytes", "log.segment.bytes", "offsets.topic.num.partitions",
+                    "transaction.state.log.num.partitions", "transaction.max.timeout.ms"):
             if values[key] <= 0:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
         cfg = cls(values)

@@ -20,6 +20,7 @@ from .group import Group, JoinResult, Member, SyncResult, invoke_join, invoke_sy
 from .group_offsets import GroupOffsets
 from .group_records import GroupRecord, MemberRecord, group_key, group_value
 from .group_store import OffsetsTopic, now_ms
+from .txn_offsets import PendingTxnOffsets
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: bounds a new member's parked JoinGroup
 
@@ -37,6 +38,7 @@ class GroupCoordinator(GroupOffsets):
         self.initial_delay_ms = cfg["group.initial.rebalance.delay.ms"]
         self.retention_ms = cfg["offsets.retention.minutes"] * 60000
         self.retention_check_ms = cfg["offsets.retention.check.interval.ms"]
+        self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommits awaiting their marker
         self._owned = set()    # __consumer_offsets partitions loaded and coordinated here
         self._loading = set()
         self._active = False

@@ -10,6 +10,7 @@ import logging
 from typing import NamedTuple
 
 from minilog.connector.protocol import ErrorCode
+from minilog.connector.records import CONTROL_COMMIT
 
 from . import group as g
 from .group import Group, Member
@@ -21,7 +22,8 @@ from .group_records import (
     parse_group_value,
     parse_offset_value,
 )
-from .group_store import now_ms
+from .group_store import Marker, Producer, now_ms
+from .txn_offsets import PendingTxnOffsets
 
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
@@ -68,16 +70,7 @@ class GroupOffsets:
         member = group.members.get(member_id)
         if member is not None and group.state in (g.STABLE, g.PREPARING_REBALANCE):
             self._schedule_heartbeat(group, member)
-        results, valid = {}, {}
-        topics = self.broker.metadata.topics
-        for tp, om in offsets.items():
-            ts = topics.get(tp[0])
-            if ts is None or tp[1] not in ts.partitions:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif om.metadata is not None and len(om.metadata) > OFFSET_METADATA_MAX_BYTES:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = om
+        results, valid = self._checked_offsets(offsets)
         if valid:
             error, at = await self.store.write(
                 self.store.partition_for(group_id),
@@ -89,6 +82,20 @@ class GroupOffsets:
                         group.offsets[tp], group.offsets_written_at[tp] = om, at
             results.update(dict.fromkeys(valid, error))
         return results
+
+    def _checked_offsets(self, offsets):
+        """({tp: error} for the offsets refused, {tp: offset} for those to write)."""
+        results, valid = {}, {}
+        topics = self.broker.metadata.topics
+        for tp, om in offsets.items():
+            ts = topics.get(tp[0])
+            if ts is None or tp[1] not in ts.partitions:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif om.metadata is not None and len(om.metadata) > OFFSET_METADATA_MAX_BYTES:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = om
+        return results, valid
 
     @staticmethod
     def _validate_commit(group, member_id, instance_id, generation_id):
@@ -114,7 +121,7 @@ class GroupOffsets:
     def fetch_offsets(self, group_id, partitions=None):
         """(error, [((topic, partition), OffsetAndMetadata or None)]); all when `partitions` is None.
 
-        No transactional offsets are ever pending here, so require_stable needs no waiting.
+        Offsets waiting for their transaction are not among them (see `txn_offsets`).
         """
         error = self.validate(group_id, allow_empty=True)
         if error:
@@ -124,6 +131,38 @@ class GroupOffsets:
         if partitions is None:
             return 0, sorted(offsets.items())
         return 0, [(tp, offsets.get(tp)) for tp in partitions]
+
+    # -- TxnOffsetCommit and markers ------------------------------------------------------------
+    async def commit_txn_offsets(self, group_id, producer_id, producer_epoch, member_id,
+                                 instance_id, generation_id, offsets):
+        """TxnOffsetCommit: write {(topic, partition): OffsetAndMetadata} in the producer's
+        transaction; they count once its commit marker arrives. {(topic, partition): error}."""
+        error = self.validate(group_id, allow_empty=True)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id) or self._add_group(group_id)
+        if generation_id >= 0 or member_id:  # KIP-447: the consumer's generation is checked
+            error = self._validate_commit(group, member_id, instance_id, generation_id)
+            if error:
+                return dict.fromkeys(offsets, error)
+        results, valid = self._checked_offsets(offsets)
+        if valid:
+            error, _ = await self.store.write(
+                self.store.partition_for(group_id),
+                [(offset_key(group_id, t, p), offset_value(om)) for (t, p), om in valid.items()],
+                for_commit=True, producer=Producer(producer_id, producer_epoch))
+            if not error:
+                self.txn_offsets.add(producer_id, group_id, valid)
+            results.update(dict.fromkeys(valid, error))
+        return results
+
+    def txn_marker_written(self, index, producer_id, commit):
+        """A commit or abort marker landed in `__consumer_offsets` partition `index`."""
+        done = self.txn_offsets.complete(
+            producer_id, commit, lambda group_id: self.store.partition_for(group_id) == index)
+        for group_id, offsets in done.items():
+            group = self.groups.get(group_id) or self._add_group(group_id)
+            group.offsets.update(offsets)
 
     def delete_offsets(self, group_id, partitions):
         """OffsetDelete: (group error, {(topic, partition): error})."""
@@ -213,11 +252,20 @@ class GroupOffsets:
     def load_partition(self, index):
         """Rebuild the groups of one `__consumer_offsets` partition from its records."""
         self._loading.add(index)
-        offsets, records = {}, {}
+        offsets, records, pending = {}, {}, PendingTxnOffsets()
         try:
-            for key, value in self.store.replay(index):
+            for item in self.store.replay(index):
+                if isinstance(item, Marker):
+                    done = pending.complete(item.producer_id, item.kind == CONTROL_COMMIT)
+                    for group_id, group_offsets in done.items():
+                        offsets.setdefault(group_id, {}).update(group_offsets)
+                    continue
+                key, value, producer = item
                 try:
-                    if isinstance(key, OffsetKey):
+                    if producer is not None and isinstance(key, OffsetKey) and value is not None:
+                        pending.add(producer.producer_id, key.group,
+                                    {(key.topic, key.partition): parse_offset_value(value)})
+                    elif isinstance(key, OffsetKey):
                         group_offsets = offsets.setdefault(key.group, {})
                         tp = (key.topic, key.partition)
                         if value is None:
@@ -237,6 +285,7 @@ class GroupOffsets:
                     group = Group(group_id, -1)
                     group.offsets = group_offsets
                     self.groups[group_id] = group
+            self.txn_offsets.merge(pending)  # transactions still open
         finally:
             self._loading.discard(index)
         self._owned.add(index)
@@ -248,6 +297,7 @@ class GroupOffsets:
         """This broker stops coordinating the groups of partition `index` (Kafka's
         onResignation): their parked requests get NOT_COORDINATOR and clients look again."""
         self._owned.discard(index)
+        self.txn_offsets.forget(lambda group_id: self.store.partition_for(group_id) == index)
         for group in [gr for gr in self.groups.values()
                       if self.store.partition_for(gr.group_id) == index]:
             self._unload(group)

@@ -9,13 +9,25 @@ Offset commits and group metadata are written as Kafka's coordinator writes them
 (`write`): refused while the ISR is smaller than the topic's `min.insync.replicas`, answered once
 every in-sync replica has the batch or after `offsets.commit.timeout.ms`, so an acknowledged
 commit survives the loss of its coordinator. Tombstones (`append`) are only appended here.
+A transactional offset commit is a batch of the producer's (its id and epoch, flagged
+transactional), decided later by the marker the transaction coordinator writes here.
+
+`TransactionStateTopic` is the same store for `__transaction_state`, the transaction
+coordinator's log, with its own name and settings.
 """
 import logging
 import time
 
-from minilog.connector.batch import split_batches
+from typing import NamedTuple
+
+from minilog.connector.batch import iter_batches, split_batches
 from minilog.connector.protocol import ErrorCode
-from minilog.connector.records import decode_batches, encode_batch, next_offset_after
+from minilog.connector.records import (
+    control_batch_type,
+    decode_batches,
+    encode_batch,
+    next_offset_after,
+)
 
 from .group_records import parse_key, partition_for
 from .producer_errors import append_error_code
@@ -43,27 +55,46 @@ def now_ms():
     return time.time_ns() // 1_000_000
 
 
+class Producer(NamedTuple):
+    """The transactional producer a batch is written for."""
+    producer_id: int
+    producer_epoch: int
+
+
+class Marker(NamedTuple):
+    """A transaction marker met during a replay."""
+    producer_id: int
+    kind: int  # CONTROL_ABORT or CONTROL_COMMIT
+
+
 class OffsetsTopic:
+    topic = OFFSETS_TOPIC
+    num_partitions_key = "offsets.topic.num.partitions"
+    timeout_key = "offsets.commit.timeout.ms"
+
     def __init__(self, broker):
         self.broker = broker
-        self.num_partitions = broker.config["offsets.topic.num.partitions"]
-        self.commit_timeout_ms = broker.config["offsets.commit.timeout.ms"]
+        self.num_partitions = broker.config[self.num_partitions_key]
+        self.commit_timeout_ms = broker.config[self.timeout_key]
+
+    def topic_configs(self, replication_factor: int) -> dict:
+        return {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)}
 
     def ensure(self, replication_factor=-1):
         """Create the topic on first start; an existing one keeps its partition count (as in
         Kafka, changing offsets.topic.num.partitions later would move every group). In a
         replicated cluster only the controller creates it, once enough brokers are up."""
-        ts = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        ts = self.broker.metadata.topics.get(self.topic)
         if ts is None and self.broker.quorum is not None and not self.broker.quorum.is_controller:
             return None
         if ts is None:
             code, message, ts = self.broker.topics.create(
-                OFFSETS_TOPIC, self.num_partitions, replication_factor,
-                {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)},
+                self.topic, self.num_partitions, replication_factor,
+                self.topic_configs(replication_factor),
                 internal=True)
             if code:
-                raise RuntimeError(f"cannot create {OFFSETS_TOPIC}: {message}")
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+                raise RuntimeError(f"cannot create {self.topic}: {message}")
+            log.info("created %s with %d partitions", self.topic, self.num_partitions)
         self.num_partitions = len(ts.partitions)
         return ts
 
@@ -72,14 +103,14 @@ class OffsetsTopic:
 
     def led_partitions(self):
         """Partitions led by this broker: it coordinates the groups that hash to them."""
-        ts = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        ts = self.broker.metadata.topics.get(self.topic)
         node = self.broker.config.node_id
         return [] if ts is None else [i for i, st in sorted(ts.partitions.items())
                                       if st.leader == node]
 
     def coordinator(self, group_id):
         """The broker endpoint coordinating `group_id`, or None when its partition has no leader."""
-        ts = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        ts = self.broker.metadata.topics.get(self.topic)
         if ts is None:
             return None
         state = ts.partitions.get(self.partition_for(group_id))
@@ -87,21 +118,22 @@ class OffsetsTopic:
 
     def append(self, index, entries, for_commit=False):
         """Write [(key, value or None)] as one batch; returns 0 or the error code to answer."""
-        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        partition = self.broker.partition(self.topic, index)
         if partition is None:
             return ErrorCode.NOT_COORDINATOR
         return self._append(partition, index, entries, for_commit)[0]
 
-    def write(self, index, entries, for_commit=False):
+    def write(self, index, entries, for_commit=False, producer: Producer | None = None):
         """Append now, with acks=all; returns an awaitable of (0 or the error code to answer,
-        the batch's offset). Appending before the first await keeps writes in call order."""
-        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        the batch's offset). Appending before the first await keeps writes in call order.
+        With `producer`, the batch is that producer's transactional batch."""
+        partition = self.broker.partition(self.topic, index)
         if partition is None:
             return _done(ErrorCode.NOT_COORDINATOR)
         replicas = self.broker.replicas
         if replicas is not None and len(partition.isr) < partition.min_insync_replicas:
             return _done(_AS_COORDINATOR_ERROR[ErrorCode.NOT_ENOUGH_REPLICAS])
-        code, offset = self._append(partition, index, entries, for_commit)
+        code, offset = self._append(partition, index, entries, for_commit, producer)
         if code or replicas is None:
             return _done(code, offset)
         return self._acknowledged(replicas, partition, offset)
@@ -110,29 +142,36 @@ class OffsetsTopic:
         code = await replicas.wait_for_acks(partition, offset, self.commit_timeout_ms)
         return _AS_COORDINATOR_ERROR.get(code, code), offset
 
-    def _append(self, partition, index, entries, for_commit):
+    def _append(self, partition, index, entries, for_commit, producer=None):
         """(0 or the error code to answer, the batch's last offset or -1)."""
         ts = now_ms()
+        txn = {} if producer is None else dict(
+            producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+            transactional=True)
         try:
-            data = encode_batch([(ts, key, value, ()) for key, value in entries])
+            data = encode_batch([(ts, key, value, ()) for key, value in entries], **txn)
             (_, header), = split_batches(data)
             result = partition.append_as_leader([(data, header)])
         except Exception as e:  # noqa: BLE001 - every failure becomes a Kafka error code
             code, message = append_error_code(e)
-            log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, index, message)
+            log.warning("write to %s-%d failed: %s", self.topic, index, message)
             if code in _TOO_LARGE:
                 code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if for_commit else \
                     ErrorCode.UNKNOWN_SERVER_ERROR
             return _AS_COORDINATOR_ERROR.get(code, code), -1
         return 0, result.last_offset
 
+    def parse_key(self, key: bytes):
+        return parse_key(key)
+
     def replay(self, index):
-        """Yield (OffsetKey | GroupKey, value bytes or None) for the partition's records in order.
+        """Yield (OffsetKey | GroupKey, value bytes or None, Producer or None) for the
+        partition's records in order, and a Marker for each transaction marker.
 
         To the log end, not the high watermark, as Kafka's coordinator loads: a new leader's
         high watermark lags the old one's, and what its log holds is what its epoch will commit
         (an acknowledged commit may sit above the high watermark it has heard of so far)."""
-        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        partition = self.broker.partition(self.topic, index)
         if partition is None:
             return
         offset, end = partition.log_start_offset, partition.log_end_offset
@@ -140,12 +179,21 @@ class OffsetsTopic:
             data = partition.read(offset, _LOAD_CHUNK, committed_only=False)
             if not data:
                 break
-            for record in decode_batches(data, start_offset=offset):
-                if record.key is None:
+            view = memoryview(data)
+            for pos, h in iter_batches(view):
+                one = view[pos:pos + h.size]
+                if h.is_control:
+                    if h.producer_id >= 0:
+                        yield Marker(h.producer_id, control_batch_type(one))
                     continue
-                key = parse_key(record.key)
-                if key is not None:
-                    yield key, record.value
+                producer = Producer(h.producer_id, h.producer_epoch) \
+                    if h.is_transactional else None
+                for record in decode_batches(one, start_offset=offset):
+                    if record.key is None:
+                        continue
+                    key = self.parse_key(record.key)
+                    if key is not None:
+                        yield key, record.value, producer
             offset = next_offset_after(data)
 
 

@@ -126,7 +126,8 @@ class LocalCluster:
                   ",".join(f"{n}@127.0.0.1:{p}" for n, p in voters)] if replicated else []
         roles = {"broker": [], "controller": []}
         if controllers:  # the controllers create __consumer_offsets, at most on every broker
-            common += ["-o", f"offsets.topic.replication.factor={min(3, size)}"]
+            common += ["-o", f"offsets.topic.replication.factor={min(3, size)}",
+                       "-o", f"transaction.state.log.replication.factor={min(3, size)}"]
             roles = {"broker": ["-o", "process.roles=broker"],
                      "controller": ["-o", "process.roles=controller"]}
         self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],

@@ -4,7 +4,8 @@
 and time, reads whole batches from any offset at a cost independent of the log's length (binary
 search over segment base offsets, then the segment's sparse index), truncates, applies retention
 and DeleteRecords, recovers a torn tail on open, and owns the partition's idempotent-producer
-state. It knows nothing of replication: high watermark, ISR and leader epochs live above it and
+state with its transactions (the first unstable offset, and the aborted-transaction index
+`txn_index.py`, kept as markers are appended). It knows nothing of replication: high watermark, ISR and leader epochs live above it and
 pass in what they decide (`upper_bound` for reads and retention, `leader_epoch` for appends).
 
 A `Log` takes an internal lock around every public call, so handlers may call it from threads.
@@ -25,6 +26,7 @@ from minilog.connector.batch import (
     stamp_in_place,
     validate,
 )
+from minilog.connector.records import CONTROL_ABORT, control_batch_type
 
 from .log_config import OTHER_TOPIC_CONFIGS, LogConfig  # noqa: F401 (re-exported)
 from .log_loader import (
@@ -35,7 +37,8 @@ from .log_loader import (
     read_checkpoint,
     write_checkpoint,
 )
-from .producer_state import NO_PRODUCER_ID, ProducerStateManager, next_sequence
+from .producer_state import NO_PRODUCER_ID, NO_SEQUENCE, ProducerStateManager, next_sequence
+from .txn_index import AbortedTxn, TxnIndex
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -120,6 +123,7 @@ class Log:
         self._log_start = min(start, self._leo)
         self._unflushed, self._last_flush_ms = 0, now
         self.producer_state = ProducerStateManager(self.dir)
+        self.txn_index = TxnIndex(self.dir, self._bases)
         self._reload_producer_state()
 
     # -- state ------------------------------------------------------------------------------
@@ -188,18 +192,25 @@ class Log:
             append_time = now if cfg.message_timestamp_type == "LogAppendTime" else None
             staged = None
             first = offset = self._leo
-            stamped, parsed, max_ts, records = [], [], -1, 0
+            stamped, parsed, max_ts, records, markers = [], [], -1, 0, []
             for data, h in batches:
                 last = offset + h.last_offset_delta
                 ts = h.max_timestamp if append_time is None else append_time
-                if h.producer_id != NO_PRODUCER_ID and not h.is_control:
+                if h.producer_id != NO_PRODUCER_ID and h.base_sequence == NO_SEQUENCE and \
+                        h.is_transactional and not h.is_control:
+                    # A coordinator's transactional write (TxnOffsetCommit): no sequence.
+                    self.producer_state.check_epoch(h.producer_id, h.producer_epoch)
+                    markers.append((h, offset, None, ts))
+                elif h.producer_id != NO_PRODUCER_ID and not h.is_control:
                     staged = staged or self.producer_state.stage()
                     last_seq = next_sequence(h.base_sequence, h.last_offset_delta)
                     dup = staged.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
                     if dup is not None:
                         return AppendResult(dup[1], dup[2], duplicate=True)
                     staged.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                  offset, last, ts)
+                                  offset, last, ts, h.is_transactional)
+                elif h.is_control and h.producer_id != NO_PRODUCER_ID:
+                    markers.append((h, offset, data, ts))
                 if in_place and isinstance(data, memoryview) and not data.readonly:
                     stamp_in_place(data, offset, append_time, leader_epoch)
                     stamped.append(data)
@@ -213,6 +224,11 @@ class Log:
                 stamped, batches=parsed)
             if staged is not None:
                 staged.commit()
+            for h, at, data, ts in markers:
+                if data is None:
+                    self.producer_state.begin_transaction(h.producer_id, h.producer_epoch, at, ts)
+                else:
+                    self._end_transaction(h, at, data, ts)
             self._leo = offset
             self._after_write(records, now)
             return AppendResult(first, offset - 1, -1 if append_time is None else append_time, max_ts)
@@ -242,8 +258,12 @@ class Log:
             first, last = headers[0][1].base_offset, headers[-1][1].last_offset
             max_ts = max(h.max_timestamp for _, h in headers)
             self._roll_if_needed(len(payload), max_ts, first, last, now).append(payload)
-            for _, h in headers:
-                self.producer_state.update_from_header(h)
+            for pos, h in headers:
+                if h.is_control and h.producer_id != NO_PRODUCER_ID:
+                    self._end_transaction(h, h.base_offset, payload[pos:pos + h.size],
+                                          h.max_timestamp)
+                else:
+                    self.producer_state.update_from_header(h)
             self._leo = last + 1
             self._after_write(sum(h.record_count for _, h in headers), now)
             return AppendResult(first, last, -1, max_ts)
@@ -402,6 +422,7 @@ class Log:
             self._leo = self._log_start = offset
             self._write_checkpoint(offset)
             self.producer_state.clear()
+            self.txn_index.truncate_to(0)
             self.producer_state.delete_all_snapshots()
 
     def delete_records_before(self, offset):
@@ -564,15 +585,46 @@ class Log:
             seg.delete()
         self._log_start = max(self._log_start, self._bases[0])
         self.producer_state.delete_snapshots_before(self._bases[0])
+        self.txn_index.drop_before(self._bases[0])
         return k
 
     def _reload_producer_state(self):
-        """Newest snapshot at or below the log end, then replay of the batches after it."""
+        """Newest snapshot at or below the log end, then replay of the batches after it
+        (markers included: the aborts after the snapshot are indexed again)."""
         ps = self.producer_state
         ps.truncate_snapshots_after(self._leo)
         snap = ps.load()
         first = self._bases[0]
-        ps.rebuild_from(self, first if snap is None else max(snap, first))
+        start = first if snap is None else max(snap, first)
+        self.txn_index.truncate_to(start)
+        ps.rebuild_from(self, start, on_marker=self._replay_marker)
+
+    def _replay_marker(self, h):
+        data = self.read(h.base_offset, h.size)
+        self._end_transaction(h, h.base_offset, bytes(data[:h.size]), h.max_timestamp)
+
+    def _end_transaction(self, h, offset, data, ts):
+        """A commit or abort marker at `offset`: close the producer's open transaction here,
+        and index it if aborted."""
+        first = self.producer_state.end_transaction(h.producer_id, h.producer_epoch, ts)
+        if first >= 0 and control_batch_type(data) == CONTROL_ABORT:
+            unstable = self.producer_state.first_unstable_offset()
+            self.txn_index.append(AbortedTxn(h.producer_id, first, offset,
+                                             offset + 1 if unstable is None else unstable),
+                                  self._segments[-1].base_offset)
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def first_unstable_offset(self):
+        """The first offset of the oldest open transaction, or None (the last stable offset is
+        the smaller of it and the high watermark)."""
+        with self._lock:
+            return self.producer_state.first_unstable_offset()
+
+    def aborted_transactions(self, start, end):
+        """AbortedTxn entries with records in [start, end)."""
+        with self._lock:
+            return self.txn_index.overlapping(start, end)
 
     def _read_checkpoint(self, name=LOG_START_CHECKPOINT):
         return read_checkpoint(self.dir / name)

@@ -130,8 +130,17 @@ class Partition:
             self.high_watermark = new_hw
             self.notify()
 
-    def read(self, offset, max_bytes, committed_only=True, min_one=True, region_over=None):
-        upper = self.high_watermark if committed_only else None
+    @property
+    def last_stable_offset(self):
+        """Below it every transaction is decided: the high watermark, or the first offset of
+        the oldest open transaction if lower (what read_committed consumers read up to)."""
+        unstable = self.log.first_unstable_offset()
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
+
+    def read(self, offset, max_bytes, committed_only=True, min_one=True, region_over=None,
+             stable_only=False):
+        upper = self.last_stable_offset if stable_only else \
+            self.high_watermark if committed_only else None
         return self.log.read(offset, max_bytes, upper_bound=upper, min_one=min_one,
                              region_over=region_over)
 

@@ -8,7 +8,9 @@ flight), to reject a sequence gap, and to fence a producer whose epoch was super
 State must survive restarts: `snapshot(offset)` writes it at a log offset (the log does so at
 every segment roll and at close), `load()` reads the newest valid snapshot, and
 `rebuild_from(log, offset)` replays batch headers written after it, so an unclean shutdown loses
-nothing either. Transactions (markers, last stable offset) are not tracked here yet.
+nothing either. For transactions it also keeps, per producer, the first offset of its open
+transaction (`txn_first_offset`): the smallest of them is the partition's first unstable offset,
+which bounds the last stable offset; a commit or abort marker (`end_transaction`) closes it.
 """
 import os
 import struct
@@ -31,6 +33,7 @@ _ERROR_NAMES = {OUT_OF_ORDER_SEQUENCE_NUMBER: "OUT_OF_ORDER_SEQUENCE_NUMBER",
 _MAGIC = b"MLPS"
 _HEAD = struct.Struct(">4sBqi")       # magic, version, snapshot offset, producer count
 _PRODUCER = struct.Struct(">qhqB")    # producer id, epoch, last timestamp, batch count
+_TXN = struct.Struct(">q")            # version 2: the open transaction's first offset, or -1
 _BATCH = struct.Struct(">iiqq")       # first seq, last seq, first offset, last offset
 _CRC = struct.Struct(">I")
 
@@ -57,6 +60,7 @@ class ProducerEntry:
     epoch: int
     last_timestamp: int = -1
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
+    txn_first_offset: int = -1
 
     @property
     def last_sequence(self):
@@ -64,7 +68,7 @@ class ProducerEntry:
 
     def copy(self):
         return ProducerEntry(self.producer_id, self.epoch, self.last_timestamp,
-                             deque(self.batches, maxlen=BATCHES_RETAINED))
+                             deque(self.batches, maxlen=BATCHES_RETAINED), self.txn_first_offset)
 
 
 def _check(entry, producer_id, epoch, first_seq, last_seq):
@@ -90,9 +94,13 @@ def _check(entry, producer_id, epoch, first_seq, last_seq):
     return None
 
 
-def _update(entry, producer_id, epoch, first_seq, last_seq, first_offset, last_offset, timestamp):
+def _update(entry, producer_id, epoch, first_seq, last_seq, first_offset, last_offset, timestamp,
+            transactional=False):
     if entry is None or epoch != entry.epoch:
-        entry = ProducerEntry(producer_id, epoch)
+        entry = ProducerEntry(producer_id, epoch,
+                              txn_first_offset=-1 if entry is None else entry.txn_first_offset)
+    if transactional and entry.txn_first_offset < 0:
+        entry.txn_first_offset = first_offset
     entry.batches.append((first_seq, last_seq, first_offset, last_offset))
     entry.last_timestamp = max(entry.last_timestamp, timestamp)
     return entry
@@ -118,15 +126,18 @@ class ProducerAppend:
         return _check(self._entry(producer_id), producer_id, producer_epoch, base_sequence, last_sequence)
 
     def update(self, producer_id, producer_epoch, first_seq, last_seq, first_offset, last_offset,
-               timestamp=-1):
+               timestamp=-1, transactional=False):
         entry = self._entry(producer_id)
         if entry is not None and producer_id not in self._staged:
             entry = entry.copy()
         self._staged[producer_id] = _update(entry, producer_id, producer_epoch, first_seq, last_seq,
-                                            first_offset, last_offset, timestamp)
+                                            first_offset, last_offset, timestamp, transactional)
 
     def commit(self):
         self._manager._producers.update(self._staged)
+        if not self._manager.transactional:
+            self._manager.transactional = any(e.txn_first_offset >= 0
+                                              for e in self._staged.values())
         self._staged = {}
 
 
@@ -136,6 +147,8 @@ class ProducerStateManager:
     def __init__(self, dir):
         self.dir = Path(dir)
         self._producers = {}
+        # whether any transaction was seen: until then the first unstable offset costs nothing
+        self.transactional = False
 
     @property
     def producers(self):
@@ -160,21 +173,71 @@ class ProducerStateManager:
                       base_sequence, last_sequence)
 
     def update(self, producer_id, producer_epoch, first_seq, last_seq, first_offset, last_offset,
-               timestamp=-1):
+               timestamp=-1, transactional=False):
         """Record a batch written at [first_offset, last_offset]. No validation (replay, replicas)."""
         if producer_id == NO_PRODUCER_ID:
             return
         self._producers[producer_id] = _update(self._producers.get(producer_id), producer_id,
                                                producer_epoch, first_seq, last_seq, first_offset,
-                                               last_offset, timestamp)
+                                               last_offset, timestamp, transactional)
+        self.transactional |= transactional
 
     def update_from_header(self, h):
-        """Replay one stored batch header (offsets already assigned)."""
+        """Replay one stored data batch header (offsets already assigned); markers go through
+        `end_transaction`, since only their record says commit or abort."""
         if h.producer_id == NO_PRODUCER_ID or h.is_control:
+            return
+        if h.base_sequence == NO_SEQUENCE and h.is_transactional:
+            self.begin_transaction(h.producer_id, h.producer_epoch, h.base_offset, h.max_timestamp)
             return
         self.update(h.producer_id, h.producer_epoch, h.base_sequence,
                     next_sequence(h.base_sequence, h.last_offset_delta), h.base_offset, h.last_offset,
-                    h.max_timestamp)
+                    h.max_timestamp, h.is_transactional)
+
+    def check_epoch(self, producer_id, epoch):
+        """Raise ProducerStateError (INVALID_PRODUCER_EPOCH) for an epoch older than known."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise ProducerStateError(INVALID_PRODUCER_EPOCH,
+                                     f"producer {producer_id} epoch {epoch} is older than {entry.epoch}")
+
+    def begin_transaction(self, producer_id, epoch, first_offset, timestamp=-1):
+        """A transactional batch without sequence numbers (a coordinator writes those) at
+        `first_offset`: it opens the producer's transaction here if none is open."""
+        entry = self._producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            entry = self._producers[producer_id] = ProducerEntry(
+                producer_id, epoch, timestamp,
+                txn_first_offset=-1 if entry is None else entry.txn_first_offset)
+        if entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        self.transactional = True
+
+    def end_transaction(self, producer_id, epoch, timestamp=-1):
+        """A commit or abort marker of `producer_id` was written: return the first offset of
+        the transaction it closes (-1 if none was open). The marker's epoch fences older ones."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = ProducerEntry(producer_id, epoch, timestamp)
+        first, entry.txn_first_offset = entry.txn_first_offset, -1
+        if epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        return first
+
+    def first_unstable_offset(self):
+        """The first offset of the oldest open transaction, or None."""
+        if not self.transactional:
+            return None
+        firsts = [e.txn_first_offset for e in self._producers.values() if e.txn_first_offset >= 0]
+        return min(firsts) if firsts else None
+
+    def open_transactions(self):
+        """[(producer id, epoch, first offset)] of the transactions open in this partition."""
+        return [(e.producer_id, e.epoch, e.txn_first_offset) for e in self._producers.values()
+                if e.txn_first_offset >= 0]
 
     def stage(self):
         return ProducerAppend(self)
@@ -186,7 +249,8 @@ class ProducerStateManager:
         producer's last batch, so a producer backfilling old timestamps is forgotten at each
         check; it goes on writing all the same, since a producer without state may continue
         at any sequence (KIP-360)."""
-        expired = [pid for pid, e in self._producers.items() if now_ms - e.last_timestamp >= max_age_ms]
+        expired = [pid for pid, e in self._producers.items()
+                   if now_ms - e.last_timestamp >= max_age_ms and e.txn_first_offset < 0]
         for pid in expired:
             del self._producers[pid]
         return len(expired)
@@ -215,9 +279,10 @@ class ProducerStateManager:
         file system, hundreds of milliseconds after a segment's worth of appends. A snapshot
         torn by a crash fails its checksum at load and an older one is replayed from instead.
         """
-        parts = [_HEAD.pack(_MAGIC, 1, offset, len(self._producers))]
+        parts = [_HEAD.pack(_MAGIC, 2, offset, len(self._producers))]
         for e in self._producers.values():
             parts.append(_PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches)))
+            parts.append(_TXN.pack(e.txn_first_offset))
             parts.extend(_BATCH.pack(*b) for b in e.batches)
         body = b"".join(parts)
         path = self._path(offset)
@@ -252,6 +317,8 @@ class ProducerStateManager:
             path = self._path(offset)
             try:
                 self._producers = self._parse(path.read_bytes(), offset)
+                self.transactional |= any(e.txn_first_offset >= 0
+                                          for e in self._producers.values())
                 return offset
             except (ValueError, struct.error, OSError):
                 path.unlink(missing_ok=True)
@@ -265,13 +332,16 @@ class ProducerStateManager:
         if _kernel.crc32c(body) != crc:
             raise ValueError("snapshot checksum mismatch")
         magic, version, snap_offset, count = _HEAD.unpack_from(body, 0)
-        if magic != _MAGIC or version != 1 or snap_offset != offset:
+        if magic != _MAGIC or version not in (1, 2) or snap_offset != offset:
             raise ValueError("not a producer state snapshot for this offset")
         pos, producers = _HEAD.size, {}
         for _ in range(count):
             pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
             pos += _PRODUCER.size
             entry = ProducerEntry(pid, epoch, last_ts)
+            if version >= 2:
+                (entry.txn_first_offset,) = _TXN.unpack_from(body, pos)
+                pos += _TXN.size
             for _ in range(n):
                 entry.batches.append(_BATCH.unpack_from(body, pos))
                 pos += _BATCH.size
@@ -297,8 +367,13 @@ class ProducerStateManager:
         for o in self.snapshot_offsets():
             self._path(o).unlink(missing_ok=True)
 
-    def rebuild_from(self, log, from_offset):
-        """Replay the producer fields of every batch header in `log` from `from_offset` on."""
+    def rebuild_from(self, log, from_offset, on_marker=None):
+        """Replay the producer fields of every batch header in `log` from `from_offset` on;
+        transaction markers go to `on_marker(header)`, which reads what they say."""
         for h in log.iter_batch_headers(from_offset):
-            if h.last_offset >= from_offset:
+            if h.last_offset < from_offset:
+                continue
+            if h.is_control and h.producer_id != NO_PRODUCER_ID and on_marker is not None:
+                on_marker(h)
+            else:
                 self.update_from_header(h)

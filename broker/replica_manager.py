@@ -27,6 +27,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 from . import hw_checkpoint
 from .follower_tracker import FollowerTracker
 from .group_store import OFFSETS_TOPIC
+from .txn_coordinator import TRANSACTION_TOPIC
 from .leader_epoch_cache import LeaderEpochCache
 from .partition import Partition, wait_for_any
 from .replica_fetcher import ReplicaFetcher
@@ -155,6 +156,8 @@ class ReplicaManager:
             p.notify()
             if key[0] == OFFSETS_TOPIC and self.broker.groups:
                 self.broker.groups.unload_partition(key[1])
+            if key[0] == TRANSACTION_TOPIC and self.broker.txn:
+                self.broker.txn.unload_partition(key[1])
         return p
 
     def _remove(self, key, deleted):
@@ -185,6 +188,8 @@ class ReplicaManager:
                      p.leader_epoch, p.log_end_offset, p.isr)
             if p.topic == OFFSETS_TOPIC and self.broker.groups:
                 self.broker.groups.load_partition(p.index)
+            if p.topic == TRANSACTION_TOPIC and self.broker.txn:
+                self.broker.txn.load_partition(p.index)
         p._advance_high_watermark()
         p.notify()
 
@@ -197,6 +202,8 @@ class ReplicaManager:
             p.notify()
             if was_leader and p.topic == OFFSETS_TOPIC and self.broker.groups:
                 self.broker.groups.unload_partition(p.index)
+            if was_leader and p.topic == TRANSACTION_TOPIC and self.broker.txn:
+                self.broker.txn.unload_partition(p.index)
             self._stop_fetching(p)
             if state.leader >= 0:
                 fetcher = self.fetchers.get(state.leader)

@@ -247,6 +247,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.log_path.with_suffix(".txnindex").unlink(missing_ok=True)  # txn_index.py's
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
     minilog consume TOPIC                      records to stdout, formatted with -f like kcat
     minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
+    minilog transactions list|describe                 transactions (see cli_transactions.py)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092) and `-X key=value`
 (any client setting, Kafka's names). A user error (bad flag, bad setting, unknown topic,
@@ -17,7 +18,7 @@ import os
 import sys
 import time
 
-from minilog.connector import cli_groups
+from minilog.connector import cli_groups, cli_transactions
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
@@ -110,6 +111,9 @@ def build_parser():
     p.add_argument("--group", "-G", metavar="GROUP",
                    help="consume as a member of this consumer group: its partitions, from its "
                         "committed offsets (else the earliest), committing as it goes")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   help="read_committed: only records of committed transactions, up to the "
+                        "last stable offset (default read_uncommitted, as Kafka's tools)")
 
     p = sub.add_parser("offsets", parents=[common], help="earliest/latest offsets or by time")
     p.add_argument("topic")
@@ -121,6 +125,7 @@ def build_parser():
                        help="first offset with a timestamp at or after MS")
 
     cli_groups.add_parser(sub, common)
+    cli_transactions.add_parser(sub, common)
     return parser
 
 
@@ -296,6 +301,8 @@ def _consume(args, out):
     fmt = compile_format(args.format)
     conf = _settings(args)
     conf.setdefault("auto.offset.reset", "earliest")
+    if args.isolation_level is not None:
+        conf["isolation.level"] = args.isolation_level
     if args.group is not None:
         return _consume_group(args, conf, fmt, out)
     with Consumer(conf) as consumer:
@@ -391,8 +398,12 @@ def _groups(args, out):
     cli_groups.run(args, out, sys.stderr, _settings(args))
 
 
+def _transactions(args, out):
+    cli_transactions.run(args, out, _settings(args))
+
+
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
-            "groups": _groups}
+            "groups": _groups, "transactions": _transactions}
 
 
 def main(argv=None):

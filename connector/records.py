@@ -7,6 +7,7 @@ reference in `_records_py.py`), so the per-record loop is never Python code when
 extension is built. `arrow.py` decodes the same payloads straight into Arrow columns.
 """
 import gc
+import struct
 import time
 from typing import NamedTuple
 
@@ -216,3 +217,29 @@ def with_timestamp_delta(record, ts_delta):
     head = bytearray()
     _zigzag(head, len(out))
     return bytes(head + out)
+
+
+# -- transaction markers ---------------------------------------------------------------------
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")    # version 0, type (abort 0, commit 1)
+_CONTROL_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def encode_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, timestamp=None):
+    """A transaction marker as Kafka writes it: one record, key (version, type), value
+    (version, coordinator epoch), in a batch flagged control and transactional."""
+    records = [(timestamp, _CONTROL_KEY.pack(0, kind), _CONTROL_VALUE.pack(0, coordinator_epoch),
+                ())]
+    payload, count, base_ts, max_ts = _kernel.active.encode_records(
+        records, int(time.time() * 1000))
+    return batch.build(payload, count, count - 1, base_ts, max_ts,
+                       attributes=batch.TRANSACTIONAL | batch.CONTROL, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=-1)
+
+
+def control_batch_type(data):
+    """CONTROL_ABORT or CONTROL_COMMIT: the type in the key of a control batch's first record."""
+    key = next(record_spans(memoryview(data)[batch.HEADER_SIZE:], 1))[4]
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecord("control batch without a marker key")
+    return _CONTROL_KEY.unpack_from(key, 0)[1]

@@ -80,4 +80,6 @@ from . import (  # noqa: F401
     producer_ids,
     quorum,
     topics,
+    transactions,
+    txn_describe,
 )

@@ -1,6 +1,7 @@
 """Fetch: serve stored batches as they are, with Kafka's long poll (max_wait_ms, min_bytes).
 
-Consumers read up to the high watermark; followers (replica id >= 0) up to the log end, and
+Consumers read up to the high watermark (read_committed ones up to the last stable offset, told
+which transactions in that range were aborted); followers (replica id >= 0) up to the log end, and
 their fetch offset tells the leader how far they are (see `Partition.follower_fetched`); a
 follower whose last fetched epoch diverges from the leader's log gets `diverging_epoch` instead
 of records, and so does a consumer that sends its last fetched epoch (Kafka's
@@ -42,12 +43,17 @@ def _consumer_divergence(partition, p):
     return 0, ((epoch, end) if epoch < last or end < p.fetch_offset else None)
 
 
-def _partition_response(index, code, partition=None, records=b"", diverging=None):
+def _partition_response(index, code, partition=None, records=b"", diverging=None,
+                        aborted=()):
     hw = partition.high_watermark if partition else -1
     out = _RESP.make("responses", "partitions", partition_index=index, error_code=code,
-                     high_watermark=hw, last_stable_offset=hw,
+                     high_watermark=hw,
+                     last_stable_offset=partition.last_stable_offset if partition else -1,
                      log_start_offset=partition.log_start_offset if partition else -1,
-                     aborted_transactions=None if code else [], records=records)
+                     aborted_transactions=None if code else [_RESP.make(
+                         "responses", "partitions", "aborted_transactions",
+                         producer_id=a.producer_id, first_offset=a.first_offset)
+                         for a in aborted], records=records)
     if code and partition is not None and partition.leader_id is not None:
         out.current_leader = _RESP.make("responses", "partitions", "current_leader",
                                         leader_id=partition.leader_id,
@@ -66,7 +72,7 @@ def _lookup(broker, name, index, follower):
     return partition
 
 
-def _read_all(broker, wanted, max_bytes, follower, replica_id=-1):
+def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed=False):
     """One pass over the requested partitions: (topic responses, bytes, partitions, errors,
     file regions to close if this pass is not answered)."""
     topics, total, waiting_on, errors, regions = [], 0, [], 0, []
@@ -107,7 +113,8 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1):
             limit = max(0, min(p.partition_max_bytes, max_bytes - total))
             try:
                 data = partition.read(p.fetch_offset, limit, committed_only=not follower,
-                                      min_one=total == 0, region_over=ZERO_COPY_OVER) \
+                                      min_one=total == 0, region_over=ZERO_COPY_OVER,
+                                      stable_only=read_committed) \
                     if limit or total == 0 else b""
             except OffsetOutOfRange:
                 out.append(_partition_response(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -118,7 +125,9 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1):
             if isinstance(data, FileRegion):
                 regions.append(data)
             waiting_on.append(partition)
-            out.append(_partition_response(p.partition, 0, partition, data))
+            aborted = partition.log.aborted_transactions(
+                p.fetch_offset, partition.last_stable_offset) if read_committed and data else ()
+            out.append(_partition_response(p.partition, 0, partition, data, aborted=aborted))
         topics.append(_RESP.make("responses", topic=name, topic_id=topic_id, partitions=out))
     return topics, total, waiting_on, errors, regions
 
@@ -145,8 +154,9 @@ async def fetch(broker, header, req):
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     high_watermarks = None
     while True:
-        topics, total, partitions, errors, regions = _read_all(broker, wanted, req.max_bytes,
-                                                               follower, replica_id)
+        topics, total, partitions, errors, regions = _read_all(
+            broker, wanted, req.max_bytes, follower, replica_id,
+            read_committed=not follower and req.isolation_level == 1)
         remaining = deadline - loop.time()
         if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or broker.stopping:
             break

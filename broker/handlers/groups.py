@@ -31,8 +31,18 @@ NO_AUTH_OPS = -2147483648
 # -- FindCoordinator ------------------------------------------------------------------------------
 def _coordinator(broker, key, key_type):
     """(error, message, endpoint or None) for one coordinator key."""
-    if key_type == TRANSACTION_KEY:
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported", None
+    if key_type == TRANSACTION_KEY and key:
+        txn = getattr(broker, "txn", None)
+        if txn is None or not txn.active:
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "the transaction coordinator is not running", None)
+        if not txn.ensure_topic():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "creating the transaction log", None
+        endpoint = txn.store.coordinator(key)
+        if endpoint is None:
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "the transactional id's partition has no leader", None)
+        return 0, None, endpoint
     if key_type != GROUP_KEY or key is None:
         return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}", None
     if not broker.groups.active:
@@ -133,23 +143,29 @@ async def offset_commit(broker, header, req):
         for t in req.topics])
 
 
-def _fetch_group(broker, group_id, topics):
-    """(error, {topic: [(partition, OffsetAndMetadata or None)]}) in request order."""
+def _fetch_group(broker, group_id, topics, require_stable=False):
+    """(error, {topic: [(partition, OffsetAndMetadata or None, error)]}) in request order.
+    With `require_stable` an offset still waiting for its transaction is answered
+    UNSTABLE_OFFSET_COMMIT (KIP-447), which the client retries."""
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     code, found = broker.groups.fetch_offsets(group_id, wanted)
+    pending = broker.groups.txn_offsets.is_pending
     by_topic = {}
     for (topic, partition), om in found:
-        by_topic.setdefault(topic, []).append((partition, om))
+        unstable = require_stable and pending(group_id, (topic, partition))
+        by_topic.setdefault(topic, []).append(
+            (partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if unstable else
+            (partition, om, 0))
     return code, by_topic
 
 
 def _fetched_topics(path, by_topic, error=0):
-    def part(partition, om):
+    def part(partition, om, own_error):
         return _FETCH.make(*path, "partitions", partition_index=partition,
                            committed_offset=om.offset if om else -1,
                            committed_leader_epoch=om.leader_epoch if om else -1,
-                           metadata=om.metadata if om else "", error_code=error)
-    return [_FETCH.make(*path, name=topic, partitions=[part(p, om) for p, om in parts])
+                           metadata=om.metadata if om else "", error_code=error or own_error)
+    return [_FETCH.make(*path, name=topic, partitions=[part(*entry) for entry in parts])
             for topic, parts in by_topic.items()]
 
 
@@ -159,14 +175,14 @@ async def offset_fetch(broker, header, req):
     if v >= 8:
         groups = []
         for grp in req.groups:
-            code, by_topic = _fetch_group(broker, grp.group_id, grp.topics)
+            code, by_topic = _fetch_group(broker, grp.group_id, grp.topics, req.require_stable)
             groups.append(_FETCH.make("groups", group_id=grp.group_id, error_code=code,
                                       topics=[] if code else _fetched_topics(("groups", "topics"),
                                                                              by_topic)))
         return _FETCH.cls(throttle_time_ms=0, groups=groups)
-    code, by_topic = _fetch_group(broker, req.group_id, req.topics)
+    code, by_topic = _fetch_group(broker, req.group_id, req.topics, v >= 7 and req.require_stable)
     if code and v < 2:  # no top-level error before v2: each requested partition carries it
-        by_topic = {t.name: [(i, None) for i in t.partition_indexes] for t in req.topics or ()}
+        by_topic = {t.name: [(i, None, 0) for i in t.partition_indexes] for t in req.topics or ()}
         return _FETCH.cls(topics=_fetched_topics(("topics",), by_topic, code))
     return _FETCH.cls(throttle_time_ms=0, error_code=code,
                       topics=[] if code else _fetched_topics(("topics",), by_topic))

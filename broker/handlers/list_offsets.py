@@ -13,12 +13,14 @@ _RESP = response(ApiKey.LIST_OFFSETS)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def lookup(partition, timestamp, committed_only=True):
+def lookup(partition, timestamp, committed_only=True, stable_only=False):
     """(timestamp, offset, leader epoch) Kafka answers for a ListOffsets query on one partition.
 
-    The leader epoch is that of the batch found, as Kafka's (-1 when none is known).
+    The leader epoch is that of the batch found, as Kafka's (-1 when none is known). With
+    `stable_only` (isolation_level read_committed) the end is the last stable offset.
     """
-    end = partition.high_watermark if committed_only else partition.log_end_offset
+    end = partition.last_stable_offset if stable_only else \
+        partition.high_watermark if committed_only else partition.log_end_offset
     if timestamp == LATEST:
         return -1, end, partition.leader_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -75,7 +77,8 @@ async def list_offsets(broker, header, req):
                 parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
                                         error_code=code))
                 continue
-            ts, offset, epoch = lookup(partition, p.timestamp, committed_only=req.replica_id < 0)
+            ts, offset, epoch = lookup(partition, p.timestamp, committed_only=req.replica_id < 0,
+                                       stable_only=req.replica_id < 0 and req.isolation_level == 1)
             parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
                                     error_code=0, timestamp=ts, offset=offset, leader_epoch=epoch))
         topics.append(_RESP.make("topics", name=t.name, partitions=parts))

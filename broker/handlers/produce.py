@@ -36,9 +36,12 @@ def produce_to_partition(broker, topic, index, records, acks):
         batches = batch_format.split_batches(records, partition.max_message_bytes)
     except batch_format.InvalidBatch as e:
         return _partition_result(index, e.code, message=str(e))
-    if any(h.is_transactional or h.is_control for _, h in batches):
-        return _partition_result(index, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                                 message="transactions are not supported")
+    if any(h.is_control for _, h in batches):
+        return _partition_result(index, ErrorCode.INVALID_RECORD,
+                                 message="clients may not write control batches")
+    if any(h.is_transactional and h.producer_id < 0 for _, h in batches):
+        return _partition_result(index, ErrorCode.INVALID_RECORD,
+                                 message="a transactional batch needs a producer id")
     if "compact" in partition.log.config.cleanup_policy.split(","):
         refused = validate_keys([(records[pos:pos + h.size], h) for pos, h in batches],
                                 topic, index)
@@ -84,11 +87,6 @@ async def produce(broker, header, req):
         results = [_RESP.make("responses", name=t.name, partition_responses=[
             _partition_result(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in t.partition_data])
             for t in req.topic_data]
-        return _RESP.cls(responses=results, throttle_time_ms=0)
-    if req.transactional_id is not None:
-        results = [_RESP.make("responses", name=t.name, partition_responses=[
-            _partition_result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            for p in t.partition_data]) for t in req.topic_data]
         return _RESP.cls(responses=results, throttle_time_ms=0)
     results = []
     for t in req.topic_data:

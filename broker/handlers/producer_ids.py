@@ -1,9 +1,11 @@
-"""InitProducerId for idempotent producers, and AllocateProducerIds between brokers and the
-controller (see broker/producer_ids.py for why ids come in committed blocks)."""
+"""InitProducerId, and AllocateProducerIds between brokers and the controller (see
+broker/producer_ids.py for why ids come in committed blocks). A transactional producer's
+InitProducerId goes to the transaction coordinator (`txn_coordinator.py`)."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..producer_ids import ProducerIdsUnavailable
 from . import handles
+from .transactions import for_version
 
 _PID = response(ApiKey.INIT_PRODUCER_ID)
 _ALLOCATE = response(ApiKey.ALLOCATE_PRODUCER_IDS)
@@ -12,8 +14,16 @@ _ALLOCATE = response(ApiKey.ALLOCATE_PRODUCER_IDS)
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
 async def init_producer_id(broker, header, req):
     if req.transactional_id is not None:
-        # No transaction coordinator: transactional producers are refused, idempotent ones served.
-        return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        txn = getattr(broker, "txn", None)
+        if txn is None:
+            return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        code, pid, epoch = await txn.init_producer_id(
+            req.transactional_id, req.transaction_timeout_ms,
+            req.producer_id if header.api_version >= 3 else -1,
+            req.producer_epoch if header.api_version >= 3 else -1)
+        return _PID.cls(throttle_time_ms=0, producer_id=pid, producer_epoch=epoch,
+                        error_code=for_version(code, ApiKey.INIT_PRODUCER_ID,
+                                               header.api_version))
     # Without a transactional id Kafka ignores any producer id and epoch sent (a KIP-360 bump
     # request included) and hands out a new id: bumping the one sent would let any client
     # fence any producer.

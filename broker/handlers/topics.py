@@ -1,6 +1,7 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..txn_coordinator import TRANSACTION_TOPIC, create_transaction_topic
 from . import handles, leader_partition
 
 _CREATE = response(ApiKey.CREATE_TOPICS)
@@ -20,9 +21,14 @@ async def create_topics(broker, header, req):
             continue
         seen.add(t.name)
         configs = {c.name: c.value for c in t.configs}
-        code, message, ts = broker.topics.create(t.name, t.num_partitions, t.replication_factor,
-                                                 configs, validate_only=req.validate_only,
-                                                 assignments=t.assignments)
+        if t.name == TRANSACTION_TOPIC and not req.validate_only:
+            # a broker asking for the transaction log (Kafka's auto topic creation)
+            code, message, ts = create_transaction_topic(broker)
+        else:
+            code, message, ts = broker.topics.create(t.name, t.num_partitions,
+                                                     t.replication_factor, configs,
+                                                     validate_only=req.validate_only,
+                                                     assignments=t.assignments)
         out = _CREATE.make("topics", name=t.name, error_code=code, error_message=message)
         if not code:
             if t.assignments:

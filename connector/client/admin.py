@@ -19,6 +19,7 @@ import time
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .admin_groups import GroupAdmin
+from .admin_transactions import TransactionAdmin
 from .cluster import STALE_METADATA, Cluster
 from .config import Config
 from .connection import LoopThread, add_blocking_methods, message_class
@@ -140,7 +141,7 @@ async def list_offsets_by_leader(cluster, specs, deadline, isolation_level=0):
     return await by_leader(cluster, specs, send, deadline, "ListOffsets")
 
 
-class AsyncAdminClient(GroupAdmin):
+class AsyncAdminClient(GroupAdmin, TransactionAdmin):
     """Admin operations for asyncio code; every method is a coroutine."""
 
     def __init__(self, config=None, **overrides):
@@ -402,4 +403,4 @@ add_blocking_methods(AdminClient, AsyncAdminClient, (
     "describe_topics", "create_partitions", "describe_configs", "alter_configs",
     "incremental_alter_configs", "list_offsets", "delete_records", "describe_cluster",
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
-    "delete_group_offsets", "reset_group_offsets"))
+    "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions"))

@@ -151,7 +151,8 @@ SPEC = {
     "receive.message.max.bytes": (_int, 100 * 1024 * 1024, ALL, 1024),
     "allow.auto.create.topics": (_bool, None, (P, C), None),  # producer True, consumer False
     "security.protocol": (_enum("plaintext"), "plaintext", ALL, None),
-    "transactional.id": (_unsupported("transactions are not implemented"), None, (P,), None),
+    "transactional.id": (_str, None, (P,), None),
+    "transaction.timeout.ms": (_int, 60000, (P,), 1),
     # -- producer --
     "acks": (_acks, -1, (P,), None),
     "linger.ms": (_int, 5, (P,), 0),
@@ -239,6 +240,10 @@ class Config(Mapping):
         v = self._values
         if v["allow.auto.create.topics"] is None:
             v["allow.auto.create.topics"] = True
+        if v["transactional.id"] is not None:
+            if v["enable.idempotence"] is False:
+                raise ConfigError("transactional.id requires enable.idempotence=true")
+            v["enable.idempotence"] = True
         if v["enable.idempotence"] is None:
             v["enable.idempotence"] = v["acks"] == -1 and v["max.in.flight.requests.per.connection"] <= 5
         elif v["enable.idempotence"]:

@@ -583,4 +583,5 @@ class Consumer:
 add_blocking_methods(Consumer, AsyncConsumer, (
     "assign", "unassign", "assignment", "seek", "seek_to_beginning", "seek_to_end", "position",
     "pause", "resume", "paused", "offsets_for_times", "beginning_offsets", "end_offsets",
-    "partitions_for", "subscribe", "commit", "committed", "memberid", "lag", "watermarks"))
+    "partitions_for", "subscribe", "commit", "committed", "memberid", "lag", "watermarks",
+    "consumer_group_metadata"))

@@ -16,6 +16,7 @@ from .config import ConfigError
 from .fetcher import PartitionState
 from .group import GroupMembership
 from .group_api import OffsetAndMetadata
+from .transactions import GroupMetadata
 from .types import TopicPartition
 
 log = logging.getLogger("minilog.client")
@@ -68,6 +69,13 @@ class GroupConsumer:
         if not self.subscribed:
             return None
         return self._group.member_id or None
+
+    def consumer_group_metadata(self):
+        """What `Producer.send_offsets_to_transaction` needs to commit this consumer's offsets
+        in a transaction (KIP-447: the generation fences a consumer that lost its partitions)."""
+        group = self._need_group("consumer_group_metadata()")
+        return GroupMetadata(group.group_id, group.generation, group.member_id,
+                             group.instance_id)
 
     async def commit(self, offsets=None, asynchronous=False):
         """Commit `offsets` ({tp: offset | OffsetAndMetadata}), by default the positions of the

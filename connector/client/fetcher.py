@@ -195,6 +195,9 @@ def parse_response(cluster, resp, read_committed):
             continue
         for p in t.partitions:
             data = p.records or b""
+            # the position moves past every batch fetched, markers and aborted ones included:
+            # a fetch ending on them must not be fetched again
+            next_offset, epochs = batch_epochs(data)
             if read_committed and p.aborted_transactions and data:
                 data = drop_aborted(data, p.aborted_transactions)
             diverging = getattr(p, "diverging_epoch", None)
@@ -204,7 +207,7 @@ def parse_response(cluster, resp, read_committed):
                 diverging = None
             out[TopicPartition(name, p.partition_index)] = PartitionData(
                 p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                data, *batch_epochs(data), diverging)
+                data, next_offset, epochs, diverging)
     return out
 
 

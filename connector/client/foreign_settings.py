@@ -87,7 +87,7 @@ JAVA_CLIENT = frozenset({
     "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol",
     "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
     "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
-    "ssl.truststore.type", "transaction.timeout.ms"
+    "ssl.truststore.type"
 })
 
 # librdkafka's CONFIGURATION.md (global and topic properties), less the names `config.SPEC`
@@ -141,5 +141,4 @@ LIBRDKAFKA = frozenset({
     "sticky.partitioning.linger.ms", "throttle_cb", "topic.blacklist",
     "topic.metadata.propagation.max.ms", "topic.metadata.refresh.fast.cnt",
     "topic.metadata.refresh.fast.interval.ms", "topic.metadata.refresh.sparse",
-    "transaction.timeout.ms"
 })

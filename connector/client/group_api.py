@@ -20,7 +20,7 @@ from .types import BrokerInfo, KafkaConnectionError, KafkaTimeoutError, TopicPar
 
 log = logging.getLogger("minilog.client")
 
-GROUP_KEY_TYPE = 0
+GROUP_KEY_TYPE, TXN_KEY_TYPE = 0, 1
 # Errors meaning "ask someone else / later": the coordinator moved, is loading, or is gone.
 COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 RETRY_LATER = COORDINATOR_MOVED | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -41,10 +41,11 @@ def _m(api_key, *path):
 
 
 class Coordinator:
-    """The coordinator of one group, found on demand, reached over dedicated connections."""
+    """The coordinator of one group (or, with `key_type` TXN_KEY_TYPE, of one transactional
+    id), found on demand, reached over dedicated connections."""
 
-    def __init__(self, cluster, group_id):
-        self.cluster, self.group_id = cluster, group_id
+    def __init__(self, cluster, group_id, key_type=GROUP_KEY_TYPE):
+        self.cluster, self.group_id, self.key_type = cluster, group_id, key_type
         self.node = None  # BrokerInfo once found
         self._conns = {}  # channel -> BrokerConnection
         self._finding = None
@@ -75,12 +76,12 @@ class Coordinator:
         Req = _m(ApiKey.FIND_COORDINATOR)
         if version >= 4:
             resp = await conn.send(ApiKey.FIND_COORDINATOR, Req(
-                key_type=GROUP_KEY_TYPE, coordinator_keys=[self.group_id]), version)
+                key_type=self.key_type, coordinator_keys=[self.group_id]), version)
             c = resp.coordinators[0]
             code, msg, node_id, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
         else:
             resp = await conn.send(ApiKey.FIND_COORDINATOR, Req(
-                key=self.group_id, key_type=GROUP_KEY_TYPE), version)
+                key=self.group_id, key_type=self.key_type), version)
             code, msg, node_id = resp.error_code, resp.error_message, resp.node_id
             host, port = resp.host, resp.port
         if code:

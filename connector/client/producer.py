@@ -109,6 +109,8 @@ class AsyncProducer(ProducerCore):
             raise TypeError("topic must be a non-empty string")
         if self._closed:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if self._key_ser is None and self._value_ser is None and not headers and \
                 timestamp is None and (value is None or value.__class__ is bytes) and \
                 (key is None or key.__class__ is bytes):  # the common case: nothing to convert
@@ -186,12 +188,50 @@ class AsyncProducer(ProducerCore):
         await asyncio.gather(self._sender, *self._tasks, return_exceptions=True)
         self._cluster.close()
 
+    # ---- transactions (transactional.id set): confluent-kafka's methods ---------------------
+    def _transactions(self):
+        if self._txn is None:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE, "the producer has no transactional.id")
+        return self._txn
+
+    async def init_transactions(self, timeout=None):
+        await self._transactions().init_transactions(self._api_timeout(timeout))
+
+    def begin_transaction(self):
+        self._transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+        """`offsets`: {(topic, partition): next offset} or a list of TopicPartition-like
+        objects with `.offset`; `group_metadata`: the consumer's `consumer_group_metadata()`
+        (or a group id)."""
+        await self._transactions().send_offsets_to_transaction(
+            _offsets_dict(offsets), group_metadata, self._api_timeout(timeout))
+
+    async def commit_transaction(self, timeout=None):
+        await self._transactions().commit_transaction(self._api_timeout(timeout))
+
+    async def abort_transaction(self, timeout=None):
+        await self._transactions().abort_transaction(self._api_timeout(timeout))
+
+    def _api_timeout(self, timeout):
+        return self.config.seconds("default.api.timeout.ms") if timeout is None else timeout
+
     async def partitions_for(self, topic):
         await self._cluster.maybe_refresh([topic])
         err = self._cluster.topic_error(topic)
         if err is not None:
             raise err
         return self._cluster.partitions_for(topic)
+
+
+async def _call(fn):
+    return fn()
+
+
+def _offsets_dict(offsets):
+    if isinstance(offsets, dict):
+        return offsets
+    return {(tp.topic, tp.partition): tp.offset for tp in offsets}
 
 
 def _callback_adapter(on_delivery):
@@ -217,7 +257,8 @@ class Producer:
         self._limit = self._core.config["buffer.memory"]
         self._core.on_release = self._release
         # send's inline path: no serializers, and open (close() clears it: then prepare raises)
-        self._plain = self._core._key_ser is None and self._core._value_ser is None
+        self._plain = self._core._key_ser is None and self._core._value_ser is None and \
+            self._core._txn is None  # a transactional send checks the transaction first
         try:
             self._loop.run(self._core.start())
         except BaseException:
@@ -355,6 +396,28 @@ class Producer:
 
     def partitions_for(self, topic):
         return self._loop.run(self._core.partitions_for(topic))
+
+    # ---- transactions: confluent-kafka's methods (see connector/client/transactions.py) ----
+    def init_transactions(self, timeout=None):
+        self._loop.run(self._core.init_transactions(timeout))
+
+    def begin_transaction(self):
+        self._loop.run(_call(self._core.begin_transaction))
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+        self._loop.run(self._core.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout=None):
+        async def commit():
+            self._hand_over()
+            await self._core.commit_transaction(timeout)
+        self._loop.run(commit())
+
+    def abort_transaction(self, timeout=None):
+        async def abort():
+            self._hand_over()
+            await self._core.abort_transaction(timeout)
+        self._loop.run(abort())
 
     def close(self, timeout=None):
         """Flush (up to `timeout` seconds), fail whatever is left, stop the thread."""

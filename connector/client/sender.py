@@ -31,6 +31,7 @@ from .connection import message_class, wait_set
 from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
 from .partitioner import Partitioner
 from .sequences import MAX_EPOCH, SEQUENCE_ERRORS, PartitionState
+from .transactions import Transactions
 from .types import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -126,6 +127,8 @@ class ProducerCore:
         self._open = {}  # (topic, partition) -> its newest batch, open or not: enqueue_many's cache
         # keyless records follow the sticky partition, which enqueue_many reads directly
         self._sticky = self._partitioner.sticky_partitions()
+        self._txn = None if cfg["transactional.id"] is None else Transactions(
+            self, cfg["transactional.id"], cfg["transaction.timeout.ms"])
 
     def enqueue_many(self, pending):
         """Hand over the records `Producer.send` queued: a deque of (topic, partition, record,
@@ -245,6 +248,9 @@ class ProducerCore:
                 self._meta_task = self._spawn(self._refresh_metadata())
             wake.append(backoff)
         if self._idempotent and (self._pid < 0 or self._pid_reset):
+            if self._txn is not None:  # init_transactions gets the id and epoch
+                self._expire_queued(now)
+                return backoff
             if self._pid_task is None and not any(self._node_in_flight.values()):
                 self._pid_task = self._spawn(self._init_producer_id())
             self._expire_queued(now)
@@ -275,6 +281,8 @@ class ProducerCore:
             if self._idempotent and not part.settle(b, self._epoch):
                 if not (part.restart and not part.in_flight and self._bump_epoch(tp, part, q)):
                     continue  # woken when in-flight batches answer
+            if self._txn is not None and not self._txn.ready(tp):
+                continue  # woken once AddPartitionsToTxn answers
             node = cluster.leader(tp.topic, tp.partition)
             if node is None:
                 cluster.request_update()
@@ -318,11 +326,16 @@ class ProducerCore:
         b.pid, b.epoch = self._pid, part.epoch if self._idempotent else -1
         b.data = _records.encode_batch(
             b.records, compression=self._codec, producer_id=self._pid,
-            producer_epoch=b.epoch, base_sequence=b.base_sequence if self._idempotent else -1)
+            producer_epoch=b.epoch, base_sequence=b.base_sequence if self._idempotent else -1,
+            transactional=self._txn is not None)
 
     def _bump_epoch(self, tp, part, queue):
         """KIP-360: `tp` lost sequence numbers: a new epoch, its batches numbered from 0.
         True when it may send now; False when the epoch is exhausted (a new producer id)."""
+        if self._txn is not None:  # only the coordinator may bump a transactional epoch
+            self._txn.failed(KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                        f"sequence numbers of {tp} lost"))
+            return False
         if self._epoch >= MAX_EPOCH:
             self._pid_reset = True
             return False
@@ -363,7 +376,7 @@ class ProducerCore:
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(
                 _PartitionData(index=b.tp.partition, records=b.data))
-        body = _PRODUCE.cls(transactional_id=None, acks=acks, timeout_ms=cfg["request.timeout.ms"],
+        body = _PRODUCE.cls(transactional_id=self._txn and self._txn.transactional_id, acks=acks, timeout_ms=cfg["request.timeout.ms"],
                             topic_data=[_TopicData(name=t, partition_data=p)
                                         for t, p in by_topic.items()])
         corr = fut = err = None
@@ -498,10 +511,7 @@ class ProducerCore:
             resp = await conn.send(ApiKey.INIT_PRODUCER_ID, req)
             if resp.error_code:
                 raise KafkaError(resp.error_code, "InitProducerId")
-            self._pid, self._epoch, self._pid_reset = resp.producer_id, resp.producer_epoch, False
-            self._granted_epoch = self._epoch
-            for part in self._parts.values():
-                part.reset(self._epoch)  # nothing in flight: queued retries are renumbered
+            self._set_producer_id(resp.producer_id, resp.producer_epoch)
         except KafkaError as e:
             if e.code == ErrorCode.UNSUPPORTED_VERSION and not self._idempotence_explicit:
                 log.warning("broker has no InitProducerId: sending without idempotence")
@@ -513,6 +523,13 @@ class ProducerCore:
         finally:
             self._pid_task = None
             self._wakeup.set()
+
+    def _set_producer_id(self, pid, epoch):
+        self._pid, self._epoch, self._pid_reset = pid, epoch, False
+        self._granted_epoch = self._epoch
+        for part in self._parts.values():
+            part.reset(self._epoch)  # nothing in flight: queued retries are renumbered
+        self._wakeup.set()
 
     # ---- completion ----------------------------------------------------------------------
     def _complete(self, b, base_offset, log_append_time):
@@ -547,6 +564,8 @@ class ProducerCore:
         self._finished(len(records), b.size)
 
     def _fail(self, futures, exc, size, n=1):
+        if self._txn is not None:
+            self._txn.failed(exc)
         for fut in futures:
             if fut.__class__ is _SentFuture:
                 fut._exc = exc

@@ -11,7 +11,13 @@ from minilog.broker.cleaner import LogCleaner
 from minilog.broker.config import BrokerConfig
 from minilog.broker.log import Log, LogConfig
 from minilog.connector.batch import iter_batches, split_batches
-from minilog.connector.records import decode_batches, encode_batch
+from minilog.connector.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    decode_batches,
+    encode_batch,
+    encode_control_batch,
+)
 from waiting import kafka_python_to_end, wait_until
 
 NEVER_LAG, ALWAYS = 0, 0.0
@@ -319,3 +325,35 @@ def test_a_lagging_consumer_of_an_idle_compacted_topic_sees_a_delete_until_its_h
         assert gone == [r for r in expected if r[1] != b"acct-0"]
     finally:
         c.close()
+
+
+def _append_txn(lg, records, pid, seq):
+    data = encode_batch([(1000, k, v, ()) for k, v in records], producer_id=pid,
+                        producer_epoch=0, base_sequence=seq, transactional=True)
+    (_, h), = split_batches(data)
+    lg.append([(data, h)])
+
+
+def _end_txn(lg, pid, commit):
+    data = encode_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, pid, 0, 0)
+    (_, h), = split_batches(data)
+    lg.append([(data, h)])
+
+
+def test_cleaning_removes_aborted_records_and_keeps_what_was_committed(tmp_path):
+    lg = Log(tmp_path / "data" / "t-0", LogConfig(segment_bytes=600))
+    _append_txn(lg, [(b"k", b"committed")], pid=7, seq=0)
+    _end_txn(lg, 7, commit=True)
+    _append_txn(lg, [(b"k", b"aborted")], pid=7, seq=1)  # later than the committed value
+    _end_txn(lg, 7, commit=False)
+    for i in range(6):
+        _append(lg, [(b"filler-%d" % i, b"x" * 200)])
+    cleaner = _cleaner(tmp_path)
+    assert cleaner.clean_log(("t", 0), lg, lg.log_end_offset, (0, NEVER_LAG, ALWAYS),
+                             now_ms=T0) > 0
+    values = [v for _, k, v in _read_all(lg) if k == b"k"]
+    assert values == [b"committed"]  # read_committed still finds it; the abort left nothing
+    markers = [h for seg in lg.segments for h in seg.iter_headers() if h.is_control]
+    assert len(markers) == 2
+    lg.close()
+

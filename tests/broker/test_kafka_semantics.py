@@ -190,15 +190,6 @@ def test_a_failed_acks0_produce_closes_the_connection_and_a_good_one_does_not(br
         conn.close()
 
 
-def test_transactional_producer_fails_fast_with_a_clear_error(broker):
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-1"})
-    with pytest.raises(KafkaException) as e:
-        p.init_transactions(30)
-    error = e.value.args[0]
-    assert error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and error.fatal()
-    assert "transactions are not supported" in error.str()
-
-
 def _init_pid(conn, producer_id=-1, epoch=-1):
     resp = conn.call(ApiKey.INIT_PRODUCER_ID, 4, request(ApiKey.INIT_PRODUCER_ID).cls(
         transactional_id=None, transaction_timeout_ms=60000, producer_id=producer_id,

@@ -33,8 +33,9 @@ def test_mistakes_are_errors_with_a_hint():
         Config("admin", {"bootstrap.servers": "nohostport"})
     with pytest.raises(ConfigError, match="required"):
         Config("admin", {})
-    with pytest.raises(ConfigError, match="transactions"):
-        Config("producer", {"bootstrap.servers": "a:1", "transactional.id": "x"})
+    with pytest.raises(ConfigError, match="enable.idempotence"):
+        Config("producer", {"bootstrap.servers": "a:1", "transactional.id": "x",
+                            "enable.idempotence": False})
 
 
 def test_other_roles_keys_are_accepted_so_one_dict_serves_all():

@@ -62,7 +62,7 @@ def test_the_other_roles_settings_are_validated_too():
     with pytest.raises(ConfigError, match="auto.offset.reset"):
         Config("producer", {"bootstrap.servers": "127.0.0.1:1", "auto.offset.reset": "first"})
     shared = {"bootstrap.servers": "127.0.0.1:1", "acks": "all", "group.id": "g",
-              "transactional.id": "tx"}  # a producer would refuse it: not the consumer's
+              "transactional.id": "tx"}  # a producer setting, ignored by the consumer
     assert Config("consumer", shared)["group.id"] == "g"
 
 

@@ -1,0 +1,117 @@
+"""Transactions (KIP-98, KIP-447): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+and, between brokers, WriteTxnMarkers. InitProducerId with a transactional id is in
+`producer_ids.py`, beside the idempotent one.
+
+The coordinator's rules are in `txn_coordinator.py` and `txn_state.py`; handlers translate the
+versions' shapes. AddPartitionsToTxn v4+ (KIP-890's batched broker-to-broker verification) and
+EndTxn v5 (KIP-890 part 2) are not implemented, so not advertised.
+"""
+import time
+
+from minilog.connector.protocol import ApiKey, ErrorCode, response
+
+from .. import txn_markers
+from ..group_records import OffsetAndMetadata
+from . import handles
+
+_ADD_PARTITIONS = response(ApiKey.ADD_PARTITIONS_TO_TXN)
+_ADD_OFFSETS = response(ApiKey.ADD_OFFSETS_TO_TXN)
+_END = response(ApiKey.END_TXN)
+_TXN_COMMIT = response(ApiKey.TXN_OFFSET_COMMIT)
+_MARKERS = response(ApiKey.WRITE_TXN_MARKERS)
+
+# KIP-588: versions before these know PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+PRODUCER_FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                         ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2,
+                         ApiKey.TXN_OFFSET_COMMIT: 2}
+
+
+def for_version(code: int, api_key: int, version: int) -> int:
+    if code == ErrorCode.PRODUCER_FENCED and version < PRODUCER_FENCED_SINCE[api_key]:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def _coordinator(broker):
+    return getattr(broker, "txn", None)
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
+async def add_partitions_to_txn(broker, header, req):
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    txn = _coordinator(broker)
+    if txn is None:
+        results = dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        results = await txn.add_partitions(req.v3_and_below_transactional_id,
+                                           req.v3_and_below_producer_id,
+                                           req.v3_and_below_producer_epoch, wanted)
+    by_topic = {}
+    for (topic, index), code in results.items():
+        by_topic.setdefault(topic, []).append(_ADD_PARTITIONS.make(
+            "results_by_topic_v3_and_below", "results_by_partition", partition_index=index,
+            partition_error_code=for_version(code, ApiKey.ADD_PARTITIONS_TO_TXN,
+                                             header.api_version)))
+    return _ADD_PARTITIONS.cls(throttle_time_ms=0, results_by_topic_v3_and_below=[
+        _ADD_PARTITIONS.make("results_by_topic_v3_and_below", name=t, results_by_partition=r)
+        for t, r in by_topic.items()])
+
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
+async def add_offsets_to_txn(broker, header, req):
+    txn = _coordinator(broker)
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if txn is None else await txn.add_offsets(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+    return _ADD_OFFSETS.cls(throttle_time_ms=0, error_code=for_version(
+        code, ApiKey.ADD_OFFSETS_TO_TXN, header.api_version))
+
+
+@handles(ApiKey.END_TXN, 0, 4)
+async def end_txn(broker, header, req):
+    txn = _coordinator(broker)
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if txn is None else await txn.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    return _END.cls(throttle_time_ms=0, error_code=for_version(code, ApiKey.END_TXN,
+                                                               header.api_version))
+
+
+@handles(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+async def txn_offset_commit(broker, header, req):
+    v = header.api_version
+    offsets = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
+                p.committed_metadata or "", time.time_ns() // 1_000_000, None)
+    if broker.groups is None:
+        results = dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        results = await broker.groups.commit_txn_offsets(
+            req.group_id, req.producer_id, req.producer_epoch,
+            req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
+            req.generation_id if v >= 3 else -1, offsets)
+    return _TXN_COMMIT.cls(throttle_time_ms=0, topics=[_TXN_COMMIT.make(
+        "topics", name=t.name, partitions=[_TXN_COMMIT.make(
+            "topics", "partitions", partition_index=p.partition_index,
+            error_code=for_version(results[(t.name, p.partition_index)],
+                                   ApiKey.TXN_OFFSET_COMMIT, v))
+            for p in t.partitions]) for t in req.topics])
+
+
+@handles(ApiKey.WRITE_TXN_MARKERS, 0, 1)
+async def write_txn_markers(broker, header, req):
+    out = []
+    for m in req.markers:
+        wanted = [(t.name, i) for t in m.topics for i in t.partition_indexes]
+        results = await txn_markers.write_local(broker, m.producer_id, m.producer_epoch,
+                                                m.coordinator_epoch, m.transaction_result,
+                                                wanted)
+        by_topic = {}
+        for (topic, index), code in results.items():
+            by_topic.setdefault(topic, []).append(_MARKERS.make(
+                "markers", "topics", "partitions", partition_index=index, error_code=code))
+        out.append(_MARKERS.make("markers", producer_id=m.producer_id, topics=[
+            _MARKERS.make("markers", "topics", name=t, partitions=ps)
+            for t, ps in by_topic.items()]))
+    return _MARKERS.cls(markers=out)

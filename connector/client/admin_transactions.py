@@ -1,0 +1,80 @@
+"""Transaction administration: list and describe transactions (what `kafka-transactions.sh`
+does). A mixin of `AsyncAdminClient`, like `admin_groups.py`: ListTransactions goes to every
+broker (each lists the transactional ids it coordinates), DescribeTransactions to each id's
+transaction coordinator (FindCoordinator key type 1)."""
+import asyncio
+from typing import NamedTuple
+
+from minilog.connector.protocol import ApiKey, KafkaError
+
+from .admin_groups import _m
+from .group_api import TXN_KEY_TYPE, Coordinator
+from .types import TopicPartition
+
+
+class TransactionListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+class TransactionDescription(NamedTuple):
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int         # -1 when no transaction is open
+    partitions: tuple     # of TopicPartition
+
+
+class TransactionAdmin:
+    async def list_transactions(self, states=None, producer_ids=None, timeout=None):
+        """Every transactional id of the cluster (optionally in `states`, of `producer_ids`),
+        sorted by id."""
+        await self._cluster.ensure_bootstrapped()
+        await self._cluster.refresh()
+        Req = _m(ApiKey.LIST_TRANSACTIONS)
+
+        async def one(node):
+            async def attempt():
+                conn = await self._cluster.connection(node)
+                resp = await conn.send(ApiKey.LIST_TRANSACTIONS, Req(
+                    state_filters=list(states or ()), producer_id_filters=list(producer_ids or ()),
+                    duration_filter=-1))
+                if resp.error_code:
+                    raise KafkaError(resp.error_code, f"ListTransactions on broker {node}")
+                return [TransactionListing(t.transactional_id, t.producer_id,
+                                           t.transaction_state, node)
+                        for t in resp.transaction_states]
+            return await self._retry(attempt, timeout, "ListTransactions")
+        found = await asyncio.gather(*(one(n) for n in self._cluster.brokers))
+        return sorted((t for listing in found for t in listing), key=lambda t: t.transactional_id)
+
+    async def describe_transactions(self, transactional_ids, timeout=None):
+        """{transactional id: TransactionDescription}; an unknown id raises
+        KafkaError(TRANSACTIONAL_ID_NOT_FOUND)."""
+        ids = [transactional_ids] if isinstance(transactional_ids, str) else list(transactional_ids)
+        await self._cluster.ensure_bootstrapped()
+        out = {}
+        for txn_id in ids:
+            coordinator = Coordinator(self._cluster, txn_id, TXN_KEY_TYPE)
+
+            async def attempt(conn, txn_id=txn_id, coordinator=coordinator):
+                resp = await conn.send(ApiKey.DESCRIBE_TRANSACTIONS, _m(
+                    ApiKey.DESCRIBE_TRANSACTIONS)(transactional_ids=[txn_id]))
+                t = resp.transaction_states[0]
+                if t.error_code:
+                    raise KafkaError(t.error_code, f"describing transactional id {txn_id!r}")
+                return TransactionDescription(
+                    txn_id, coordinator.node.node_id, t.transaction_state, t.producer_id,
+                    t.producer_epoch, t.transaction_timeout_ms, t.transaction_start_time_ms,
+                    tuple(TopicPartition(p.topic, i) for p in t.topics for i in p.partitions))
+            try:
+                out[txn_id] = await coordinator.call(attempt, self._deadline(timeout),
+                                                     "DescribeTransactions", "admin")
+            finally:
+                coordinator.close()
+        return out

@@ -1,0 +1,64 @@
+"""Helpers for transaction tests: confluent-kafka producers and consumers, raw ListOffsets."""
+import time
+
+from confluent_kafka import Consumer, Producer
+from minilog.connector.protocol import ApiKey, request
+from wire import RawConnection
+
+DEADLINE = 60.0
+# a broker's internal topics small enough to create in a moment on a loaded machine
+SMALL = ["-o", "transaction.state.log.num.partitions=4", "-o", "offsets.topic.num.partitions=4",
+         "-o", "group.initial.rebalance.delay.ms=0"]
+
+
+def txn_producer(bootstrap, txn_id, **extra):
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                  "linger.ms": 5, **extra})
+    p.init_transactions(DEADLINE)
+    return p
+
+
+def produce_in_txn(p, topic, values, partition=0):
+    """Write `values` in the producer's open transaction and wait until the broker has them."""
+    for v in values:
+        p.produce(topic, v, partition=partition)
+    assert p.flush(DEADLINE) == 0
+
+
+def read_all(bootstrap, topic, isolation, expected_count, partitions=1, quiet_s=2.0):
+    """Every value in `topic` as a consumer with `isolation` reads it: once `expected_count`
+    have come, keep polling `quiet_s` more so that any extra record would show."""
+    from confluent_kafka import TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+        got, deadline, quiet_until = [], time.monotonic() + DEADLINE, None
+        while time.monotonic() < deadline:
+            if len(got) >= expected_count:
+                quiet_until = quiet_until or time.monotonic() + quiet_s
+                if time.monotonic() > quiet_until:
+                    break
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m.value())
+        return got
+    finally:
+        c.close()
+
+
+def list_offset(bootstrap, topic, partition, isolation_level, timestamp=-1):
+    """The offset ListOffsets v7 answers for `timestamp` (-1: latest) at `isolation_level`."""
+    req = request(ApiKey.LIST_OFFSETS)
+    conn = RawConnection(bootstrap)
+    try:
+        answer = conn.call(ApiKey.LIST_OFFSETS, 7, req.cls(
+            replica_id=-1, isolation_level=isolation_level, topics=[req.make(
+                "topics", name=topic, partitions=[req.make(
+                    "topics", "partitions", partition_index=partition, timestamp=timestamp)])]))
+    finally:
+        conn.close()
+    p = answer.topics[0].partitions[0]
+    assert p.error_code == 0, p.error_code
+    return p.offset
