@@ -24,7 +24,9 @@ from .peer_channel import PeerChannel
 from .peer_connections import PeerConnections
 from .quorum_store import QuorumMetadataStore
 from .replica_manager import ReplicaManager
+from .scram_store import open_scram_credentials
 from .server import BrokerServer
+from .secure_connection import listener_server
 from .startup import data_summary, is_new
 from .topic_manager import TopicManager
 
@@ -51,10 +53,12 @@ class Broker:
             self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
+        self.scram = open_scram_credentials(config)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
-        self.server = None
+        self.server = None  # the primary (first) listener's; `servers` has every listener's
+        self.servers = []
         self.groups = self.cleaner = None
         self._tasks = []
         self._stopped = None
@@ -89,7 +93,10 @@ class Broker:
             self.groups = GroupCoordinator(self).start()
             self.cleaner = LogCleaner(self).start()
         host, port = self.config.listen_address
-        self.server = await BrokerServer(self, host, port, self._listener).start()
+        for i, listener in enumerate(self.config.listeners):
+            sock = self._listener if i == 0 else None
+            self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
+        self.server = self.servers[0]
         if port == 0:  # ephemeral listener: advertise the port actually bound
             adv_host, _ = self.config.advertised_address
             self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
@@ -152,8 +159,8 @@ class Broker:
             await self.groups.stop()
         if self.cleaner:
             await self.cleaner.stop()
-        if self.server:
-            await self.server.close()
+        for server in self.servers:
+            await server.close()
         self.logs.close()
         if self.quorum is not None:
             self.quorum.close()

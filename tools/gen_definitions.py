@@ -25,6 +25,10 @@ SUPPORTED = {
     "Vote": (0, 0), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
     "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 1),
     "OffsetForLeaderEpoch": (2, 4),
+    # Security: SASL authentication, SCRAM credentials (KIP-554) and ACLs.
+    "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2),
+    "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
+    "CreateAcls": (1, 3), "DescribeAcls": (1, 3), "DeleteAcls": (1, 3),
 }
 
 

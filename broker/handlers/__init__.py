@@ -78,5 +78,6 @@ from . import (  # noqa: F401
     metadata,
     produce,
     quorum,
+    security,
     topics,
 )
