@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trustme
 
-from brokers import MinilogBroker, free_port
+from brokers import MinilogBroker, free_port, wait_for_port
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -75,6 +75,12 @@ class SecureBroker(MinilogBroker):
     def argv(self):
         return [sys.executable, "-m", "minilog.broker", "start", "--data-dir", str(self.log_dir),
                 "--node-id", str(self.node_id), *self.extra]
+
+    def start(self, timeout=60.0):
+        super().start(timeout)
+        for port in self.ports.values():  # the first is bound before the broker has started
+            wait_for_port(port, timeout, self.proc)
+        return self
 
     def bootstrap_for(self, protocol: str) -> str:
         return f"127.0.0.1:{self.ports[protocol]}"
