@@ -7,6 +7,9 @@ overrides them with its own names (`retention.ms` ...).
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minilog.connector.properties import PropertiesError
+from minilog.connector.properties import read_properties as _read_properties
+
 from .listeners import SECURITY_KEYS, Listener, ListenerError, is_listener_setting, parse_listeners
 
 HOUR_MS = 3600 * 1000
@@ -92,20 +95,10 @@ def _coerce(key, typ, value):
 
 def read_properties(path):
     """Parse a Java-style .properties file (key=value, # comments)."""
-    props = {}
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}:{n}: expected key=value, got {raw!r}")
-        props[line[:sep].strip()] = line[sep + 1:].strip()
-    return props
+        return _read_properties(path)
+    except PropertiesError as e:
+        raise ConfigError(str(e)) from None
 
 
 @dataclass

@@ -54,12 +54,6 @@ def from_password(mechanism: str, password: str, iterations: int = 4096) -> Scra
     return ScramCredential(salt, stored_key, server_key, i)
 
 
-def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
-    """Hi(password, salt, i) of RFC 5802: what a client sends in AlterUserScramCredentials."""
-    name = _HASHES[mechanism]().name
-    return hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
-
-
 class ScramCredentials:
     """{user: {mechanism: ScramCredential}}; `changed` is called after every change."""
 

@@ -7,7 +7,8 @@ first answers only ApiVersions, SaslHandshake and SaslAuthenticate (`broker/sasl
 mechanism work); anything else before authentication closes it, as Kafka does, and a client
 that has not authenticated within `connections.authentication.timeout.ms` is disconnected.
 A failed login gets SASL_AUTHENTICATION_FAILED with the same message whatever was wrong, is
-logged once, and the connection closes after `connection.failed.authentication.delay.ms`.
+logged once, and is answered after `connection.failed.authentication.delay.ms` (Kafka's brake on
+clients that retry at once), then the connection closes.
 """
 import asyncio
 import logging
@@ -133,6 +134,9 @@ class SecureConnection(_Connection):
             answer = self._handshake(req.mechanism, version)
         else:
             answer = self._authenticate(req.auth_bytes)
+        if self._handle is _ignore:  # failed: answer late, as Kafka does, to slow retries down
+            config = self.server.broker.config
+            await asyncio.sleep(config["connection.failed.authentication.delay.ms"] / 1000)
         return encode_response(key, version, header.correlation_id, answer)
 
     def _handshake(self, mechanism, version):
@@ -180,13 +184,12 @@ class SecureConnection(_Connection):
             self._handle = self._authenticated
 
     def _fail(self, reason):
-        """Answer this request, then close after Kafka's delay; later frames go unanswered."""
+        """Answer this request, then close the connection; later frames go unanswered."""
         log.info("authentication of %s on %s failed: %s", self.peer, self.session.listener.name,
                  reason)
         self._handle = _ignore
         self._deadline.cancel()
-        delay = self.server.broker.config["connection.failed.authentication.delay.ms"] / 1000
-        asyncio.get_running_loop().call_later(delay, self.transport.close)
+        self._queue.appendleft(None)  # the end of the connection, once this answer is sent
 
 
 async def _ignore(frame, peer, closed):
