@@ -3,14 +3,7 @@ users managed with `minilog users`, then used by clients we did not write."""
 import pytest
 from clitools import FAILED, USAGE, ok, one_line_error, run
 from confluent_kafka import Producer as CKProducer
-from security_tools import SecureBroker, librdkafka_settings, make_certificates
-
-
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory):
-    b = SecureBroker(make_certificates(tmp_path_factory.mktemp("certs"))).start()
-    yield b
-    b.cleanup()
+from security_tools import librdkafka_settings
 
 
 @pytest.fixture(scope="module")

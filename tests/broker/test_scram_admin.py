@@ -10,14 +10,7 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from security_tools import SecureBroker, librdkafka_settings, make_certificates
-
-
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory):
-    b = SecureBroker(make_certificates(tmp_path_factory.mktemp("certs"))).start()
-    yield b
-    b.cleanup()
+from security_tools import librdkafka_settings
 
 
 def _admin(broker):

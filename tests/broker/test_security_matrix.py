@@ -13,10 +13,8 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from security_tools import (
     MECHANISMS,
-    SecureBroker,
     kafka_python_settings,
     librdkafka_settings,
-    make_certificates,
 )
 from waiting import wait_until
 
@@ -25,13 +23,6 @@ from minilog.connector.client import Consumer, Producer, TopicPartition
 COMBINATIONS = [("PLAINTEXT", None), ("SSL", None)] + [
     (p, m) for p in ("SASL_PLAINTEXT", "SASL_SSL") for m in MECHANISMS]
 IDS = [p if m is None else f"{p}-{m}" for p, m in COMBINATIONS]
-
-
-@pytest.fixture(scope="module")
-def secure_broker(tmp_path_factory):
-    b = SecureBroker(make_certificates(tmp_path_factory.mktemp("certs"))).start()
-    yield b
-    b.cleanup()
 
 
 def _topic():
