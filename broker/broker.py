@@ -53,7 +53,7 @@ class Broker:
             self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
-        self.scram = open_scram_credentials(config)
+        self.scram = open_scram_credentials(config, self.quorum)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)

@@ -1,4 +1,5 @@
-"""Where a broker keeps SCRAM credentials: a JSON file beside the single broker's metadata.
+"""Where a broker keeps SCRAM credentials: a JSON file beside the single broker's metadata,
+and in a cluster the metadata log (`scram_metadata.py`).
 
 `sasl.scram` seeds it on start, in the syntax of Kafka's `kafka-storage format --add-scram`:
 `SCRAM-SHA-256=[name=alice,password=secret]`, several separated by `;`. Credentials are stored
@@ -29,7 +30,17 @@ def parse_bootstrap(spec: str) -> list:
     return out
 
 
-def open_scram_credentials(config: BrokerConfig) -> ScramCredentials:
+def open_scram_credentials(config: BrokerConfig, quorum=None):
+    """The broker's credentials: this file's (seeded by sasl.scram); in a cluster (`quorum`,
+    the metadata store) those of the metadata log, the file's users as a fallback."""
+    local = _open_file(config)
+    if quorum is None:
+        return local
+    from .scram_metadata import QuorumScramCredentials
+    return QuorumScramCredentials(quorum, local)
+
+
+def _open_file(config: BrokerConfig) -> ScramCredentials:
     path = config.data_dir / FILE_NAME
 
     def save(store: ScramCredentials) -> None:
