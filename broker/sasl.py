@@ -76,6 +76,7 @@ class _Scram:
                 return self._server.get_server_first().encode()
             if self._round == 1:
                 self._round = 2
+                self._accept_kafkas_nonce(text)
                 self._server.set_client_final(text)
                 final = self._server.get_server_final().encode()
                 self.done, self.user = True, self._asked
@@ -84,6 +85,15 @@ class _Scram:
             raise AuthenticationFailed(self.mechanism,
                                        f"{e} (user {self._asked!r})") from None
         raise AuthenticationFailed(self.mechanism, "token after the exchange ended")
+
+    def _accept_kafkas_nonce(self, client_final: str) -> None:
+        """Kafka checks that the client-final nonce *ends with* the server-first one, and
+        librdkafka 2.0 (Debian's kcat) relies on it: it sends its own nonce once more in front.
+        The proof covers the message as sent, so taking its nonce weakens nothing."""
+        sent = next((a[2:] for a in client_final.split(",") if a.startswith("r=")), None)
+        ours = self._server.nonce  # scramp keeps it as its own Nonce type (a str in older ones)
+        if sent is not None and ours and sent != str(ours) and sent.endswith(str(ours)):
+            self._server.nonce = type(ours)(sent)
 
 
 class SaslAuthenticator:

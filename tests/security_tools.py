@@ -16,6 +16,10 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 USER, PASSWORD = "alice", "alice-secret"
 CLIENT_CN = "client-1"
+# every protocol, with each mechanism on the SASL ones: what the client matrices run over
+COMBINATIONS = [("PLAINTEXT", None), ("SSL", None)] + [
+    (p, m) for p in ("SASL_PLAINTEXT", "SASL_SSL") for m in MECHANISMS]
+IDS = [p if m is None else f"{p}-{m}" for p, m in COMBINATIONS]
 
 
 @dataclass

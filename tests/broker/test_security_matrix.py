@@ -12,7 +12,8 @@ from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from security_tools import (
-    MECHANISMS,
+    COMBINATIONS,
+    IDS,
     kafka_python_settings,
     librdkafka_settings,
 )
@@ -20,9 +21,6 @@ from waiting import wait_until
 
 from minilog.connector.client import Consumer, Producer, TopicPartition
 
-COMBINATIONS = [("PLAINTEXT", None), ("SSL", None)] + [
-    (p, m) for p in ("SASL_PLAINTEXT", "SASL_SSL") for m in MECHANISMS]
-IDS = [p if m is None else f"{p}-{m}" for p, m in COMBINATIONS]
 
 
 def _topic():
