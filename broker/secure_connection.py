@@ -210,3 +210,13 @@ def listener_server(broker, listener: Listener, sock=None, primary: bool = False
                           handshake_timeout=timeout)
     server._connection = lambda: SecureConnection(server, listener, sasl)
     return server
+
+
+def check_listeners(config) -> None:
+    """Build every secured listener's TLS context and SASL settings once, so that a missing
+    certificate or user list is a one-line error before the broker binds or recovers."""
+    for listener in config.listeners:
+        if listener.tls:
+            server_context(config.values, listener)
+        if listener.sasl:
+            SaslSettings(config.values, listener)

@@ -5,9 +5,12 @@ sees. Every test ends by checking that a good client is still served.
 """
 import socket
 import ssl
+import subprocess
+import sys
 
 import pytest
 from confluent_kafka.admin import AdminClient as CKAdmin
+from brokers import free_port
 from security_tools import (
     CLIENT_CN,
     PASSWORD,
@@ -205,3 +208,25 @@ def test_the_principal_of_a_client_certificate_is_its_subject_as_kafka_writes_it
             return cert
     assert principal_of(Peer()) == f"User:CN={CLIENT_CN},OU=tests,O=minilog"
     assert principal_of(None) == "User:ANONYMOUS"
+
+
+@pytest.mark.parametrize("settings,says", [
+    ({"listeners": "SSL://127.0.0.1:{port}"}, "has no certificate"),
+    ({"listeners": "SSL://127.0.0.1:{port}", "ssl.keystore.type": "JKS",
+      "ssl.keystore.location": "/x.jks"}, "minilog reads PEM only"),
+    ({"listeners": "SASL_SSL://127.0.0.1:{port}", "ssl.keystore.location": "/nonexistent.pem"},
+     "No such file"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "PLAIN"},
+     "plain.sasl.jaas.config"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "GSSAPI"},
+     "sasl.enabled.mechanisms"),
+    ({"listeners": "INTERNAL://127.0.0.1:{port}"}, "listener.security.protocol.map"),
+], ids=["no-certificate", "jks", "missing-file", "no-plain-users", "gssapi", "unmapped"])
+def test_a_broker_with_bad_security_settings_refuses_to_start_in_one_line(tmp_path, settings,
+                                                                          says):
+    port = free_port()
+    args = [a for k, v in settings.items() for a in ("-o", f"{k}={v.format(port=port)}")]
+    r = subprocess.run([sys.executable, "-m", "minilog.broker", "start", "--data-dir",
+                        str(tmp_path), *args], capture_output=True, timeout=120, check=False)
+    err = r.stderr.decode()
+    assert (r.returncode, err.count("\n")) == (2, 1) and says in err, err
