@@ -215,6 +215,11 @@ def listener_server(broker, listener: Listener, sock=None, primary: bool = False
 def check_listeners(config) -> None:
     """Build every secured listener's TLS context and SASL settings once, so that a missing
     certificate or user list is a one-line error before the broker binds or recovers."""
+    primary = config.listeners[0]
+    if config.quorum_voters is not None and primary.secure:
+        raise ConfigError(f"listeners: in a cluster the first listener carries replication and "
+                          f"the controller quorum, which speak PLAINTEXT only for now; list "
+                          f"{primary.name} after a PLAINTEXT listener")
     for listener in config.listeners:
         if listener.tls:
             server_context(config.values, listener)
