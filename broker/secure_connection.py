@@ -78,6 +78,7 @@ class SecureConnection(_Connection):
 
     def __init__(self, server, listener: Listener, sasl: SaslSettings | None):
         super().__init__(server)
+        self.tls = listener.tls
         self.session = Session(listener)
         self._sasl = sasl
         self._authenticator = None

@@ -121,6 +121,8 @@ class BrokerServer:
 class _Connection(FramedProtocol):
     """One client connection: frames queue up here and one task answers them in order."""
 
+    tls = False  # sendfile cannot write into a TLS connection: segments are read and copied
+
     def __init__(self, server):
         super().__init__(server.broker.config["socket.request.max.bytes"])
         self.server = server
@@ -250,6 +252,8 @@ class _Connection(FramedProtocol):
                 if i > start:
                     self.write(chunks[start:i])
                 try:
+                    if self.tls:  # asyncio raises RuntimeError for TLS transports
+                        raise asyncio.SendfileNotAvailableError("a TLS connection")
                     sent = await loop.sendfile(self.transport, chunk, chunk.position, len(chunk),
                                                fallback=False)
                 except asyncio.SendfileNotAvailableError:  # not a plain socket: copy it

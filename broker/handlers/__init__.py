@@ -61,6 +61,19 @@ def leader_partition(broker, topic, index, followers_too=False):
     return partition, 0
 
 
+def on_listener(broker, header, endpoint):
+    """`endpoint` (a BrokerEndpoint) as the client should reach it: this broker's own is given
+    with the address of the listener the request came through (a client on the SASL_SSL port
+    must not be sent to the PLAINTEXT one)."""
+    session = header.session
+    if session is None or endpoint is None or endpoint.node_id != broker.config.node_id:
+        return endpoint
+    import dataclasses
+    listener = session.listener
+    return dataclasses.replace(endpoint, host=listener.advertised_host,
+                               port=listener.advertised_port)
+
+
 def handles(api_key, lo, hi):
     def register(fn):
         HANDLERS[api_key] = Entry(fn, (lo, hi))

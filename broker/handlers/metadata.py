@@ -1,7 +1,7 @@
 """Metadata and DescribeCluster: brokers, topics, partitions, leaders, replicas."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
-from . import handles
+from . import handles, on_listener
 
 _META = response(ApiKey.METADATA)
 _CLUSTER = response(ApiKey.DESCRIBE_CLUSTER)
@@ -12,14 +12,9 @@ def _brokers(broker, schema, header, id_field="node_id"):
     live = broker.metadata.brokers.values()
     if not live and broker.quorum is not None:  # a cluster still forming: at least ourselves
         live = [broker.quorum.own_endpoint]
-    out = [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
-           for b in live]
-    if header.session is not None:  # a request on another listener: this broker's address there
-        listener = header.session.listener
-        for b in out:
-            if getattr(b, id_field) == broker.config.node_id:
-                b.host, b.port = listener.advertised_host, listener.advertised_port
-    return out
+    live = [on_listener(broker, header, b) for b in live]
+    return [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
+            for b in live]
 
 
 def describe_topic(broker, ts):

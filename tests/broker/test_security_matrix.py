@@ -81,3 +81,26 @@ def test_metadata_names_the_listener_the_client_came_through(secure_broker):
     producer = CKProducer(conf)
     brokers = producer.list_topics(timeout=60).brokers
     assert [str(b) for b in brokers.values()] == [f"{secure_broker.bootstrap_for('SASL_SSL')}/1"]
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+def test_a_consumer_group_over_tls_reads_megabytes(secure_broker, protocol):
+    """Large fetches leave a plain socket by sendfile, a TLS one by copy; and the group
+    coordinator is named at the address of the listener the client came through."""
+    conf, topic = librdkafka_settings(secure_broker, protocol, "SCRAM-SHA-512"), _topic()
+    producer = CKProducer({**conf, "linger.ms": 50})
+    value = bytes(range(256)) * 4
+    for _ in range(4000):
+        producer.produce(topic, value)
+    assert producer.flush(60) == 0
+    consumer = CKConsumer({**conf, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
+    got = []
+    try:
+        consumer.subscribe([topic])
+        wait_until(lambda: got.extend(m for m in consumer.consume(1000, 1.0)
+                                      if m.error() is None) or len(got) >= 4000,
+                   120, "4000 records of 1 KiB")
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert len(got) == 4000 and all(m.value() == value for m in got)
