@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import clients, cluster
-from .report import Report, main_args, median
+from .report import Report, bars, main_args, median
 
 RECORDS, QUICK_RECORDS = 200_000, 20_000
 SIZE = 1024
@@ -138,6 +138,10 @@ def run(args):
         for what in ("produce_s", "consume_s"):
             rep.ratio(f"{what[:-2]} {p}/PLAINTEXT", got[p][what], got["PLAINTEXT"][what],
                       "target >= 0.7")
+    rep.plot("throughput", lambda plt: bars(
+        plt, list(PROTOCOLS), {what: [got[p][f"{what}_s"] for p in PROTOCOLS]
+                               for what in ("produce", "consume")},
+        "records/s", f"{n:,} × {SIZE} B records through each listener (confluent-kafka)"))
     rep.finish()
 
 
