@@ -200,17 +200,15 @@ async def _ignore(frame, peer, closed):
 def listener_server(broker, listener: Listener, sock=None, primary: bool = False) -> BrokerServer:
     """The server of one listener: the plain one for the primary PLAINTEXT listener, else one
     whose connections carry a session (and TLS, and SASL, as the protocol says)."""
-    values = broker.config.values
-    server = BrokerServer(broker, listener.host, listener.port, sock)
     if primary and not listener.secure:
-        return server
-    timeout = broker.config["connections.authentication.timeout.ms"] / 1000
+        return BrokerServer(broker, listener.host, listener.port, sock)
+    values = broker.config.values
     sasl = SaslSettings(values, listener) if listener.sasl else None
-    server = BrokerServer(broker, listener.host, listener.port, sock,
-                          ssl=server_context(values, listener) if listener.tls else None,
-                          handshake_timeout=timeout)
-    server._connection = lambda: SecureConnection(server, listener, sasl)
-    return server
+    return BrokerServer(broker, listener.host, listener.port, sock,
+                        connection=lambda server: SecureConnection(server, listener, sasl),
+                        ssl=server_context(values, listener) if listener.tls else None,
+                        handshake_timeout=broker.config["connections.authentication.timeout.ms"]
+                        / 1000)
 
 
 def check_listeners(config) -> None:

@@ -37,8 +37,8 @@ MAX_PENDING_RESPONSES = 16  # per connection, handled but waiting (acks=all): th
 
 
 class BrokerServer:
-    """One listener. `connection` builds each accepted connection (`_Connection` unless the
-    listener is secured, see `secure_connection.py`); `ssl` is the listener's TLS context."""
+    """One listener. `connection(server)` builds each accepted connection (`_Connection` unless
+    the listener is secured, see `secure_connection.py`); `ssl` is the listener's TLS context."""
 
     def __init__(self, broker, host, port, sock=None, *, connection=None, ssl=None,
                  handshake_timeout=None):
@@ -46,7 +46,8 @@ class BrokerServer:
         self.handlers = served(broker)  # a controller-only node answers fewer APIs
         self._server = None
         self._connections = set()
-        self._connection = connection or (lambda: _Connection(self))
+        make = connection or _Connection
+        self._connection = lambda: make(self)
         self._tls = {"ssl": ssl, "ssl_handshake_timeout": handshake_timeout} if ssl else {}
 
     async def start(self):
