@@ -233,3 +233,38 @@ def test_a_broker_with_bad_security_settings_refuses_to_start_in_one_line(tmp_pa
                         str(tmp_path), *args], capture_output=True, timeout=120, check=False)
     err = r.stderr.decode()
     assert (r.returncode, err.count("\n")) == (2, 1) and says in err, err
+
+
+def test_random_sasl_frames_and_tls_bytes_leave_the_broker_serving(secure_broker):
+    """Fuzz: garbage tokens in each SASL step, truncated and random frames on the SASL port,
+    random bytes in place of a TLS ClientHello; each connection ends, the broker goes on."""
+    import random
+    rng = random.Random(28)
+    for i in range(60):
+        conn = RawConnection(secure_broker.bootstrap_for("SASL_PLAINTEXT"))
+        try:
+            kind = i % 4
+            if kind == 0:  # a random token for a chosen mechanism
+                mechanism = rng.choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+                _handshake(conn, mechanism)
+                resp = _authenticate(conn, rng.randbytes(rng.randrange(0, 300)))
+                assert resp.error_code in (0, ErrorCode.SASL_AUTHENTICATION_FAILED)
+            elif kind == 1:  # a random frame body under a SASL header
+                head = encode_request(RequestHeader(ApiKey.SASL_AUTHENTICATE, 2, 1, "f"),
+                                      request(ApiKey.SASL_AUTHENTICATE).cls(auth_bytes=b"x"))
+                body = b"".join(head)[4:14] + rng.randbytes(rng.randrange(0, 100))
+                conn.send_raw(len(body).to_bytes(4, "big") + body)
+            elif kind == 2:  # random bytes, size prefix and all
+                conn.send_raw(rng.randbytes(rng.randrange(1, 200)))
+            else:  # a TLS port fed random bytes
+                raw = socket.create_connection(("127.0.0.1", secure_broker.ports["SASL_SSL"]),
+                                               timeout=5)
+                raw.sendall(rng.randbytes(rng.randrange(1, 500)))
+                raw.close()
+        except (ConnectionError, OSError):
+            pass  # the broker hung up on us: the expected answer to most of these
+        finally:
+            conn.close()
+    assert _served(secure_broker)
+    assert _served(secure_broker, "SASL_PLAINTEXT", "PLAIN")
+    assert "Traceback" not in secure_broker.log_path.read_text()  # no handler failed on them
