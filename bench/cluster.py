@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from minilog.broker.local_cluster import BrokerProcess
+from minilog.broker.local_cluster import BrokerProcess, free_port, wait_for_port  # noqa: F401
 
 
 class _Bench:
@@ -81,11 +81,16 @@ def tansu_available():
         return False
 
 
-@contextlib.contextmanager
 def running(kind, overrides=None):
     """Start one broker ("minilog" with Kafka `overrides`, or "tansu"); yield it; always stop
     it and remove its directory."""
-    broker = make(kind, overrides)
+    return running_broker(make(kind, overrides))
+
+
+@contextlib.contextmanager
+def running_broker(broker):
+    """Start `broker` (a MinilogBroker or TansuBroker of here); yield it; always stop it and
+    remove its directory."""
     try:
         yield broker.start()
     finally:

@@ -25,7 +25,9 @@ from .peer_connections import PeerConnections
 from .producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
 from .quorum_store import QuorumMetadataStore
 from .replica_manager import ReplicaManager
+from .scram_store import open_scram_credentials
 from .server import BrokerServer
+from .secure_connection import listener_server
 from .startup import data_summary, is_new
 from .topic_manager import TopicManager
 from .txn_coordinator import TransactionCoordinator
@@ -57,10 +59,12 @@ class Broker:
             else None
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
+        self.scram = open_scram_credentials(config, self.quorum)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
-        self.server = None
+        self.server = None  # the primary (first) listener's; `servers` has every listener's
+        self.servers = []
         self.groups = self.cleaner = self.txn = None
         self._tasks = []
         self._stopped = None
@@ -96,7 +100,10 @@ class Broker:
             self.txn = TransactionCoordinator(self).start()
             self.cleaner = LogCleaner(self).start()
         host, port = self.config.listen_address
-        self.server = await BrokerServer(self, host, port, self._listener).start()
+        for i, listener in enumerate(self.config.listeners):
+            sock = self._listener if i == 0 else None
+            self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
+        self.server = self.servers[0]
         if port == 0:  # ephemeral listener: advertise the port actually bound
             adv_host, _ = self.config.advertised_address
             self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
@@ -161,8 +168,8 @@ class Broker:
             await self.groups.stop()
         if self.cleaner:
             await self.cleaner.stop()
-        if self.server:
-            await self.server.close()
+        for server in self.servers:
+            await server.close()
         self.logs.close()
         if self.quorum is not None:
             self.quorum.close()

@@ -7,6 +7,11 @@ overrides them with its own names (`retention.ms` ...).
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minilog.connector.properties import PropertiesError
+from minilog.connector.properties import read_properties as _read_properties
+
+from .listeners import SECURITY_KEYS, Listener, ListenerError, is_listener_setting, parse_listeners
+
 HOUR_MS = 3600 * 1000
 
 # Broker key -> (type, default). Durations follow Kafka's precedence (ms over minutes over hours).
@@ -73,6 +78,7 @@ BROKER_KEYS = {
     "auto.leader.rebalance.enable": (bool, True),
     "leader.imbalance.check.interval.seconds": (int, 300),
     "metadata.log.max.record.bytes.between.snapshots": (int, 20 * 1024 * 1024),
+    **SECURITY_KEYS,
 }
 
 
@@ -95,20 +101,10 @@ def _coerce(key, typ, value):
 
 def read_properties(path):
     """Parse a Java-style .properties file (key=value, # comments)."""
-    props = {}
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}:{n}: expected key=value, got {raw!r}")
-        props[line[:sep].strip()] = line[sep + 1:].strip()
-    return props
+        return _read_properties(path)
+    except PropertiesError as e:
+        raise ConfigError(str(e)) from None
 
 
 @dataclass
@@ -119,6 +115,9 @@ class BrokerConfig:
     def from_props(cls, props):
         values = {k: d for k, (t, d) in BROKER_KEYS.items()}
         for key, raw in props.items():
+            if is_listener_setting(key):
+                values[key] = str(raw)
+                continue
             if key not in BROKER_KEYS:
                 raise ConfigError(f"unknown broker setting {key!r}")
             values[key] = _coerce(key, BROKER_KEYS[key][0], raw)
@@ -130,7 +129,7 @@ class BrokerConfig:
             if values[key] <= 0:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
         cfg = cls(values)
-        _ = cfg.listen_address  # parsing it validates `listeners`
+        _ = cfg.listeners  # parsing them validates `listeners` and `advertised.listeners`
         cfg._check_roles()
         return cfg
 
@@ -178,25 +177,24 @@ class BrokerConfig:
     def controller_only(self):
         return self.quorum_voters is not None and self.process_roles == {"controller"}
 
-    def _parse_listener(self, spec, key):
-        """A controller-only node listens on its controller listener (controller.listener.names),
-        any other node on its first listener; both speak PLAINTEXT."""
-        controller_names = {n.strip().upper()
-                            for n in self.values["controller.listener.names"].split(",")}
-        specs = [s.strip() for s in spec.split(",") if s.strip()]
-        if self.controller_only:
-            specs = [s for s in specs if s.split("://")[0].upper() in controller_names] or specs
-        spec = specs[0] if specs else ""
-        if "://" in spec:
-            proto, spec = spec.split("://", 1)
-            if proto.upper() != "PLAINTEXT" and proto.upper() not in controller_names:
-                raise ConfigError(f"{key}: only PLAINTEXT listeners (and controller listeners "
-                                  f"named in controller.listener.names) are supported, got {proto}")
-        host, _, port = spec.rpartition(":")
+    @property
+    def controller_listener_names(self) -> set:
+        return {n.strip().upper() for n in self.values["controller.listener.names"].split(",")}
+
+    @property
+    def listeners(self) -> list[Listener]:
+        """The listeners this node serves, primary first: a controller-only node's are its
+        controller listeners (controller.listener.names); another node's are all others
+        (combined nodes: every listener)."""
         try:
-            return host or "0.0.0.0", int(port)
-        except ValueError:
-            raise ConfigError(f"{key} must look like PLAINTEXT://host:port, got {spec!r}") from None
+            found = parse_listeners(self.values["listeners"], self.values["advertised.listeners"],
+                                    self.values["listener.security.protocol.map"],
+                                    self.controller_listener_names)
+        except ListenerError as e:
+            raise ConfigError(str(e)) from None
+        if self.controller_only:
+            found = [lst for lst in found if lst.name in self.controller_listener_names] or found
+        return found
 
     @property
     def quorum_voters(self):
@@ -212,15 +210,13 @@ class BrokerConfig:
 
     @property
     def listen_address(self):
-        return self._parse_listener(self.values["listeners"], "listeners")
+        primary = self.listeners[0]
+        return primary.host, primary.port
 
     @property
     def advertised_address(self):
-        adv = self.values["advertised.listeners"]
-        if adv:
-            return self._parse_listener(adv, "advertised.listeners")
-        host, port = self.listen_address
-        return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port
+        primary = self.listeners[0]
+        return primary.advertised_host, primary.advertised_port
 
     def topic_defaults(self):
         """Topic config defaults as Kafka topic-level names, derived from the broker keys."""

@@ -23,7 +23,8 @@ log = logging.getLogger("minilog.broker.router")
 NEEDS_METADATA = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR})
 CATCH_UP_WAIT_S = 10.0
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-                       ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
+                       ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                       ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 _CREATE = request(ApiKey.CREATE_TOPICS)
 COMMIT_TIMEOUT_S = 10.0
 FIND_CONTROLLER_S = 5.0
@@ -105,4 +106,8 @@ def not_controller(key, req):
         return schema.cls(throttle_time_ms=0, responses=[
             schema.make("responses", error_code=code, resource_type=r.resource_type,
                         resource_name=r.resource_name) for r in req.resources])
+    if key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        users = dict.fromkeys(c.name for c in [*req.deletions, *req.upsertions])
+        return schema.cls(throttle_time_ms=0, results=[
+            schema.make("results", user=u, error_code=code) for u in users])
     return schema.cls(throttle_time_ms=0, error_code=code)

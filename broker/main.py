@@ -8,6 +8,7 @@ import sys
 from minilog.connector.cli_parser import Parser
 
 from .config import BrokerConfig, ConfigError, read_properties
+from .secure_connection import check_listeners
 from .startup import bind_listener
 
 
@@ -56,6 +57,7 @@ def main(argv=None, prog="minilog broker"):
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = config_from_args(args)
+        check_listeners(config)
     except (ConfigError, ValueError) as e:
         print(f"minilog broker: {e}", file=sys.stderr)
         return 2

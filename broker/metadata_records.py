@@ -15,6 +15,13 @@ import uuid
 from .metadata import BrokerEndpoint, PartitionState, TopicState
 
 
+# Records of features that keep their own state on the image, registered by their own modules
+# (scram_metadata.py): record type -> apply(image, record); and the sections they add to a
+# snapshot: name -> (dump(image) -> JSON value, load(image, JSON value or None)).
+EXTENSION_RECORDS = {}
+IMAGE_SECTIONS = {}
+
+
 def encode(record):
     return json.dumps(record, separators=(",", ":")).encode()
 
@@ -68,7 +75,8 @@ def image_record(image):
             "unfenced": sorted(image.brokers),
             "topics": [topic_record(ts) for ts in image.topics.values()],
             "partitions": [partition_record(ts.name, i, p) for ts in image.topics.values()
-                           for i, p in ts.partitions.items()]}
+                           for i, p in ts.partitions.items()],
+            "sections": {name: dump(image) for name, (dump, _) in IMAGE_SECTIONS.items()}}
 
 
 def _load_image(image, rec):
@@ -82,6 +90,8 @@ def _load_image(image, rec):
     for r in rec["topics"] + rec["partitions"]:
         apply(image, r, -1)
     image.next_producer_id = rec["next_producer_id"]
+    for name, (_, load) in IMAGE_SECTIONS.items():
+        load(image, rec.get("sections", {}).get(name))
     return [(ts.name, i) for ts in image.topics.values() for i in ts.partitions]
 
 
@@ -129,4 +139,6 @@ def apply(image, rec, offset):
         image.next_producer_id = max(image.next_producer_id, rec["next"])
     elif kind == "image":
         return _load_image(image, rec)
+    elif kind in EXTENSION_RECORDS:
+        EXTENSION_RECORDS[kind](image, rec)
     return []

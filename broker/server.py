@@ -37,16 +37,24 @@ MAX_PENDING_RESPONSES = 16  # per connection, handled but waiting (acks=all): th
 
 
 class BrokerServer:
-    def __init__(self, broker, host, port, sock=None):
+    """One listener. `connection(server)` builds each accepted connection (`_Connection` unless
+    the listener is secured, see `secure_connection.py`); `ssl` is the listener's TLS context."""
+
+    def __init__(self, broker, host, port, sock=None, *, connection=None, ssl=None,
+                 handshake_timeout=None):
         self.broker, self.host, self.port, self._sock = broker, host, port, sock
         self.handlers = served(broker)  # a controller-only node answers fewer APIs
         self._server = None
         self._connections = set()
+        make = connection or _Connection
+        self._connection = lambda: make(self)
+        self._tls = {"ssl": ssl, "ssl_handshake_timeout": handshake_timeout} if ssl else {}
 
     async def start(self):
         loop = asyncio.get_running_loop()
         where = {"sock": self._sock} if self._sock else {"host": self.host, "port": self.port}
-        self._server = await loop.create_server(lambda: _Connection(self), backlog=512, **where)
+        self._server = await loop.create_server(self._connection, backlog=512, **where,
+                                                **self._tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -59,15 +67,18 @@ class BrokerServer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def handle(self, frame, peer, closed=None):
+    async def handle(self, frame, peer, closed=None, session=None):
         """The response chunks to one request frame, None when it gets no response; `closed`
-        is a future done when the frame's connection closes."""
+        is a future done when the frame's connection closes; `session` is a secured
+        listener's (`secure_connection.Session`)."""
         try:
             header, body_reader = decode_request_header(frame)
         except CorruptMessage as e:
             raise _CloseConnection(f"unreadable request header: {e}") from None
         header.client_host = peer[0] if peer else None
         header.closed = closed
+        if session is not None:
+            header.session = session
         key, version = header.api_key, header.api_version
         entry = self.handlers.get(key)
         if key == ApiKey.API_VERSIONS and not _in(entry.versions, version):
@@ -111,9 +122,12 @@ class BrokerServer:
 class _Connection(FramedProtocol):
     """One client connection: frames queue up here and one task answers them in order."""
 
+    tls = False  # sendfile cannot write into a TLS connection: segments are read and copied
+
     def __init__(self, server):
         super().__init__(server.broker.config["socket.request.max.bytes"])
         self.server = server
+        self._handle = server.handle  # a secured connection authenticates first
         self.task = None
         self.peer = None
         self._queue = collections.deque()  # frames, then possibly one exception to end with
@@ -174,7 +188,7 @@ class _Connection(FramedProtocol):
                     break
                 if isinstance(item, Exception):
                     raise item
-                result = await self.server.handle(item, self.peer, self.closed_future)
+                result = await self._handle(item, self.peer, self.closed_future)
                 del item  # the frame's buffer: nothing should outlive the request
                 if isinstance(result, asyncio.Future) or self._unsent:
                     await self._send_later(result)
@@ -239,6 +253,8 @@ class _Connection(FramedProtocol):
                 if i > start:
                     self.write(chunks[start:i])
                 try:
+                    if self.tls:  # asyncio raises RuntimeError for TLS transports
+                        raise asyncio.SendfileNotAvailableError("a TLS connection")
                     sent = await loop.sendfile(self.transport, chunk, chunk.position, len(chunk),
                                                fallback=False)
                 except asyncio.SendfileNotAvailableError:  # not a plain socket: copy it

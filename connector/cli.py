@@ -8,9 +8,11 @@
     minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
     minilog transactions list|describe                 transactions (see cli_transactions.py)
+    minilog users add|list|remove              SCRAM users (see cli_users.py)
 
-Every client command takes `--bootstrap-server` (default 127.0.0.1:9092) and `-X key=value`
-(any client setting, Kafka's names). A user error (bad flag, bad setting, unknown topic,
+Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
+(any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
+file, e.g. security.protocol=SASL_SSL with its sasl.* and ssl.* settings). A user error (bad flag, bad setting, unknown topic,
 unreachable broker) prints one line to stderr and exits non-zero; tracebacks are for bugs.
 """
 import argparse
@@ -18,7 +20,7 @@ import os
 import sys
 import time
 
-from minilog.connector import cli_groups, cli_transactions
+from minilog.connector import cli_groups, cli_transactions, cli_users
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
@@ -32,6 +34,7 @@ from minilog.connector.client import (
 )
 from minilog.connector.client.config import parse_assignments
 from minilog.connector.client.serialization import SerializationError
+from minilog.connector.properties import PropertiesError, read_properties
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_FORMAT = "%s\\n"
@@ -47,6 +50,9 @@ def build_parser():
                         help=f"broker(s) to bootstrap from, comma separated (default {DEFAULT_BOOTSTRAP})")
     common.add_argument("-X", dest="settings", action="append", default=argparse.SUPPRESS,
                         metavar="KEY=VALUE", help="client setting, Kafka's name (repeatable)")
+    common.add_argument("--command-config", default=argparse.SUPPRESS, metavar="FILE",
+                        help="client settings from a properties file (security.protocol, "
+                             "sasl.*, ssl.* ...); -X overrides them")
     parser = Parser(prog="minilog", parents=[common],
                      description="minilog: a Kafka-compatible log. Manage topics, produce, consume.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -126,13 +132,21 @@ def build_parser():
 
     cli_groups.add_parser(sub, common)
     cli_transactions.add_parser(sub, common)
+    cli_users.add_parser(sub, common)
     return parser
 
 
 def _settings(args):
-    """The client config dict from --bootstrap-server and -X."""
-    conf = parse_assignments(getattr(args, "settings", None) or [])
-    conf.setdefault("bootstrap.servers", getattr(args, "bootstrap_server", DEFAULT_BOOTSTRAP))
+    """The client config dict: --command-config, overridden by --bootstrap-server, then -X."""
+    conf = {"bootstrap.servers": DEFAULT_BOOTSTRAP}
+    if getattr(args, "command_config", None):
+        try:
+            conf.update(read_properties(args.command_config))
+        except PropertiesError as e:
+            raise UserError(f"minilog: --command-config: {e}") from None
+    if hasattr(args, "bootstrap_server"):
+        conf["bootstrap.servers"] = args.bootstrap_server
+    conf.update(parse_assignments(getattr(args, "settings", None) or []))
     return conf
 
 
@@ -402,8 +416,12 @@ def _transactions(args, out):
     cli_transactions.run(args, out, _settings(args))
 
 
+def _users(args, out):
+    cli_users.run(args, out, _settings(args))
+
+
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
-            "groups": _groups, "transactions": _transactions}
+            "groups": _groups, "transactions": _transactions, "users": _users}
 
 
 def main(argv=None):

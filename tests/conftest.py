@@ -56,3 +56,12 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory):
+    """A broker listening with PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL (security_tools)."""
+    from security_tools import SecureBroker, make_certificates
+    b = SecureBroker(make_certificates(tmp_path_factory.mktemp("certs"))).start()
+    yield b
+    b.cleanup()

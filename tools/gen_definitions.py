@@ -29,6 +29,10 @@ SUPPORTED = {
     "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "TxnOffsetCommit": (0, 4),
     "EndTxn": (0, 5), "WriteTxnMarkers": (0, 1), "DescribeTransactions": (0, 0),
     "ListTransactions": (0, 1), "DescribeProducers": (0, 0),
+    # Security: SASL authentication, SCRAM credentials (KIP-554) and ACLs.
+    "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2),
+    "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
+    "CreateAcls": (1, 3), "DescribeAcls": (1, 3), "DeleteAcls": (1, 3),
 }
 
 

@@ -37,7 +37,8 @@ def controller_apis():
         ApiKey.END_QUORUM_EPOCH, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
         ApiKey.ALTER_PARTITION, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER})
+        ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
 
 
 def served(broker):
@@ -61,6 +62,19 @@ def leader_partition(broker, topic, index, followers_too=False):
     return partition, 0
 
 
+def on_listener(broker, header, endpoint):
+    """`endpoint` (a BrokerEndpoint) as the client should reach it: this broker's own is given
+    with the address of the listener the request came through (a client on the SASL_SSL port
+    must not be sent to the PLAINTEXT one)."""
+    session = header.session
+    if session is None or endpoint is None or endpoint.node_id != broker.config.node_id:
+        return endpoint
+    import dataclasses
+    listener = session.listener
+    return dataclasses.replace(endpoint, host=listener.advertised_host,
+                               port=listener.advertised_port)
+
+
 def handles(api_key, lo, hi):
     def register(fn):
         HANDLERS[api_key] = Entry(fn, (lo, hi))
@@ -79,6 +93,7 @@ from . import (  # noqa: F401
     produce,
     producer_ids,
     quorum,
+    security,
     topics,
     transactions,
     txn_describe,

@@ -10,7 +10,7 @@ import time
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..group_records import OffsetAndMetadata
-from . import handles
+from . import handles, on_listener
 
 _FIND = response(ApiKey.FIND_COORDINATOR)
 _JOIN = response(ApiKey.JOIN_GROUP)
@@ -56,8 +56,9 @@ def _coordinator(broker, key, key_type):
 @handles(ApiKey.FIND_COORDINATOR, 0, 6)
 async def find_coordinator(broker, header, req):
     batched = header.api_version >= 4
-    found = [(key, *_coordinator(broker, key, req.key_type))
-             for key in (req.coordinator_keys if batched else [req.key])]
+    found = [(key, code, message, on_listener(broker, header, ep))
+             for key in (req.coordinator_keys if batched else [req.key])
+             for code, message, ep in [_coordinator(broker, key, req.key_type)]]
     if batched:
         return _FIND.cls(throttle_time_ms=0, coordinators=[_FIND.make(
             "coordinators", key=key, error_code=code, error_message=message,

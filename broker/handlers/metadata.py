@@ -1,17 +1,18 @@
 """Metadata and DescribeCluster: brokers, topics, partitions, leaders, replicas."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
-from . import handles
+from . import handles, on_listener
 
 _META = response(ApiKey.METADATA)
 _CLUSTER = response(ApiKey.DESCRIBE_CLUSTER)
 NO_AUTH_OPS = -2147483648
 
 
-def _brokers(broker, schema, id_field="node_id"):
+def _brokers(broker, schema, header, id_field="node_id"):
     live = broker.metadata.brokers.values()
     if not live and broker.quorum is not None:  # a cluster still forming: at least ourselves
         live = [broker.quorum.own_endpoint]
+    live = [on_listener(broker, header, b) for b in live]
     return [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
             for b in live]
 
@@ -60,7 +61,7 @@ async def metadata(broker, header, req):
     # KRaft brokers do, Metadata names a live broker (this one): a client never waits on a
     # controller id that went stale during an election. DescribeCluster names the real one.
     controller = broker.config.node_id if broker.quorum is not None else image.controller_id
-    return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META),
+    return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META, header),
                      cluster_id=image.cluster_id, controller_id=controller,
                      topics=topics, cluster_authorized_operations=NO_AUTH_OPS)
 
@@ -70,5 +71,5 @@ async def describe_cluster(broker, header, req):
     return _CLUSTER.cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                         cluster_id=broker.metadata.cluster_id,
                         controller_id=broker.metadata.controller_id,
-                        brokers=_brokers(broker, _CLUSTER, "broker_id"),
+                        brokers=_brokers(broker, _CLUSTER, header, "broker_id"),
                         cluster_authorized_operations=NO_AUTH_OPS)

@@ -18,6 +18,7 @@ import time
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
+from . import admin_users
 from .admin_groups import GroupAdmin
 from .admin_transactions import TransactionAdmin
 from .cluster import STALE_METADATA, Cluster
@@ -363,6 +364,29 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
             return ClusterDescription(c.cluster_id, c.controller_id, tuple(c.brokers.values()))
         return await self._retry(attempt, timeout, "DescribeCluster")
 
+    # ---- SCRAM users (admin_users.py) ---------------------------------------------------------
+    async def describe_user_scram_credentials(self, users=None, timeout=None):
+        """{user: [ScramCredentialInfo(mechanism, iterations)]}, of every user by default."""
+        async def attempt():
+            return await admin_users.describe(await self._controller(), users)
+        return await self._retry(attempt, timeout, "DescribeUserScramCredentials")
+
+    async def upsert_scram_credential(self, user, mechanism, password,
+                                      iterations=admin_users.DEFAULT_ITERATIONS, timeout=None):
+        """Create or replace `user`'s credential for `mechanism` (SCRAM-SHA-256/512)."""
+        change = admin_users.upsertion(user, mechanism, password, iterations)
+
+        async def attempt():
+            await admin_users.alter(await self._controller(), [change], [])
+        await self._retry(attempt, timeout, "AlterUserScramCredentials")
+
+    async def delete_scram_credential(self, user, mechanism, timeout=None):
+        change = admin_users.deletion(user, mechanism)
+
+        async def attempt():
+            await admin_users.alter(await self._controller(), [], [change])
+        await self._retry(attempt, timeout, "AlterUserScramCredentials")
+
     async def close(self):
         self._close_group_coordinators()
         self._cluster.close()
@@ -403,4 +427,5 @@ add_blocking_methods(AdminClient, AsyncAdminClient, (
     "describe_topics", "create_partitions", "describe_configs", "alter_configs",
     "incremental_alter_configs", "list_offsets", "delete_records", "describe_cluster",
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
-    "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions"))
+    "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions",
+    "describe_user_scram_credentials", "upsert_scram_credential", "delete_scram_credential"))

@@ -20,6 +20,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 from minilog.connector.protocol.primitives import ZERO_UUID
 
 from .connection import BrokerConnection
+from .security import AuthenticationError, client_security
 from .types import BrokerInfo, KafkaConnectionError, PartitionInfo, TopicDescription
 
 log = logging.getLogger("minilog.client")
@@ -57,6 +58,7 @@ class Cluster:
         self._generation = 0
         self._requested = set()   # topics the last refresh asked for (None: all)
         self.needs_refresh = False
+        self._security = client_security(config)  # None for plaintext
 
     # ---- connections -------------------------------------------------------------------
     def _new_connection(self, host, port, node_id):
@@ -64,7 +66,8 @@ class Cluster:
         return BrokerConnection(host, port, node_id=node_id, client_id=c["client.id"],
                                 connect_timeout=c.seconds("socket.connection.setup.timeout.ms"),
                                 request_timeout=c.seconds("request.timeout.ms"),
-                                max_response_size=c["receive.message.max.bytes"])
+                                max_response_size=c["receive.message.max.bytes"],
+                                security=self._security)
 
     async def _open(self, key, host, port, node_id):
         backoff = self.config.seconds("reconnect.backoff.ms")
@@ -158,6 +161,8 @@ class Cluster:
                 version = conn.version_for(ApiKey.METADATA)
                 resp = await conn.send(ApiKey.METADATA, self._metadata_request(topics, version),
                                        version)
+            except AuthenticationError:
+                raise  # our credentials: asking another broker will not help
             except KafkaError as e:
                 errors.append(getattr(e, "detail", None) or f"{where}: {e}")
                 continue

@@ -150,7 +150,21 @@ SPEC = {
     "default.api.timeout.ms": (_int, 60000, ALL, 1),
     "receive.message.max.bytes": (_int, 100 * 1024 * 1024, ALL, 1024),
     "allow.auto.create.topics": (_bool, None, (P, C), None),  # producer True, consumer False
-    "security.protocol": (_enum("plaintext"), "plaintext", ALL, None),
+    "security.protocol": (_enum("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), "plaintext",
+                          ALL, None),
+    # TLS and SASL, librdkafka's names (and the Java client's, see foreign_settings.ALIASES)
+    "ssl.ca.location": (_str, None, ALL, None),
+    "ssl.certificate.location": (_str, None, ALL, None),
+    "ssl.key.location": (_str, None, ALL, None),
+    "ssl.key.password": (_str, None, ALL, None),
+    "ssl.endpoint.identification.algorithm": (_enum("https", "none", aliases={"": "none"}),
+                                              "https", ALL, None),
+    "ssl.keystore.type": (_str, "PEM", ALL, None),
+    "ssl.truststore.type": (_str, "PEM", ALL, None),
+    "sasl.mechanism": (_str, None, ALL, None),
+    "sasl.username": (_str, None, ALL, None),
+    "sasl.password": (_str, None, ALL, None),
+    "sasl.jaas.config": (_str, None, ALL, None),
     "transactional.id": (_str, None, (P,), None),
     "transaction.timeout.ms": (_int, 60000, (P,), 1),
     # -- producer --

@@ -20,6 +20,7 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import struct
 import threading
 
@@ -37,6 +38,7 @@ from minilog.connector.protocol import (
     request,
 )
 
+from .security import authenticate
 from .types import KafkaConnectionError, KafkaTimeoutError
 
 log = logging.getLogger("minilog.client")
@@ -73,8 +75,10 @@ class BrokerConnection:
     """
 
     def __init__(self, host, port, *, node_id=None, client_id="minilog", connect_timeout=10.0,
-                 request_timeout=30.0, max_response_size=100 * 1024 * 1024):
+                 request_timeout=30.0, max_response_size=100 * 1024 * 1024, security=None):
+        """`security`: a `security.ClientSecurity` (TLS and SASL), None for plaintext."""
         self.host, self.port, self.node_id = host, port, node_id
+        self.security = security
         self.client_id = client_id
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.versions = {}
@@ -102,8 +106,12 @@ class BrokerConnection:
     async def connect(self):
         """Open the socket and negotiate API versions; raise KafkaConnectionError on failure."""
         loop = asyncio.get_running_loop()
+        tls = {}
+        if self.security is not None and self.security.tls is not None:
+            tls = {"ssl": self.security.tls, "server_hostname": self.host,
+                   "ssl_handshake_timeout": self.connect_timeout}
         opening = asyncio.ensure_future(loop.create_connection(
-            lambda: _ResponseProtocol(self), self.host, self.port))
+            lambda: _ResponseProtocol(self), self.host, self.port, **tls))
         try:
             done, _ = await asyncio.wait((opening,), timeout=self.connect_timeout)  # see wait_set
         except asyncio.CancelledError:
@@ -115,7 +123,14 @@ class BrokerConnection:
                 f"connecting to {self.address} timed out after {self.connect_timeout:g}s")
         try:
             self._transport, self._protocol = opening.result()
+        except ssl.SSLError as e:
+            raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "
+                                       f"{e.reason or e}") from None
         except OSError as e:
+            if tls and isinstance(e, ConnectionResetError):  # accepted, then dropped mid-handshake
+                raise KafkaConnectionError(f"TLS handshake with {self.address} failed: the "
+                                           f"broker closed the connection (a PLAINTEXT "
+                                           f"listener?)") from None
             if isinstance(e, socket.gaierror) or not e.errno:
                 why = e.strerror or str(e)
             else:
@@ -132,6 +147,8 @@ class BrokerConnection:
                                        f"{os.strerror(e.errno)}") from None
         try:
             await self._negotiate()
+            if self.security is not None and self.security.sasl:
+                await authenticate(self, self.security)
         except BaseException:
             self.close()
             raise

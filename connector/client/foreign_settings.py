@@ -6,8 +6,8 @@ Three kinds, checked by `config.Config` after its own names (`config.SPEC`):
   `message.timeout.ms` is `delivery.timeout.ms`); the value is validated as ours.
 - JAVA_SERDES: the Java client's (de)serializer class names, for `key.serializer` and friends.
 - JAVA_CLIENT and LIBRDKAFKA: every other setting name of those clients; accepted, with one
-  warning that it has no effect here (metrics, DNS, TLS/SASL material while
-  `security.protocol` is plaintext, librdkafka's queue tuning, ...).
+  warning that it has no effect here (metrics, DNS, Kerberos and OAuth, librdkafka's queue
+  tuning, ...).
 A name in none of these is a typo or another product's: `Config` raises with a hint.
 """
 import struct
@@ -26,6 +26,10 @@ ALIASES = {
     "topic.metadata.refresh.interval.ms": "metadata.max.age.ms",
     "fetch.wait.max.ms": "fetch.max.wait.ms",
     "fetch.message.max.bytes": "max.partition.fetch.bytes",
+    "sasl.mechanisms": "sasl.mechanism",
+    # the Java client's PEM files (ssl.*.type=PEM) under librdkafka's names
+    "ssl.truststore.location": "ssl.ca.location",
+    "ssl.keystore.location": "ssl.certificate.location",
 }
 
 
@@ -67,14 +71,14 @@ JAVA_CLIENT = frozenset({
     "partitioner.adaptive.partitioning.enable", "partitioner.availability.timeout.ms",
     "partitioner.class", "partitioner.ignore.keys", "rebalance.timeout.ms",
     "receive.buffer.bytes", "reconnect.backoff.max.ms", "retry.backoff.max.ms",
-    "sasl.client.callback.handler.class", "sasl.jaas.config", "sasl.kerberos.kinit.cmd",
+    "sasl.client.callback.handler.class", "sasl.kerberos.kinit.cmd",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.service.name",
     "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.ticket.renew.window.factor",
     "sasl.login.callback.handler.class", "sasl.login.class", "sasl.login.connect.timeout.ms",
     "sasl.login.read.timeout.ms", "sasl.login.refresh.buffer.seconds",
     "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
     "sasl.login.refresh.window.jitter", "sasl.login.retry.backoff.max.ms",
-    "sasl.login.retry.backoff.ms", "sasl.mechanism", "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.login.retry.backoff.ms", "sasl.oauthbearer.clock.skew.seconds",
     "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
     "sasl.oauthbearer.header.urlencode", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
@@ -82,12 +86,10 @@ JAVA_CLIENT = frozenset({
     "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.token.endpoint.url", "send.buffer.bytes",
     "socket.connection.setup.timeout.max.ms", "ssl.cipher.suites", "ssl.enabled.protocols",
-    "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class", "ssl.key.password",
-    "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-    "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol",
+    "ssl.engine.factory.class", "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.keystore.password", "ssl.protocol",
     "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
-    "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
-    "ssl.truststore.type"
+    "ssl.truststore.certificates", "ssl.truststore.password"
 })
 
 # librdkafka's CONFIGURATION.md (global and topic properties), less the names `config.SPEC`
@@ -114,8 +116,8 @@ LIBRDKAFKA = frozenset({
     "queued.min.messages", "queuing.strategy", "rebalance_cb", "reconnect.backoff.jitter.ms",
     "reconnect.backoff.max.ms", "resolve_cb", "retry.backoff.max.ms", "sasl.kerberos.keytab",
     "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin",
-    "sasl.kerberos.principal", "sasl.kerberos.service.name", "sasl.mechanism",
-    "sasl.mechanisms", "sasl.oauthbearer.assertion.algorithm",
+    "sasl.kerberos.principal", "sasl.kerberos.service.name",
+    "sasl.oauthbearer.assertion.algorithm",
     "sasl.oauthbearer.assertion.claim.aud", "sasl.oauthbearer.assertion.claim.exp.seconds",
     "sasl.oauthbearer.assertion.claim.iss", "sasl.oauthbearer.assertion.claim.jti.include",
     "sasl.oauthbearer.assertion.claim.nbf.seconds", "sasl.oauthbearer.assertion.claim.sub",
@@ -128,14 +130,12 @@ LIBRDKAFKA = frozenset({
     "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config", "sasl.oauthbearer.extensions",
     "sasl.oauthbearer.grant.type", "sasl.oauthbearer.metadata.authentication.type",
     "sasl.oauthbearer.method", "sasl.oauthbearer.scope", "sasl.oauthbearer.sub.claim.name",
-    "sasl.oauthbearer.token.endpoint.url", "sasl.password", "sasl.username",
-    "share.acknowledgement.mode", "socket.blocking.max.ms", "socket.keepalive.enable",
+    "sasl.oauthbearer.token.endpoint.url", "share.acknowledgement.mode",
+    "socket.blocking.max.ms", "socket.keepalive.enable",
     "socket.max.fails", "socket.nagle.disable", "socket.receive.buffer.bytes",
     "socket.send.buffer.bytes", "socket.timeout.ms", "socket_cb", "ssl.ca.certificate.stores",
-    "ssl.ca.location", "ssl.ca.pem", "ssl.certificate.location", "ssl.certificate.pem",
-    "ssl.certificate.verify_cb", "ssl.cipher.suites", "ssl.crl.location", "ssl.curves.list",
-    "ssl.endpoint.identification.algorithm", "ssl.engine.id", "ssl.engine.location",
-    "ssl.key.location", "ssl.key.password", "ssl.key.pem", "ssl.keystore.location",
+    "ssl.ca.pem", "ssl.certificate.pem", "ssl.certificate.verify_cb", "ssl.cipher.suites",
+    "ssl.crl.location", "ssl.curves.list", "ssl.engine.id", "ssl.engine.location", "ssl.key.pem",
     "ssl.keystore.password", "ssl.providers", "ssl.sigalgs.list", "ssl_ca", "ssl_certificate",
     "ssl_engine_callback_data", "ssl_key", "statistics.interval.ms", "stats_cb",
     "sticky.partitioning.linger.ms", "throttle_cb", "topic.blacklist",

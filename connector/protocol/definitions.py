@@ -772,4 +772,105 @@ DescribeProducersResponse 61 0-0 flex0
         last_timestamp int64 =-1
         coordinator_epoch int32
         current_txn_start_offset int64 =-1
+SaslHandshakeRequest 17 0-1
+  mechanism string
+SaslHandshakeResponse 17 0-1
+  error_code int16
+  mechanisms []string
+SaslAuthenticateRequest 36 0-2 flex2
+  auth_bytes bytes
+SaslAuthenticateResponse 36 0-2 flex2
+  error_code int16
+  error_message string null0+
+  auth_bytes bytes
+  session_lifetime_ms int64 v1+
+DescribeUserScramCredentialsRequest 50 0-0 flex0
+  users [] null0+
+    name string
+DescribeUserScramCredentialsResponse 50 0-0 flex0
+  throttle_time_ms int32
+  error_code int16
+  error_message string null0+
+  results []
+    user string
+    error_code int16
+    error_message string null0+
+    credential_infos []
+      mechanism int8
+      iterations int32
+AlterUserScramCredentialsRequest 51 0-0 flex0
+  deletions []
+    name string
+    mechanism int8
+  upsertions []
+    name string
+    mechanism int8
+    iterations int32
+    salt bytes
+    salted_password bytes
+AlterUserScramCredentialsResponse 51 0-0 flex0
+  throttle_time_ms int32
+  results []
+    user string
+    error_code int16
+    error_message string null0+
+CreateAclsRequest 30 1-3 flex2
+  creations []
+    resource_type int8
+    resource_name string
+    resource_pattern_type int8 =3
+    principal string
+    host string
+    operation int8
+    permission_type int8
+CreateAclsResponse 30 1-3 flex2
+  throttle_time_ms int32
+  results []
+    error_code int16
+    error_message string null1+
+DescribeAclsRequest 29 1-3 flex2
+  resource_type_filter int8
+  resource_name_filter string null1+
+  pattern_type_filter int8 =3
+  principal_filter string null1+
+  host_filter string null1+
+  operation int8
+  permission_type int8
+DescribeAclsResponse 29 1-3 flex2
+  throttle_time_ms int32
+  error_code int16
+  error_message string null1+
+  resources []
+    resource_type int8
+    resource_name string
+    pattern_type int8 =3
+    acls []
+      principal string
+      host string
+      operation int8
+      permission_type int8
+DeleteAclsRequest 31 1-3 flex2
+  filters []
+    resource_type_filter int8
+    resource_name_filter string null1+
+    pattern_type_filter int8 =3
+    principal_filter string null1+
+    host_filter string null1+
+    operation int8
+    permission_type int8
+DeleteAclsResponse 31 1-3 flex2
+  throttle_time_ms int32
+  filter_results []
+    error_code int16
+    error_message string null1+
+    matching_acls []
+      error_code int16
+      error_message string null1+
+      resource_type int8
+      resource_name string
+      pattern_type int8 =3
+      principal string
+      host string
+      operation int8
+      permission_type int8
 '''

@@ -1,0 +1,153 @@
+"""security: what TLS and SASL cost, as ratios to plaintext on the same broker in the same run.
+
+One broker listens with PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512), its certificate from a
+throw-away CA (`trustme`). confluent-kafka produces records of 1 KiB (acks=1, linger 5 ms,
+256 KiB batches) and reads them back through each listener in turn (interleaved repeats,
+median); then a new connection is opened through each listener again and again: the time
+from creating minilog's client connection to its first answer, TLS and SASL handshakes
+included (the added connection set-up time). The issue's target: throughput ratios >= 0.7.
+"""
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import clients, cluster
+from .report import Report, bars, main_args, median
+
+RECORDS, QUICK_RECORDS = 200_000, 20_000
+SIZE = 1024
+BATCH = 256 * 1024  # below librdkafka's fetch.message.max.bytes (1 MiB), as with 1 KiB records
+CONNECTIONS = 30
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
+USER, PASSWORD = "bench", "bench-secret"
+
+
+class SecureBenchBroker(cluster.MinilogBroker):
+    """The bench broker with one listener per protocol (`ports`) and a CA file (`ca`)."""
+
+    def __init__(self):
+        import trustme
+        ca = trustme.CA()
+        certs = Path(tempfile.mkdtemp(prefix="minilog-bench-certs-"))
+        self.ca = certs / "ca.pem"
+        ca.cert_pem.write_to_path(str(self.ca))
+        ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+            str(certs / "server.pem"))
+        self.ports = {p: cluster.free_port() for p in PROTOCOLS}
+        super().__init__({
+            "listeners": ",".join(f"{p}://127.0.0.1:{n}" for p, n in self.ports.items()),
+            "ssl.keystore.location": certs / "server.pem",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.scram": f"SCRAM-SHA-512=[name={USER},password={PASSWORD}]"})
+        self.port = self.ports["PLAINTEXT"]
+
+    def argv(self):  # every listener from `listeners`, none from --listen
+        return [sys.executable, "-m", "minilog.broker", "start", "--data-dir",
+                str(self.log_dir), *self.extra]
+
+    def start(self, timeout=60.0):
+        super().start(timeout)
+        for port in self.ports.values():
+            cluster.wait_for_port(port, timeout, self.proc)
+        return self
+
+    def settings(self, protocol):
+        conf = {"bootstrap.servers": f"127.0.0.1:{self.ports[protocol]}",
+                "security.protocol": protocol}
+        if protocol != "PLAINTEXT":
+            conf["ssl.ca.location"] = str(self.ca)
+        if protocol.startswith("SASL"):
+            conf.update({"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": USER,
+                         "sasl.password": PASSWORD})
+        return conf
+
+
+def _produce_seconds(broker, protocol, topic, n):
+    cfg = {**broker.settings(protocol), **clients.PRODUCER, "batch.size": BATCH}
+    prod = clients.producer("confluent", cfg)
+    try:
+        return clients.timed_produce(prod, topic, clients.value_of(SIZE), n, 1)
+    finally:
+        prod.close()
+
+
+def _consume_seconds(broker, protocol, topic, n):
+    conf = broker.settings(protocol)
+    return clients.read_confluent(conf["bootstrap.servers"], topic, 1, n, settings=conf)
+
+
+def _connect_seconds(broker, protocol, times):
+    """Seconds for minilog's client to open a connection and get its ApiVersions answer, the
+    TLS and SASL handshakes included, `times` times."""
+    from minilog.connector.client.config import Config
+    from minilog.connector.client.connection import BrokerConnection
+    from minilog.connector.client.security import client_security
+    conf = broker.settings(protocol)
+    security = client_security(Config("admin", conf))
+
+    async def once():
+        t0 = time.perf_counter()
+        conn = await BrokerConnection("127.0.0.1", broker.ports[protocol],
+                                      security=security).connect()
+        took = time.perf_counter() - t0
+        conn.close()
+        return took
+
+    async def all_of():
+        return [await once() for _ in range(times)]
+    return asyncio.run(all_of())
+
+
+def run(args):
+    quick = args.quick
+    repeats = args.repeats or (1 if quick else 3)
+    n = QUICK_RECORDS if quick else RECORDS
+    rep = Report("security", quick, args.out, {"records": n, "value_bytes": SIZE,
+                                               "repeats": repeats, "mechanism": "SCRAM-SHA-512"})
+    produce = {p: [] for p in PROTOCOLS}
+    consume = {p: [] for p in PROTOCOLS}
+    with cluster.running_broker(SecureBenchBroker()) as b:
+        for r in range(repeats + 1):  # the first round warms up
+            for p in PROTOCOLS:
+                topic = f"sec-{p.lower()}-{r}"
+                cluster.create_topic(b.bootstrap, topic, 1)
+                took = (_produce_seconds(b, p, topic, n), _consume_seconds(b, p, topic, n))
+                if r:
+                    produce[p].append(took[0])
+                    consume[p].append(took[1])
+        connect = {p: _connect_seconds(b, p, CONNECTIONS) for p in PROTOCOLS}
+    rows = []
+    for p in PROTOCOLS:
+        rows.append({"protocol": p, "produce_s": n / median(produce[p]),
+                     "consume_s": n / median(consume[p]),
+                     "produce_mb_s": n * SIZE / median(produce[p]) / 1e6,
+                     "consume_mb_s": n * SIZE / median(consume[p]) / 1e6,
+                     "connect_ms": median(connect[p]) * 1000})
+        rep.log(f"{p:10} produce {rows[-1]['produce_s']:>10,.0f}/s  consume "
+                f"{rows[-1]['consume_s']:>10,.0f}/s  connect {rows[-1]['connect_ms']:.1f} ms")
+    rep.section(f"{n:,} records of {SIZE} B through each listener with confluent-kafka "
+                f"(records/s, median), and minilog's client connection set-up (ms, median of "
+                f"{CONNECTIONS})", rows,
+                [("protocol", "protocol"), ("produce_s", "produce/s"),
+                 ("produce_mb_s", "produce MB/s"), ("consume_s", "consume/s"),
+                 ("consume_mb_s", "consume MB/s"), ("connect_ms", "connect ms")])
+    got = {r["protocol"]: r for r in rows}
+    for p in PROTOCOLS[1:]:
+        for what in ("produce_s", "consume_s"):
+            rep.ratio(f"{what[:-2]} {p}/PLAINTEXT", got[p][what], got["PLAINTEXT"][what],
+                      "target >= 0.7")
+    rep.plot("throughput", lambda plt: bars(
+        plt, list(PROTOCOLS), {what: [got[p][f"{what}_s"] for p in PROTOCOLS]
+                               for what in ("produce", "consume")},
+        "records/s", f"{n:,} × {SIZE} B records through each listener (confluent-kafka)"))
+    rep.finish()
+
+
+def main(argv=None):
+    run(main_args(argv))
+
+
+if __name__ == "__main__":
+    main()

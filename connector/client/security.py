@@ -1,0 +1,119 @@
+"""The client's side of TLS and SASL: what `security.protocol` asks of each connection.
+
+Settings are librdkafka's (`ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`,
+`ssl.key.password`, `ssl.endpoint.identification.algorithm`, `sasl.mechanism`,
+`sasl.username`, `sasl.password`) with the Java client's too (`ssl.truststore.location` of
+type PEM, `sasl.jaas.config`), so a Spark job's `kafka.*` options work unchanged. TLS is the
+standard library's `ssl`; SCRAM is `scramp`'s client; PLAIN is one token.
+
+`authenticate` runs Kafka's handshake on a fresh connection, after ApiVersions: SaslHandshake
+v1 (the mechanism), then one SaslAuthenticate per token of the exchange.
+"""
+import ssl
+from dataclasses import dataclass
+
+from scramp import ScramClient, ScramException
+
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+from .jaas import client_credentials
+from .types import ConfigError
+
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class AuthenticationError(KafkaError):
+    """The broker refused our credentials or mechanism; retrying will not help."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    tls: ssl.SSLContext | None
+    check_hostname: bool
+    mechanism: str | None
+    username: str | None
+    password: str | None
+
+    @property
+    def sasl(self) -> bool:
+        return self.mechanism is not None
+
+
+def client_security(config) -> ClientSecurity | None:
+    """What `config` asks of connections; None for plaintext (nothing to do per connection)."""
+    protocol = config["security.protocol"]
+    if protocol == "plaintext":
+        return None
+    tls, check = None, False
+    if protocol in ("ssl", "sasl_ssl"):
+        tls, check = _tls_context(config)
+    mechanism = username = password = None
+    if protocol.startswith("sasl"):
+        mechanism = (config["sasl.mechanism"] or "").upper()
+        if mechanism not in MECHANISMS:
+            raise ConfigError(f"security.protocol={protocol} needs sasl.mechanism, one of "
+                              f"{', '.join(MECHANISMS)} (got {config['sasl.mechanism']!r})")
+        username, password = config["sasl.username"], config["sasl.password"]
+        if config["sasl.jaas.config"]:
+            username, password = client_credentials(config["sasl.jaas.config"])
+        if username is None or password is None:
+            raise ConfigError(f"sasl.mechanism={mechanism} needs sasl.username and "
+                              f"sasl.password (or sasl.jaas.config)")
+    return ClientSecurity(tls, check, mechanism, username, password)
+
+
+def _tls_context(config) -> tuple:
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        kind = (config[key] or "PEM").upper()
+        if kind != "PEM":
+            raise ConfigError(f"{key}={kind}: the minilog client reads PEM files only; use "
+                              f"ssl.ca.location / ssl.certificate.location / ssl.key.location "
+                              f"(convert with `openssl pkcs12 -in store.p12 -out store.pem`)")
+    ctx = ssl.create_default_context()
+    try:
+        ca = config["ssl.ca.location"]
+        if ca:
+            ctx.load_verify_locations(cafile=ca)
+        cert = config["ssl.certificate.location"]
+        if cert:
+            ctx.load_cert_chain(cert, config["ssl.key.location"], config["ssl.key.password"])
+        elif config["ssl.key.location"]:
+            raise ConfigError("ssl.key.location needs ssl.certificate.location")
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(f"TLS settings: {e}") from None
+    check = config["ssl.endpoint.identification.algorithm"] == "https"
+    ctx.check_hostname = check
+    return ctx, check
+
+
+async def authenticate(conn, security: ClientSecurity) -> None:
+    """SaslHandshake then SaslAuthenticate rounds on `conn`; AuthenticationError on refusal."""
+    hs = await conn.send(ApiKey.SASL_HANDSHAKE,
+                         request(ApiKey.SASL_HANDSHAKE).cls(mechanism=security.mechanism), 1)
+    if hs.error_code:
+        offered = ", ".join(hs.mechanisms or []) or "none"
+        raise AuthenticationError(hs.error_code, f"{conn.address} does not accept SASL "
+                                                 f"mechanism {security.mechanism} "
+                                                 f"(it offers {offered})")
+    if security.mechanism == "PLAIN":
+        token = b"\0" + security.username.encode() + b"\0" + security.password.encode()
+        await _round(conn, token)
+        return
+    scram = ScramClient([security.mechanism], security.username, security.password)
+    server_first = await _round(conn, scram.get_client_first().encode())
+    try:
+        scram.set_server_first(server_first.decode())
+        server_final = await _round(conn, scram.get_client_final().encode())
+        scram.set_server_final(server_final.decode())
+    except ScramException as e:
+        raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                  f"SCRAM exchange with {conn.address} failed: {e}") from None
+
+
+async def _round(conn, token: bytes) -> bytes:
+    body = request(ApiKey.SASL_AUTHENTICATE).cls(auth_bytes=token)
+    resp = await conn.send(ApiKey.SASL_AUTHENTICATE, body)
+    if resp.error_code:
+        why = resp.error_message or "authentication failed"
+        raise AuthenticationError(resp.error_code, f"{conn.address}: {why}")
+    return bytes(resp.auth_bytes)

@@ -1,0 +1,37 @@
+"""SCRAM credentials in a cluster live in the metadata log: a user created through any broker
+is known to every broker, survives metadata snapshots (the log before them deleted) and a
+restart of every node."""
+import pytest
+from clustertools import wait_for
+from test_metadata_log import SMALL, first_offset
+
+from minilog.connector.client import AdminClient
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _users(cluster, node):
+    with AdminClient({"bootstrap.servers": cluster.broker(node).bootstrap}) as admin:
+        return {u: sorted(i.mechanism for i in infos)
+                for u, infos in admin.describe_user_scram_credentials().items()}
+
+
+def test_a_user_created_through_one_broker_is_known_to_all_after_snapshots_and_restarts(
+        make_cluster):
+    c = make_cluster(3, **SMALL)
+    with AdminClient({"bootstrap.servers": c.broker(3).bootstrap}) as admin:
+        admin.upsert_scram_credential("alice", "SCRAM-SHA-256", "alice-secret")
+        admin.upsert_scram_credential("bob", "SCRAM-SHA-512", "bob-secret")
+        admin.delete_scram_credential("bob", "SCRAM-SHA-512")
+    for node in (1, 2, 3):
+        wait_for(lambda: _users(c, node) == {"alice": ["SCRAM-SHA-256"]},
+                 f"node {node} to know alice")
+    for i in range(20):  # enough metadata to snapshot and delete the log's prefix
+        c.create_topic(f"filler-{i:02d}", partitions=1, rf=1)
+    for node in (1, 2, 3):
+        wait_for(lambda: first_offset(c.broker(node)) > 0, f"node {node} to delete its prefix")
+    c.stop()
+    c.start()
+    for node in (1, 2, 3):
+        wait_for(lambda: _users(c, node) == {"alice": ["SCRAM-SHA-256"]},
+                 f"node {node} to know alice after a restart from a snapshot")
