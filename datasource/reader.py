@@ -14,6 +14,7 @@ from . import clients
 from .offsets import (
     discover,
     is_out_of_range,
+    missing_topics_error,
     report_data_loss,
     resolve,
     split_ranges,
@@ -40,7 +41,13 @@ def read_range(part, options):
     """Yield the RecordBatches of one OffsetRange. Offsets deleted before they were read
     (retention, a re-created topic) fail the task or are skipped, as failOnDataLoss says.
     Safe to retry: a retried task reads its whole range again (Spark drops what a failed
-    attempt yielded), with a fresh consumer, since a failed one is not kept."""
+    attempt yielded), with a fresh consumer, since a failed one is not kept.
+
+    A batch read with no range to read gets one `InputPartition(None)` from Spark (pyspark's
+    plan_data_source_read: "if len(partitions) == 0: partitions = [InputPartition(None)]"):
+    it holds no records."""
+    if not isinstance(part, OffsetRange):
+        return
     tp = TopicPartition(part.topic, part.partition)
     consumer, failed = clients.consumer(options.client), False
     try:
@@ -95,7 +102,9 @@ class BatchReader(DataSourceReader):
         o = self.options
         admin = clients.admin(o.client)
         try:
-            tps = discover(admin, o)
+            tps, missing = discover(admin, o)
+            if missing:
+                raise missing_topics_error(missing)
             start = resolve(admin, o.starting, tps, o)
             end = resolve(admin, o.ending, tps, o)
         finally:
