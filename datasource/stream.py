@@ -39,6 +39,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest = None         # the log end offsets seen last, for query progress
         self._committed = None      # the group offsets committed last
         self._last_batch = time.monotonic()
+        self._missing = set()       # the topics said to be missing, to say so once
 
     @property
     def admin(self):
@@ -46,9 +47,19 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._admin = clients.admin(self.options.client)
         return self._admin
 
+    def _discover(self):
+        """The partitions read now. A subscribed topic that does not exist is waited for (a
+        job may start before its input topic is created): said once, when first seen."""
+        tps, missing = discover(self.admin, self.options)
+        for t in sorted(set(missing) - self._missing):
+            log.warning("Topic '%s' does not exist yet: the query reads it once it is created",
+                        t)
+        self._missing = set(missing)
+        return tps
+
     def initialOffset(self):
         o = self.options
-        tps = discover(self.admin, o)
+        tps = self._discover()
         return to_json(resolve(self.admin, o.starting, tps, o))
 
     def getDefaultReadLimit(self):
@@ -60,7 +71,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self):
-        self._target = self._log_ends(discover(self.admin, self.options))[1]
+        self._target = self._log_ends(self._discover())[1]
 
     def _log_ends(self, tps):
         return list_offsets(self.admin, tps, "earliest"), list_offsets(self.admin, tps, "latest")
@@ -71,7 +82,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark calls this when it plans the next batch: `start` is then complete, so the
         # group gets it now (commit() never sees the last batch of an availableNow query).
         self._commit_group(begin)
-        tps = discover(self.admin, o)
+        tps = self._discover()
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
         earliest, latest = self._log_ends(tps)
