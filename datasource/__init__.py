@@ -8,7 +8,7 @@ format is found by name (the top-level module `pyspark_minilog`); `register(spar
 same explicitly.
 """
 from .batches import register, write_each_batch
-from .options import OptionError
+from .errors import OptionError
 from .source import MinilogDataSource, kafka_schema
 
 __all__ = ["MinilogDataSource", "OptionError", "kafka_schema", "register", "write_each_batch"]

@@ -10,7 +10,8 @@ import math
 
 from minilog.connector.client import ErrorCode, KafkaError
 
-from .options import EARLIEST, LATEST, OptionError
+from .errors import OptionError
+from .options import EARLIEST, LATEST
 
 log = logging.getLogger("minilog.datasource")
 

@@ -11,6 +11,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from .errors import OptionError
+from .values import value_format
+
 STRATEGIES = ("assign", "subscribe", "subscribepattern")
 EARLIEST, LATEST = -2, -1  # Spark's markers inside a startingOffsets/endingOffsets JSON
 
@@ -34,10 +37,6 @@ _SINK_REFUSED = {
 # Java client class names that make no sense for a Python client: accepted and dropped.
 _JAVA_ONLY = {"key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
               "partitioner.class", "interceptor.classes"}
-
-
-class OptionError(ValueError):
-    """An invalid or conflicting option of the minilog source or sink."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +233,6 @@ def _strategy(opts):
 def source_options(options, streaming):
     """Check the options of a read (`streaming` True or False; None: only the checks common
     to both, as when Spark asks for the schema); SourceOptions or OptionError."""
-    from .values import value_format
     opts = _lower(options)
     if streaming:
         if "endingoffsets" in opts:
@@ -301,7 +299,6 @@ class SinkOptions:
 
 
 def sink_options(options):
-    from .values import value_format
     opts = _lower(options)
     client = client_settings(opts, "sink")
     topic = opts.get("topic")

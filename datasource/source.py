@@ -15,7 +15,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .options import OptionError, sink_options, source_options
+from .errors import OptionError
+from .options import sink_options, source_options
 from .reader import BatchReader
 from .stream import StreamReader
 from .writer import BatchWriter, StreamWriter, check_sink_schema

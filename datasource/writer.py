@@ -20,7 +20,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 from minilog.connector.client import KafkaError
 
 from . import clients
-from .options import OptionError
+from .errors import OptionError
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
 _HEADERS = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
