@@ -55,6 +55,7 @@ class Broker:
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
         self.server = None
+        self.controller_server = None  # a combined node's own controller listener, if apart
         self.groups = self.cleaner = None
         self._tasks = []
         self._stopped = None
@@ -93,6 +94,11 @@ class Broker:
         if port == 0:  # ephemeral listener: advertise the port actually bound
             adv_host, _ = self.config.advertised_address
             self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
+        if self.is_broker and self.is_controller and self.config.controller_listen_address:
+            # Kafka's combined mode: the quorum talks on the controller listener, which
+            # Kafka's own server.properties puts on a port of its own.
+            c_host, c_port = self.config.controller_listen_address
+            self.controller_server = await BrokerServer(self, c_host, c_port).start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         if self.quorum is not None:
             self._join_cluster()
@@ -152,8 +158,9 @@ class Broker:
             await self.groups.stop()
         if self.cleaner:
             await self.cleaner.stop()
-        if self.server:
-            await self.server.close()
+        for server in (self.server, self.controller_server):
+            if server:
+                await server.close()
         self.logs.close()
         if self.quorum is not None:
             self.quorum.close()
