@@ -39,8 +39,9 @@ def from_json(offsets):
 
 def discover(admin, options):
     """(the topic partitions the query reads now, sorted; the subscribed or assigned topics
-    that do not exist): the partitions of subscribed topics, of topics matching the pattern
-    (not internal ones), or the assigned partitions, of the topics that exist."""
+    that do not exist): the partitions of subscribed topics, of topics the pattern matches
+    anywhere in their name (Spark's `topicRegex.findFirstIn(name)`, a search: `pat` matches
+    `xpat-a`; not internal ones), or the assigned partitions, of the topics that exist."""
     topics = admin.describe_topics()
     if options.strategy == "assign":
         missing = sorted(t for t in options.topics if t not in topics)
@@ -51,7 +52,7 @@ def discover(admin, options):
         missing = [t for t in options.topics if t not in topics]
     else:
         names = [t for t, d in topics.items()
-                 if not d.internal and options.topics.fullmatch(t)]
+                 if not d.internal and options.topics.search(t)]
         missing = []
     return sorted((t, p.partition) for t in names for p in topics[t].partitions), missing
 

@@ -8,8 +8,12 @@ Beyond Spark: `startingOffsets="group"` (start from the consumer group's committ
 the group commits of `kafka.group.id`, and `valueFormat`/`valueSchema` (typed values).
 """
 import json
+import logging
 import re
 from dataclasses import dataclass, field
+
+from minilog.connector.client import Config, ConfigError
+from minilog.connector.client.config import is_known_key, nearest_key
 
 from .errors import OptionError
 from .values import value_format
@@ -37,6 +41,10 @@ _SINK_REFUSED = {
 # Java client class names that make no sense for a Python client: accepted and dropped.
 _JAVA_ONLY = {"key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
               "partitioner.class", "interceptor.classes"}
+
+
+log = logging.getLogger("minilog.datasource")
+_warned_unknown: set = set()  # unknown keys already warned about (the driver checks often)
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,30 @@ def client_settings(options, role):
                           "Kafka " + ("consumer" if role == "source" else "producer"))
     for k in _JAVA_ONLY & set(out):
         del out[k]
-    return out
+    return _checked(out, role)
+
+
+def _checked(client, role):
+    """The client settings, checked on the driver as the tasks' client will check them. A key
+    no Kafka client knows is a warning, as the Java client logs one ("supplied but isn't a
+    known config"), unless it is a near miss of a known key: that is a typo, and an error."""
+    for k in sorted(client):
+        if is_known_key(k):
+            continue
+        close = nearest_key(k)
+        if close:
+            raise OptionError(f"Kafka option 'kafka.{k}' is unknown (did you mean "
+                              f"'kafka.{close}'?)")
+        if k not in _warned_unknown:
+            _warned_unknown.add(k)
+            log.warning("Kafka option 'kafka.%s' is not a known Kafka client setting: ignored",
+                        k)
+        del client[k]
+    try:
+        Config("consumer" if role == "source" else "producer", client)
+    except ConfigError as e:
+        raise OptionError(f"Invalid Kafka option: {e}") from None
+    return client
 
 
 def _bool(opts, name, default):
@@ -169,6 +200,8 @@ def offset_spec(opts, timestamp_key, by_timestamp_key, offsets_key, default):
     if strategy not in ("error", "latest"):
         raise OptionError("Option 'startingOffsetsByTimestampStrategy' must be 'error' or "
                           f"'latest', got '{strategy}'")
+    if offsets_key == "endingOffsets":
+        strategy = "latest"  # Spark: an ending timestamp with no match ends at the latest offset
     if timestamp_key.lower() in opts:
         raw = str(opts[timestamp_key.lower()]).strip()
         try:

@@ -11,9 +11,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from minilog.connector.client import KafkaTimeoutError, TopicPartition
 
 from . import clients
+from .errors import OptionError
 from .offsets import (
     discover,
     is_out_of_range,
+    list_offsets,
     missing_topics_error,
     report_data_loss,
     resolve,
@@ -91,6 +93,16 @@ def _read(consumer, tp, part, options):
             pos = earliest
 
 
+def check_log_ends(end, latest):
+    """Ending offsets past a log's end cannot be read: say so when the read is planned, not
+    as data loss after a poll timeout."""
+    beyond = [f"{t}-{p} up to offset {e}, beyond its log end {latest[(t, p)]}"
+              for (t, p), e in sorted(end.items()) if e > latest[(t, p)]]
+    if beyond:
+        raise OptionError("Option 'endingOffsets' asks for " + "; ".join(beyond)
+                          + " (-1 reads to the log end)")
+
+
 class BatchReader(DataSourceReader):
     """`spark.read.format("minilog")`: the offsets between startingOffsets and endingOffsets,
     resolved once when the query is planned."""
@@ -107,6 +119,8 @@ class BatchReader(DataSourceReader):
                 raise missing_topics_error(missing)
             start = resolve(admin, o.starting, tps, o)
             end = resolve(admin, o.ending, tps, o)
+            if o.ending.kind == "offsets":
+                check_log_ends(end, list_offsets(admin, tps, "latest"))
         finally:
             admin.close()
         return plan([(tp, start[tp], end[tp]) for tp in tps], o)

@@ -145,3 +145,29 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._admin is not None:
             self._admin.close()
             self._admin = None
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """A stream whose options were refused: the refusal is raised at the query's first call,
+    alone, instead of from streamReader() (see MinilogDataSource.streamReader)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def initialOffset(self):
+        raise self.error
+
+    def latestOffset(self, start=None, limit=None):
+        raise self.error
+
+    def getDefaultReadLimit(self):
+        raise self.error
+
+    def partitions(self, start, end):
+        raise self.error
+
+    def read(self, partition):
+        raise self.error
+
+    def stop(self):
+        pass

@@ -23,6 +23,9 @@ from . import clients
 from .errors import OptionError
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+# Spark's KafkaWriteTask, word for word, with the column named.
+NULL_TOPIC = ("null topic present in the data (the 'topic' column). Use the topic option for "
+              "setting a topic.")
 _HEADERS = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
 
 
@@ -56,6 +59,10 @@ def check_sink_schema(schema, options):
                           f"{fields['headers'].simpleString()}")
 
 
+class NullTopicError(ValueError):
+    """A row has a null `topic` and no `topic` option is set."""
+
+
 @dataclass
 class Written(WriterCommitMessage):
     records: int
@@ -72,11 +79,16 @@ def write_batches(batches, options):
                 batch = options.values.encode_batch(batch)
             names = [n for n in batch.schema.names if n.lower() in SINK_COLUMNS]
             batch = batch.select(names).rename_columns([n.lower() for n in names])
+            if options.topic is None and batch.column("topic").null_count:
+                raise NullTopicError(NULL_TOPIC)
             deliveries.append(producer.send_arrow(batch, topic=options.topic))
             rows += batch.num_rows
         producer.flush()
         for d in deliveries:
             d.result(0)
+    except NullTopicError:
+        clients.release(producer)  # the data is at fault, not the producer
+        raise
     except KafkaError as e:
         clients.discard(producer)
         raise RuntimeError(f"minilog sink: {e}") from e
