@@ -101,9 +101,30 @@ def client_settings(options, role):
     if not out.get("bootstrap.servers", "").strip():
         raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring "
                           "Kafka " + ("consumer" if role == "source" else "producer"))
+    if role == "sink" and "partitioner.class" in out:
+        out["partitioner"] = _partitioner(out.pop("partitioner.class"))
     for k in _JAVA_ONLY & set(out):
         del out[k]
     return _checked(out, role)
+
+
+# The partitioners Kafka's Java client ships, as the minilog producer's strategies.
+_PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "murmur2_random",
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner": "round_robin",
+    "org.apache.kafka.clients.producer.UniformStickyPartitioner": "uniform_sticky",
+}
+
+
+def _partitioner(name):
+    """Spark passes `kafka.partitioner.class` to its producer; ours takes the classes Kafka
+    ships, by their full or short name, and refuses any other (it cannot load Java code)."""
+    name = str(name).strip()
+    for full, strategy in _PARTITIONERS.items():
+        if name in (full, full.rsplit(".", 1)[1]):
+            return strategy
+    raise OptionError(f"Kafka option 'kafka.partitioner.class' must be one of the partitioners "
+                      f"Kafka ships ({', '.join(_PARTITIONERS)}), got '{name}'")
 
 
 def _checked(client, role):

@@ -2,7 +2,8 @@
 
 The columns are those of Spark's Kafka sink: `value` (string or binary, required), `key`
 (string or binary), `topic` (string; the `topic` option overrides it), `partition` (int;
-null or absent: the partitioner decides), `headers` (array<struct<key string, value binary>>);
+null or absent: the partitioner decides, `kafka.partitioner.class`), `headers`
+(array<struct<key string, value binary>>), `timestamp` (the record's CreateTime, SPARK-50160);
 other columns are ignored. Each task hands its batches to one producer (kept per worker, see
 `clients`), flushes it and checks every record's outcome before it reports success, so a
 committed Spark task means acknowledged records. Delivery is at-least-once: a task retried by
@@ -15,14 +16,21 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from minilog.connector.client import KafkaError
 
 from . import clients
 from .errors import OptionError
 
-SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 # Spark's KafkaWriteTask, word for word, with the column named.
 NULL_TOPIC = ("null topic present in the data (the 'topic' column). Use the topic option for "
               "setting a topic.")
@@ -54,6 +62,9 @@ def check_sink_schema(schema, options):
     if "partition" in fields and fields["partition"] != IntegerType():
         raise OptionError(f"partition attribute type must be an int, not "
                           f"{fields['partition'].simpleString()}")
+    if "timestamp" in fields and not isinstance(fields["timestamp"], TimestampType):
+        raise OptionError(f"timestamp attribute type must be a timestamp, not "
+                          f"{fields['timestamp'].simpleString()}")
     if "headers" in fields and fields["headers"].simpleString() != _HEADERS.simpleString():
         raise OptionError(f"headers attribute type must be {_HEADERS.simpleString()}, not "
                           f"{fields['headers'].simpleString()}")

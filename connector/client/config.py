@@ -164,7 +164,8 @@ SPEC = {
     "max.block.ms": (_int, 60000, (P,), 0),
     "buffer.memory": (_int, 32 * 1024 * 1024, (P,), 1024),
     "max.request.size": (_int, 1024 * 1024, (P,), 1024),
-    "partitioner": (_callable_or("murmur2_random", "murmur2", "random"), "murmur2_random", (P,), None),
+    "partitioner": (_callable_or("murmur2_random", "murmur2", "random", "uniform_sticky",
+                                   "round_robin"), "murmur2_random", (P,), None),
     "key.serializer": (_serde, None, (P,), None),
     "value.serializer": (_serde, None, (P,), None),
     # -- consumer --

@@ -161,3 +161,49 @@ def test_subscribe_pattern_matches_anywhere_in_the_name(spark, broker):
     assert sorted(r.topic for r in got) == sorted(names[:3])
     anchored = source(spark, broker.bootstrap, subscribePattern=f"^{stem}$").load()
     assert [r.topic for r in anchored.select("topic").collect()] == [stem]
+
+
+# ---- the sink's timestamp column and kafka.partitioner.class --------------------------------
+
+def test_the_timestamp_column_is_the_records_create_time(spark, broker):
+    """SPARK-50160 (Spark 4.0): the Kafka sink writes a `timestamp` column as each record's
+    timestamp; a null one (or none) leaves the producer's current time."""
+    import datetime
+    topic = create_topic(broker.bootstrap, unique("stamped"), 1)
+    when = datetime.datetime(2021, 3, 4, 5, 6, 7, 123000)
+    df = spark.createDataFrame([("a", when), ("b", None)], "value string, timestamp timestamp")
+    sink(df.coalesce(1), broker.bootstrap, topic=topic).mode("append").save()
+    got = {bytes(r.value).decode(): r for r in source(spark, broker.bootstrap, subscribe=topic)
+           .load().select("value", "timestamp", "timestampType").collect()}
+    assert got["a"].timestamp == when and got["a"].timestampType == 0
+    assert abs((got["b"].timestamp - datetime.datetime.now()).total_seconds()) < 3600
+
+
+@pytest.mark.parametrize("partitioner,keys,expected", [
+    ("org.apache.kafka.clients.producer.RoundRobinPartitioner", ["k"] * 6, [0, 1, 2] * 2),
+    ("org.apache.kafka.clients.producer.internals.DefaultPartitioner", ["k"] * 6, "one"),
+    ("UniformStickyPartitioner", [f"k{i}" for i in range(6)], "one"),
+])
+def test_kafkas_partitioner_classes_are_honoured(spark, broker, partitioner, keys, expected):
+    """Spark hands `kafka.partitioner.class` to its producer: RoundRobinPartitioner cycles
+    through the partitions whatever the key, DefaultPartitioner hashes the key (murmur2),
+    UniformStickyPartitioner ignores keys and fills one partition's batch."""
+    topic = create_topic(broker.bootstrap, unique("parts"), 3)
+    df = spark.createDataFrame([(k, str(i)) for i, k in enumerate(keys)], "key string, value string")
+    sink(df.coalesce(1), broker.bootstrap, topic=topic,
+         **{"kafka.partitioner.class": partitioner, "kafka.linger.ms": "1000"}
+         ).mode("append").save()
+    rows = consume_all(broker.bootstrap, topic, 3)
+    by_value = [p for p, _, _, _, _ in sorted(rows, key=lambda r: int(r[3]))]
+    if expected == "one":
+        assert len(set(by_value)) == 1 and len(by_value) == 6, by_value
+    else:
+        assert by_value == expected
+
+
+def test_another_partitioner_class_is_refused_on_the_driver(spark, broker):
+    df = spark.createDataFrame([("a",)], "value string")
+    with pytest.raises(Exception, match="'kafka.partitioner.class' must be one of the "
+                                        "partitioners Kafka ships"):
+        sink(df, broker.bootstrap, topic="t",
+             **{"kafka.partitioner.class": "com.example.MyPartitioner"}).mode("append").save()
