@@ -72,6 +72,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay: float = 900.0  # seconds (Spark's default: 15m)
     group_id: str | None = None
+    commit_group: str | None = None   # where the query's progress is committed (None: nowhere)
     poll_timeout: float | None = None  # kafkaConsumer.pollTimeoutMs, seconds
     values: object = None             # a values.ValueFormat, or None for binary values
     extra: dict = field(default_factory=dict)
@@ -341,8 +342,26 @@ def source_options(options, streaming):
         max_records_per_partition=_int(opts, "maxRecordsPerPartition", 1),
         max_offsets_per_trigger=max_per, min_offsets_per_trigger=min_per,
         max_trigger_delay=_duration(opts, "maxTriggerDelay", 900.0),
-        group_id=group_id, poll_timeout=None if poll_ms is None else poll_ms / 1000,
+        group_id=group_id, commit_group=_commit_group(opts, group_id),
+        poll_timeout=None if poll_ms is None else poll_ms / 1000,
         values=value_format(opts))
+
+
+def _commit_group(opts, group_id):
+    """The consumer group the query commits its progress to, so that Kafka's tools show its
+    lag (Spark's connector never commits: `kafka.group.id` is only its consumers' identity).
+    `commitOffsetsToGroup` names it; `false` commits nowhere, as Spark; unset, it is
+    `kafka.group.id` when that is set."""
+    raw = opts.get("commitoffsetstogroup")
+    if raw is None:
+        return group_id
+    name = str(raw).strip()
+    if name.lower() == "false":
+        return None
+    if not name or name.lower() == "true":
+        raise OptionError("Option 'commitOffsetsToGroup' must name a consumer group, or be "
+                          f"false to commit nowhere, got '{raw}'")
+    return name
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ class Partitioner:
     "murmur2" (null keys hash like empty keys, so they all share one partition), "random"
     (every record picks at random), "uniform_sticky" (keys ignored: every record follows the
     sticky partition, Java's UniformStickyPartitioner), "round_robin" (keys ignored: each
-    record takes the next available partition, Java's RoundRobinPartitioner), or a callable `(topic, key, partitions, available) -> int`
+    record takes the next available partition, Java's RoundRobinPartitioner), or a callable
+    `(topic, key, partitions, available) -> int`
     where `partitions` is the sorted list of partition ids and `available` those with a leader.
     """
 

@@ -4,7 +4,15 @@ in a real Spark session against a real broker."""
 import logging
 
 import pytest
-from sparktools import consume_all, create_topic, produce, unique
+from sparktools import (
+    committed,
+    consume_all,
+    create_topic,
+    produce,
+    run_available_now,
+    unique,
+    wait_for,
+)
 
 from minilog.datasource.options import source_options
 from minilog.jobs.pipeline import start_query
@@ -181,7 +189,8 @@ def test_the_timestamp_column_is_the_records_create_time(spark, broker):
 
 @pytest.mark.parametrize("partitioner,keys,expected", [
     ("org.apache.kafka.clients.producer.RoundRobinPartitioner", ["k"] * 6, [0, 1, 2] * 2),
-    ("org.apache.kafka.clients.producer.internals.DefaultPartitioner", ["k"] * 6, "one"),
+    ("org.apache.kafka.clients.producer.internals.DefaultPartitioner", ["k"] * 6,
+     "one"),
     ("UniformStickyPartitioner", [f"k{i}" for i in range(6)], "one"),
 ])
 def test_kafkas_partitioner_classes_are_honoured(spark, broker, partitioner, keys, expected):
@@ -207,3 +216,44 @@ def test_another_partitioner_class_is_refused_on_the_driver(spark, broker):
                                         "partitioners Kafka ships"):
         sink(df, broker.bootstrap, topic="t",
              **{"kafka.partitioner.class": "com.example.MyPartitioner"}).mode("append").save()
+
+
+# ---- the query's progress in a consumer group: explicit, and never into a group in use -----
+
+def stream_to_end(spark, bootstrap, topic, checkpoint, **options):
+    df = (spark.readStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for k, v in options.items():
+        df = df.option(k, v)
+    return run_available_now(df.load(), checkpoint, sink="noop")
+
+
+def test_progress_is_committed_to_the_named_group_or_nowhere(spark, broker, ten, tmp_path):
+    """Spark's connector never commits (its docs: "Kafka source doesn't commit any offset");
+    ours commits to `commitOffsetsToGroup` (by default `kafka.group.id`), `false`: nowhere."""
+    identity, progress = unique("identity"), unique("progress")
+    stream_to_end(spark, broker.bootstrap, ten, tmp_path / "a", **{
+        "kafka.group.id": identity, "commitOffsetsToGroup": progress})
+    assert committed(broker.bootstrap, progress, ten, 1) == {0: 10}
+    assert committed(broker.bootstrap, identity, ten, 1) == {0: -1001}  # no offset
+    quiet = unique("quiet")
+    stream_to_end(spark, broker.bootstrap, ten, tmp_path / "b", **{
+        "kafka.group.id": quiet, "commitOffsetsToGroup": "false"})
+    assert committed(broker.bootstrap, quiet, ten, 1) == {0: -1001}
+
+
+def test_progress_is_never_committed_into_a_group_with_members(spark, broker, ten, tmp_path):
+    """A group shared with running consumers would have its offsets moved by the query: the
+    query refuses, naming the group and the option that avoids it."""
+    from confluent_kafka import Consumer as CKConsumer
+    group = unique("busy")
+    member = CKConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    member.subscribe([ten])
+    try:
+        wait_for(lambda: member.poll(0.5) is not None or member.assignment(), "a member")
+        with pytest.raises(Exception, match=f"Consumer group '{group}' has 1 active member"):
+            stream_to_end(spark, broker.bootstrap, ten, tmp_path / "c",
+                          **{"kafka.group.id": group})
+    finally:
+        member.close()
