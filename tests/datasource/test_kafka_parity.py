@@ -257,3 +257,48 @@ def test_progress_is_never_committed_into_a_group_with_members(spark, broker, te
                           **{"kafka.group.id": group})
     finally:
         member.close()
+
+
+# ---- offsets behind latest, Spark's Kafka source metrics ------------------------------------
+
+def test_offsets_behind_latest_follow_from_each_progress(spark, broker, tmp_path):
+    """Spark's KafkaMicroBatchStream.metrics: per partition, latest available offset less the
+    consumed one; min, max and avg over the partitions. pyspark 4.3's Python streams cannot
+    report source metrics (`metrics` stays {}), so `offsets_behind_latest` derives them from
+    the progress's endOffset and latestOffset, in a listener or from recentProgress."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from minilog.datasource import offsets_behind_latest
+    topic = create_topic(broker.bootstrap, unique("behind"), 2)
+    produce(broker.bootstrap, topic, [(p, None, b"x", None) for p in range(2) for _ in range(10)])
+    heard = []
+
+    class Lag(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            for source in event.progress.sources:
+                heard.append(offsets_behind_latest(source))
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    listener = Lag()
+    spark.streams.addListener(listener)
+    try:
+        progress = stream_to_end(spark, broker.bootstrap, topic, tmp_path / "cp",
+                                 maxOffsetsPerTrigger="6")
+        wait_for(lambda: len(heard) >= len(progress), "the listener's progress events")
+    finally:
+        spark.streams.removeListener(listener)
+    first = offsets_behind_latest(progress[0]["sources"][0])
+    # 6 of 20 records, 3 per partition: 7 behind in each
+    assert first == {"minOffsetsBehindLatest": "7", "maxOffsetsBehindLatest": "7",
+                     "avgOffsetsBehindLatest": "7.0"}
+    last = offsets_behind_latest(progress[-1]["sources"][0])
+    assert last["maxOffsetsBehindLatest"] == "0"
+    assert first in heard
