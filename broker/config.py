@@ -1,9 +1,14 @@
 """Broker configuration with Kafka's property names, read from a properties file and flags.
 
-Only keys minilog acts on are accepted, so a typo is an error rather than a silent default.
+Kafka's own `server.properties` starts a broker: the keys minilog acts on take effect; Kafka
+broker settings that have no effect here (thread pools, socket buffers, security protocol maps,
+transaction and share-group topics) are accepted and named in one warning; any other key is an
+error naming every unknown key with the nearest known one, so a typo is never a silent default.
 Topic-level defaults (`log.retention.ms` ...) become each topic's `LogConfig` unless the topic
 overrides them with its own names (`retention.ms` ...).
 """
+import difflib
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +87,26 @@ BROKER_KEYS = {
 }
 
 
+# Kafka broker settings with no effect in minilog: one asyncio thread serves the network and
+# the requests, sockets keep the OS's buffers, every listener is PLAINTEXT, logs recover in one
+# pass, and there are no transaction or share-group state topics. Accepted, and warned about.
+NO_EFFECT_KEYS = frozenset({
+    "inter.broker.listener.name", "listener.security.protocol.map", "num.network.threads",
+    "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir", "num.replica.fetchers", "background.threads",
+    "queued.max.requests", "socket.listen.backlog.size", "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size", "log.cleaner.enable",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+    "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
+    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+    "group.share.enable", "group.coordinator.rebalance.protocols", "compression.type",
+    "log.preallocate", "metadata.log.dir", "replica.socket.receive.buffer.bytes",
+    "replica.socket.timeout.ms", "controller.socket.timeout.ms",
+}) - set(BROKER_KEYS)  # those minilog implements take effect
+
+log = logging.getLogger("minilog.broker.config")
+
+
 class ConfigError(ValueError):
     """A configuration value minilog cannot use; the message names the key."""
 
@@ -107,6 +132,24 @@ def read_properties(path):
         raise ConfigError(str(e)) from None
 
 
+def _check_keys(props):
+    """Refuse unknown keys, all in one error, each with the nearest known name; warn once,
+    in one line, about Kafka settings that have no effect here."""
+    known = [*BROKER_KEYS, *NO_EFFECT_KEYS]
+    unknown = [k for k in props if k not in BROKER_KEYS and k not in NO_EFFECT_KEYS
+               and not is_listener_setting(k)]
+    if unknown:
+        described = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, known, n=1)
+            described.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ConfigError(f"unknown broker setting{'s' if len(unknown) > 1 else ''}: "
+                          + ", ".join(described))
+    ignored = sorted(k for k in props if k in NO_EFFECT_KEYS)
+    if ignored:
+        log.warning("Kafka settings with no effect in minilog, ignored: %s", ", ".join(ignored))
+
+
 @dataclass
 class BrokerConfig:
     values: dict = field(default_factory=dict)
@@ -114,13 +157,13 @@ class BrokerConfig:
     @classmethod
     def from_props(cls, props):
         values = {k: d for k, (t, d) in BROKER_KEYS.items()}
+        _check_keys(props)
         for key, raw in props.items():
             if is_listener_setting(key):
                 values[key] = str(raw)
                 continue
-            if key not in BROKER_KEYS:
-                raise ConfigError(f"unknown broker setting {key!r}")
-            values[key] = _coerce(key, BROKER_KEYS[key][0], raw)
+            if key in BROKER_KEYS:
+                values[key] = _coerce(key, BROKER_KEYS[key][0], raw)
         if values["broker.id"] is not None:
             values["node.id"] = values["broker.id"]
         for key in ("num.partitions", "default.replication.factor", "message.max.bytes",

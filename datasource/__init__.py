@@ -8,7 +8,9 @@ format is found by name (the top-level module `pyspark_minilog`); `register(spar
 same explicitly.
 """
 from .batches import register, write_each_batch
-from .options import OptionError
+from .errors import OptionError
+from .progress import offsets_behind_latest
 from .source import MinilogDataSource, kafka_schema
 
-__all__ = ["MinilogDataSource", "OptionError", "kafka_schema", "register", "write_each_batch"]
+__all__ = ["MinilogDataSource", "OptionError", "kafka_schema", "offsets_behind_latest",
+           "register", "write_each_batch"]

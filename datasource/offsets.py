@@ -10,9 +10,14 @@ import math
 
 from minilog.connector.client import ErrorCode, KafkaError
 
-from .options import EARLIEST, LATEST, OptionError
+from .errors import OptionError
+from .options import EARLIEST, LATEST
 
 log = logging.getLogger("minilog.datasource")
+
+
+class UnknownTopicError(RuntimeError):
+    """A batch read names topics that do not exist."""
 
 
 class DataLossError(RuntimeError):
@@ -33,17 +38,31 @@ def from_json(offsets):
 
 
 def discover(admin, options):
-    """The topic partitions the query reads now, sorted: subscribed topics (missing ones have
-    none yet), topics matching the pattern (not internal ones), or the assigned partitions."""
-    if options.strategy == "assign":
-        return sorted((t, p) for t, parts in options.topics.items() for p in parts)
+    """(the topic partitions the query reads now, sorted; the subscribed or assigned topics
+    that do not exist): the partitions of subscribed topics, of topics the pattern matches
+    anywhere in their name (Spark's `topicRegex.findFirstIn(name)`, a search: `pat` matches
+    `xpat-a`; not internal ones), or the assigned partitions, of the topics that exist."""
     topics = admin.describe_topics()
+    if options.strategy == "assign":
+        missing = sorted(t for t in options.topics if t not in topics)
+        return sorted((t, p) for t, parts in options.topics.items() if t in topics
+                      for p in parts), missing
     if options.strategy == "subscribe":
         names = [t for t in options.topics if t in topics]
+        missing = [t for t in options.topics if t not in topics]
     else:
         names = [t for t, d in topics.items()
-                 if not d.internal and options.topics.fullmatch(t)]
-    return sorted((t, p.partition) for t in names for p in topics[t].partitions)
+                 if not d.internal and options.topics.search(t)]
+        missing = []
+    return sorted((t, p.partition) for t in names for p in topics[t].partitions), missing
+
+
+def missing_topics_error(missing):
+    """A batch read of topics that do not exist fails, as Spark's does (its describeTopics
+    call fails), naming them."""
+    return UnknownTopicError("; ".join(
+        f"Topic '{t}' does not exist: create it, or check the name given to subscribe/assign"
+        for t in missing))
 
 
 def list_offsets(admin, tps, spec):

@@ -8,8 +8,15 @@ Beyond Spark: `startingOffsets="group"` (start from the consumer group's committ
 the group commits of `kafka.group.id`, and `valueFormat`/`valueSchema` (typed values).
 """
 import json
+import logging
 import re
 from dataclasses import dataclass, field
+
+from minilog.connector.client import Config, ConfigError
+from minilog.connector.client.config import is_known_key, nearest_key
+
+from .errors import OptionError
+from .values import value_format
 
 STRATEGIES = ("assign", "subscribe", "subscribepattern")
 EARLIEST, LATEST = -2, -1  # Spark's markers inside a startingOffsets/endingOffsets JSON
@@ -36,8 +43,8 @@ _JAVA_ONLY = {"key.deserializer", "value.deserializer", "key.serializer", "value
               "partitioner.class", "interceptor.classes"}
 
 
-class OptionError(ValueError):
-    """An invalid or conflicting option of the minilog source or sink."""
+log = logging.getLogger("minilog.datasource")
+_warned_unknown: set = set()  # unknown keys already warned about (the driver checks often)
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay: float = 900.0  # seconds (Spark's default: 15m)
     group_id: str | None = None
+    commit_group: str | None = None   # where the query's progress is committed (None: nowhere)
     poll_timeout: float | None = None  # kafkaConsumer.pollTimeoutMs, seconds
     values: object = None             # a values.ValueFormat, or None for binary values
     extra: dict = field(default_factory=dict)
@@ -94,9 +102,53 @@ def client_settings(options, role):
     if not out.get("bootstrap.servers", "").strip():
         raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring "
                           "Kafka " + ("consumer" if role == "source" else "producer"))
+    if role == "sink" and "partitioner.class" in out:
+        out["partitioner"] = _partitioner(out.pop("partitioner.class"))
     for k in _JAVA_ONLY & set(out):
         del out[k]
-    return out
+    return _checked(out, role)
+
+
+# The partitioners Kafka's Java client ships, as the minilog producer's strategies.
+_PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "murmur2_random",
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner": "round_robin",
+    "org.apache.kafka.clients.producer.UniformStickyPartitioner": "uniform_sticky",
+}
+
+
+def _partitioner(name):
+    """Spark passes `kafka.partitioner.class` to its producer; ours takes the classes Kafka
+    ships, by their full or short name, and refuses any other (it cannot load Java code)."""
+    name = str(name).strip()
+    for full, strategy in _PARTITIONERS.items():
+        if name in (full, full.rsplit(".", 1)[1]):
+            return strategy
+    raise OptionError(f"Kafka option 'kafka.partitioner.class' must be one of the partitioners "
+                      f"Kafka ships ({', '.join(_PARTITIONERS)}), got '{name}'")
+
+
+def _checked(client, role):
+    """The client settings, checked on the driver as the tasks' client will check them. A key
+    no Kafka client knows is a warning, as the Java client logs one ("supplied but isn't a
+    known config"), unless it is a near miss of a known key: that is a typo, and an error."""
+    for k in sorted(client):
+        if is_known_key(k):
+            continue
+        close = nearest_key(k)
+        if close:
+            raise OptionError(f"Kafka option 'kafka.{k}' is unknown (did you mean "
+                              f"'kafka.{close}'?)")
+        if k not in _warned_unknown:
+            _warned_unknown.add(k)
+            log.warning("Kafka option 'kafka.%s' is not a known Kafka client setting: ignored",
+                        k)
+        del client[k]
+    try:
+        Config("consumer" if role == "source" else "producer", client)
+    except ConfigError as e:
+        raise OptionError(f"Invalid Kafka option: {e}") from None
+    return client
 
 
 def _bool(opts, name, default):
@@ -170,6 +222,8 @@ def offset_spec(opts, timestamp_key, by_timestamp_key, offsets_key, default):
     if strategy not in ("error", "latest"):
         raise OptionError("Option 'startingOffsetsByTimestampStrategy' must be 'error' or "
                           f"'latest', got '{strategy}'")
+    if offsets_key == "endingOffsets":
+        strategy = "latest"  # Spark: an ending timestamp with no match ends at the latest offset
     if timestamp_key.lower() in opts:
         raw = str(opts[timestamp_key.lower()]).strip()
         try:
@@ -234,7 +288,6 @@ def _strategy(opts):
 def source_options(options, streaming):
     """Check the options of a read (`streaming` True or False; None: only the checks common
     to both, as when Spark asks for the schema); SourceOptions or OptionError."""
-    from .values import value_format
     opts = _lower(options)
     if streaming:
         if "endingoffsets" in opts:
@@ -289,8 +342,26 @@ def source_options(options, streaming):
         max_records_per_partition=_int(opts, "maxRecordsPerPartition", 1),
         max_offsets_per_trigger=max_per, min_offsets_per_trigger=min_per,
         max_trigger_delay=_duration(opts, "maxTriggerDelay", 900.0),
-        group_id=group_id, poll_timeout=None if poll_ms is None else poll_ms / 1000,
+        group_id=group_id, commit_group=_commit_group(opts, group_id),
+        poll_timeout=None if poll_ms is None else poll_ms / 1000,
         values=value_format(opts))
+
+
+def _commit_group(opts, group_id):
+    """The consumer group the query commits its progress to, so that Kafka's tools show its
+    lag (Spark's connector never commits: `kafka.group.id` is only its consumers' identity).
+    `commitOffsetsToGroup` names it; `false` commits nowhere, as Spark; unset, it is
+    `kafka.group.id` when that is set."""
+    raw = opts.get("commitoffsetstogroup")
+    if raw is None:
+        return group_id
+    name = str(raw).strip()
+    if name.lower() == "false":
+        return None
+    if not name or name.lower() == "true":
+        raise OptionError("Option 'commitOffsetsToGroup' must name a consumer group, or be "
+                          f"false to commit nowhere, got '{raw}'")
+    return name
 
 
 @dataclass(frozen=True)
@@ -301,7 +372,6 @@ class SinkOptions:
 
 
 def sink_options(options):
-    from .values import value_format
     opts = _lower(options)
     client = client_settings(opts, "sink")
     topic = opts.get("topic")

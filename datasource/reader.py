@@ -11,9 +11,12 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from minilog.connector.client import KafkaTimeoutError, TopicPartition
 
 from . import clients
+from .errors import OptionError
 from .offsets import (
     discover,
     is_out_of_range,
+    list_offsets,
+    missing_topics_error,
     report_data_loss,
     resolve,
     split_ranges,
@@ -40,7 +43,13 @@ def read_range(part, options):
     """Yield the RecordBatches of one OffsetRange. Offsets deleted before they were read
     (retention, a re-created topic) fail the task or are skipped, as failOnDataLoss says.
     Safe to retry: a retried task reads its whole range again (Spark drops what a failed
-    attempt yielded), with a fresh consumer, since a failed one is not kept."""
+    attempt yielded), with a fresh consumer, since a failed one is not kept.
+
+    A batch read with no range to read gets one `InputPartition(None)` from Spark (pyspark's
+    plan_data_source_read: "if len(partitions) == 0: partitions = [InputPartition(None)]"):
+    it holds no records."""
+    if not isinstance(part, OffsetRange):
+        return
     tp = TopicPartition(part.topic, part.partition)
     consumer, failed = clients.consumer(options.client), False
     try:
@@ -84,6 +93,16 @@ def _read(consumer, tp, part, options):
             pos = earliest
 
 
+def check_log_ends(end, latest):
+    """Ending offsets past a log's end cannot be read: say so when the read is planned, not
+    as data loss after a poll timeout."""
+    beyond = [f"{t}-{p} up to offset {e}, beyond its log end {latest[(t, p)]}"
+              for (t, p), e in sorted(end.items()) if e > latest[(t, p)]]
+    if beyond:
+        raise OptionError("Option 'endingOffsets' asks for " + "; ".join(beyond)
+                          + " (-1 reads to the log end)")
+
+
 class BatchReader(DataSourceReader):
     """`spark.read.format("minilog")`: the offsets between startingOffsets and endingOffsets,
     resolved once when the query is planned."""
@@ -95,9 +114,13 @@ class BatchReader(DataSourceReader):
         o = self.options
         admin = clients.admin(o.client)
         try:
-            tps = discover(admin, o)
+            tps, missing = discover(admin, o)
+            if missing:
+                raise missing_topics_error(missing)
             start = resolve(admin, o.starting, tps, o)
             end = resolve(admin, o.ending, tps, o)
+            if o.ending.kind == "offsets":
+                check_log_ends(end, list_offsets(admin, tps, "latest"))
         finally:
             admin.close()
         return plan([(tp, start[tp], end[tp]) for tp in tps], o)

@@ -15,11 +15,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .options import OptionError, sink_options, source_options
+from .errors import OptionError
+from .options import sink_options, source_options
 from .reader import BatchReader
-from .stream import StreamReader
+from .stream import RefusedStreamReader, StreamReader
 from .writer import BatchWriter, StreamWriter, check_sink_schema
 
+# Spark's KafkaSourceProvider.createRelation refuses Overwrite and Ignore with this message.
+SAVE_MODES = ("Save mode {mode} not allowed for minilog, as for Kafka. Allowed save modes are "
+              "Append and ErrorIfExists (Spark's default, which Spark refuses for Python data "
+              "sources: use .mode(\"append\")).")
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))
 
@@ -64,11 +69,18 @@ class MinilogDataSource(DataSource):
         return BatchReader(options)
 
     def streamReader(self, schema):
-        options = self._source(streaming=True)
-        self._check_schema(schema, options)
+        try:
+            options = self._source(streaming=True)
+            self._check_schema(schema, options)
+        except OptionError as e:
+            # pyspark's source runner calls reader.stop() in a `finally` after streamReader:
+            # raising here adds its UnboundLocalError to the message. Fail at the first call.
+            return RefusedStreamReader(e)
         return StreamReader(options)
 
     def writer(self, schema, overwrite):
+        if overwrite:
+            raise OptionError(SAVE_MODES.format(mode="Overwrite"))
         options = sink_options(self.options)
         check_sink_schema(schema, options)
         return BatchWriter(options)

@@ -5,7 +5,8 @@ the offsets it returns. Each micro-batch: `latestOffset(start, limit)` finds the
 read now (new partitions and new topics matching a pattern included), their log end offsets,
 and caps them by maxOffsetsPerTrigger / minOffsetsPerTrigger + maxTriggerDelay, or by the
 target fixed for `availableNow`; `partitions` turns the batch into offset ranges read on the
-executors; `commit(end)` records the progress in the consumer group `kafka.group.id`.
+executors; `commit(end)` records the progress in the consumer group `commitOffsetsToGroup`
+(by default `kafka.group.id`).
 """
 import time
 
@@ -18,6 +19,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from . import clients
+from .errors import OptionError
 from .offsets import (
     check_moves,
     discover,
@@ -39,6 +41,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest = None         # the log end offsets seen last, for query progress
         self._committed = None      # the group offsets committed last
         self._last_batch = time.monotonic()
+        self._missing = set()       # the topics said to be missing, to say so once
+        self._group_checked = False  # commit_group seen to have no members of its own
 
     @property
     def admin(self):
@@ -46,9 +50,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._admin = clients.admin(self.options.client)
         return self._admin
 
+    def _discover(self):
+        """The partitions read now. A subscribed topic that does not exist is waited for (a
+        job may start before its input topic is created): said once, when first seen."""
+        tps, missing = discover(self.admin, self.options)
+        for t in sorted(set(missing) - self._missing):
+            log.warning("Topic '%s' does not exist yet: the query reads it once it is created",
+                        t)
+        self._missing = set(missing)
+        return tps
+
     def initialOffset(self):
         o = self.options
-        tps = discover(self.admin, o)
+        self._check_commit_group()
+        tps = self._discover()
         return to_json(resolve(self.admin, o.starting, tps, o))
 
     def getDefaultReadLimit(self):
@@ -60,7 +75,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self):
-        self._target = self._log_ends(discover(self.admin, self.options))[1]
+        self._target = self._log_ends(self._discover())[1]
 
     def _log_ends(self, tps):
         return list_offsets(self.admin, tps, "earliest"), list_offsets(self.admin, tps, "latest")
@@ -70,8 +85,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = from_json(start)
         # Spark calls this when it plans the next batch: `start` is then complete, so the
         # group gets it now (commit() never sees the last batch of an availableNow query).
+        self._check_commit_group()
         self._commit_group(begin)
-        tps = discover(self.admin, o)
+        tps = self._discover()
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
         earliest, latest = self._log_ends(tps)
@@ -119,9 +135,25 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end):
         self._commit_group(from_json(end))
 
+    def _check_commit_group(self):
+        """Refuse, once, to commit into a group that has members: its consumers' offsets would
+        move under them (and the broker refuses commits from outside an active group)."""
+        group = self.options.commit_group
+        if group is None or self._group_checked:
+            return
+        found = self.admin.describe_groups([group]).get(group)
+        if found is not None and found.members:
+            raise OptionError(
+                f"Consumer group '{group}' has {len(found.members)} active member(s) "
+                f"({found.protocol_type or 'unknown'} protocol, state {found.state}): this "
+                "query would move their offsets. Set the option commitOffsetsToGroup to a "
+                "group of the query's own, or to false to commit nowhere (as Spark's Kafka "
+                "source)")
+        self._group_checked = True
+
     def _commit_group(self, position):
         """Record the query's progress in its consumer group, so Kafka tools show its lag."""
-        group = self.options.group_id
+        group = self.options.commit_group
         if not group or not position or position == self._committed:
             return
         try:
@@ -134,3 +166,29 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._admin is not None:
             self._admin.close()
             self._admin = None
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """A stream whose options were refused: the refusal is raised at the query's first call,
+    alone, instead of from streamReader() (see MinilogDataSource.streamReader)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def initialOffset(self):
+        raise self.error
+
+    def latestOffset(self, start=None, limit=None):
+        raise self.error
+
+    def getDefaultReadLimit(self):
+        raise self.error
+
+    def partitions(self, start, end):
+        raise self.error
+
+    def read(self, partition):
+        raise self.error
+
+    def stop(self):
+        pass

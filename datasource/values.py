@@ -15,6 +15,8 @@ import struct
 import pyarrow as pa
 from pyspark.sql import types as T
 
+from .errors import OptionError
+
 _DDL_TYPES = {
     "string": (T.StringType(), pa.string()), "binary": (T.BinaryType(), pa.binary()),
     "boolean": (T.BooleanType(), pa.bool_()), "tinyint": (T.ByteType(), pa.int8()),
@@ -31,18 +33,13 @@ _AVRO_LOGICAL = {"timestamp-millis": "timestamp", "timestamp-micros": "timestamp
 _FIELD = re.compile(r"^\s*`?([A-Za-z_][\w]*)`?\s*:?\s*([A-Za-z]+)\s*$")
 
 
-def _error(message):
-    from .options import OptionError
-    return OptionError(message)
-
-
 def parse_ddl(ddl):
     """[(name, ddl type)] of a flat Spark DDL struct such as `a STRING, b BIGINT`."""
     fields = []
     for part in ddl.split(","):
         m = _FIELD.match(part)
         if not m or m.group(2).lower() not in _DDL_TYPES:
-            raise _error(f"Option 'valueSchema': cannot read '{part.strip()}' (expected "
+            raise OptionError(f"Option 'valueSchema': cannot read '{part.strip()}' (expected "
                          f"'name TYPE', TYPE one of {', '.join(sorted(_DDL_TYPES))})")
         fields.append((m.group(1), m.group(2).lower()))
     return fields
@@ -51,7 +48,7 @@ def parse_ddl(ddl):
 def avro_fields(schema):
     """[(name, ddl type)] of an Avro record schema with primitive (or nullable) fields."""
     if schema.get("type") != "record":
-        raise _error("Option 'valueSchema' must be an Avro record schema for valueFormat avro")
+        raise OptionError("Option 'valueSchema' must be an Avro record schema for valueFormat avro")
     out = []
     for f in schema["fields"]:
         t = f["type"]
@@ -63,7 +60,7 @@ def avro_fields(schema):
         else:
             t = _AVRO_TYPES.get(t)
         if t is None:
-            raise _error(f"Option 'valueSchema': Avro field '{f['name']}' has a type this "
+            raise OptionError(f"Option 'valueSchema': Avro field '{f['name']}' has a type this "
                          "connector does not map (primitive types, nullable unions, "
                          "timestamp and date logical types)")
         out.append((f["name"], t))
@@ -144,7 +141,7 @@ class ValueFormat:
     def encode_batch(self, batch):
         i = batch.schema.get_field_index("value")
         if i < 0 or not pa.types.is_struct(batch.schema.field(i).type):
-            raise _error(f"valueFormat {self.kind}: the 'value' column must be a struct")
+            raise OptionError(f"valueFormat {self.kind}: the 'value' column must be a struct")
         rows = batch.column(i).to_pylist()
         if self.kind == "json":
             data = [None if r is None else json.dumps(r, default=str).encode() for r in rows]
@@ -171,23 +168,23 @@ def value_format(opts):
         return None
     kind = str(kind).strip().lower()
     if kind not in ("json", "avro"):
-        raise _error(f"Option 'valueFormat' must be json or avro, got '{kind}'")
+        raise OptionError(f"Option 'valueFormat' must be json or avro, got '{kind}'")
     schema = opts.get("valueschema")
     if not schema:
-        raise _error(f"Option 'valueSchema' is required with valueFormat {kind}")
+        raise OptionError(f"Option 'valueSchema' is required with valueFormat {kind}")
     framing = str(opts.get("valueframing", "none")).strip().lower()
     if framing not in ("none", "confluent"):
-        raise _error(f"Option 'valueFraming' must be none or confluent, got '{framing}'")
+        raise OptionError(f"Option 'valueFraming' must be none or confluent, got '{framing}'")
     if kind == "json":
         return ValueFormat("json", parse_ddl(schema))
     try:
         avro = json.loads(schema)
     except ValueError:
-        raise _error("Option 'valueSchema' must be an Avro schema in JSON for valueFormat "
+        raise OptionError("Option 'valueSchema' must be an Avro schema in JSON for valueFormat "
                      "avro") from None
     schema_id = opts.get("valueschemaid")
     try:
         schema_id = None if schema_id is None else int(schema_id)
     except ValueError:
-        raise _error(f"Option 'valueSchemaId' must be an integer, got '{schema_id}'") from None
+        raise OptionError(f"Option 'valueSchemaId' must be an integer, got '{schema_id}'") from None
     return ValueFormat("avro", avro_fields(avro), avro, framing, schema_id)

@@ -2,7 +2,8 @@
 
 The columns are those of Spark's Kafka sink: `value` (string or binary, required), `key`
 (string or binary), `topic` (string; the `topic` option overrides it), `partition` (int;
-null or absent: the partitioner decides), `headers` (array<struct<key string, value binary>>);
+null or absent: the partitioner decides, `kafka.partitioner.class`), `headers`
+(array<struct<key string, value binary>>), `timestamp` (the record's CreateTime, SPARK-50160);
 other columns are ignored. Each task hands its batches to one producer (kept per worker, see
 `clients`), flushes it and checks every record's outcome before it reports success, so a
 committed Spark task means acknowledged records. Delivery is at-least-once: a task retried by
@@ -15,14 +16,24 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from minilog.connector.client import KafkaError
 
 from . import clients
-from .options import OptionError
+from .errors import OptionError
 
-SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
+# Spark's KafkaWriteTask, word for word, with the column named.
+NULL_TOPIC = ("null topic present in the data (the 'topic' column). Use the topic option for "
+              "setting a topic.")
 _HEADERS = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
 
 
@@ -51,9 +62,16 @@ def check_sink_schema(schema, options):
     if "partition" in fields and fields["partition"] != IntegerType():
         raise OptionError(f"partition attribute type must be an int, not "
                           f"{fields['partition'].simpleString()}")
+    if "timestamp" in fields and not isinstance(fields["timestamp"], TimestampType):
+        raise OptionError(f"timestamp attribute type must be a timestamp, not "
+                          f"{fields['timestamp'].simpleString()}")
     if "headers" in fields and fields["headers"].simpleString() != _HEADERS.simpleString():
         raise OptionError(f"headers attribute type must be {_HEADERS.simpleString()}, not "
                           f"{fields['headers'].simpleString()}")
+
+
+class NullTopicError(ValueError):
+    """A row has a null `topic` and no `topic` option is set."""
 
 
 @dataclass
@@ -72,11 +90,16 @@ def write_batches(batches, options):
                 batch = options.values.encode_batch(batch)
             names = [n for n in batch.schema.names if n.lower() in SINK_COLUMNS]
             batch = batch.select(names).rename_columns([n.lower() for n in names])
+            if options.topic is None and batch.column("topic").null_count:
+                raise NullTopicError(NULL_TOPIC)
             deliveries.append(producer.send_arrow(batch, topic=options.topic))
             rows += batch.num_rows
         producer.flush()
         for d in deliveries:
             d.result(0)
+    except NullTopicError:
+        clients.release(producer)  # the data is at fault, not the producer
+        raise
     except KafkaError as e:
         clients.discard(producer)
         raise RuntimeError(f"minilog sink: {e}") from e

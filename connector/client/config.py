@@ -179,7 +179,8 @@ SPEC = {
     "max.block.ms": (_int, 60000, (P,), 0),
     "buffer.memory": (_int, 32 * 1024 * 1024, (P,), 1024),
     "max.request.size": (_int, 1024 * 1024, (P,), 1024),
-    "partitioner": (_callable_or("murmur2_random", "murmur2", "random"), "murmur2_random", (P,), None),
+    "partitioner": (_callable_or("murmur2_random", "murmur2", "random", "uniform_sticky",
+                                   "round_robin"), "murmur2_random", (P,), None),
     "key.serializer": (_serde, None, (P,), None),
     "value.serializer": (_serde, None, (P,), None),
     # -- consumer --
@@ -212,6 +213,19 @@ SPEC = {
 }
 
 
+def nearest_key(name):
+    """The known setting name (minilog's, an alias, the Java client's or librdkafka's) nearest
+    to `name`, or None when none is near."""
+    close = difflib.get_close_matches(name, [*SPEC, *ALIASES, *JAVA_CLIENT, *LIBRDKAFKA], n=1)
+    return close[0] if close else None
+
+
+def is_known_key(name):
+    """Whether some Kafka client knows `name` (minilog implements it, or accepts it with no
+    effect)."""
+    return name in SPEC or name in ALIASES or name in JAVA_CLIENT or name in LIBRDKAFKA
+
+
 class Config(Mapping):
     """Validated settings for one client role; read like a dict: `config["linger.ms"]`."""
 
@@ -230,9 +244,8 @@ class Config(Mapping):
                 if name in JAVA_CLIENT or name in LIBRDKAFKA:
                     no_effect.append(name)
                     continue
-                close = difflib.get_close_matches(name, [*SPEC, *ALIASES, *JAVA_CLIENT,
-                                                         *LIBRDKAFKA], n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                close = nearest_key(name)
+                hint = f" (did you mean {close!r}?)" if close else ""
                 raise ConfigError(f"unknown configuration key {name!r}{hint}")
             coerce, _, roles, minimum = spec
             if role not in roles and getattr(coerce, "unsupported", False):

@@ -56,18 +56,28 @@ class Partitioner:
 
     `strategy` is "murmur2_random" (the default: murmur2 for keys, sticky for null keys),
     "murmur2" (null keys hash like empty keys, so they all share one partition), "random"
-    (every record picks at random), or a callable `(topic, key, partitions, available) -> int`
+    (every record picks at random), "uniform_sticky" (keys ignored: every record follows the
+    sticky partition, Java's UniformStickyPartitioner), "round_robin" (keys ignored: each
+    record takes the next available partition, Java's RoundRobinPartitioner), or a callable
+    `(topic, key, partitions, available) -> int`
     where `partitions` is the sorted list of partition ids and `available` those with a leader.
     """
 
     def __init__(self, strategy="murmur2_random"):
         self.strategy = strategy
         self._sticky = {}  # topic -> partition
+        self._next = {}    # round_robin: topic -> how many records it has placed
 
     def partition(self, topic, key, partitions, available):
         if callable(self.strategy):
             return self.strategy(topic, key, partitions, available)
         n = len(partitions)
+        if self.strategy == "round_robin":
+            choices = available or partitions
+            i = self._next[topic] = self._next.get(topic, -1) + 1
+            return choices[i % len(choices)]
+        if self.strategy == "uniform_sticky":
+            key = None
         if key is not None or self.strategy == "murmur2":
             return partitions[to_positive(murmur2(key or b"")) % n]
         if self.strategy == "random":
@@ -81,7 +91,7 @@ class Partitioner:
         """The {topic: partition} that keyless records currently go to, or None when keyless
         records are not sticky (another strategy). The producer's hand-over reads it directly
         (valid only if that partition still exists: it checks); only this class writes it."""
-        return self._sticky if self.strategy == "murmur2_random" else None
+        return self._sticky if self.strategy in ("murmur2_random", "uniform_sticky") else None
 
     def batch_sent(self, topic, partition, available):
         """A batch of `topic`/`partition` left the accumulator: keyless records move on."""

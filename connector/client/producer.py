@@ -241,6 +241,17 @@ def _callback_adapter(on_delivery):
     return call
 
 
+def _millis(column, now):
+    """Epoch milliseconds of a timestamp (or integer milliseconds) column, `now` for nulls."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if pa.types.is_timestamp(column.type):
+        per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[column.type.unit]
+        ints = column.cast(pa.int64())
+        column = pc.multiply(ints, 1000) if per_ms is None else pc.divide(ints, per_ms)
+    return pc.fill_null(column.cast(pa.int64()), now).to_pylist()
+
+
 class Producer:
     """Synchronous producer for scripts: `send` queues and returns a DeliveryFuture at once.
 
@@ -301,7 +312,9 @@ class Producer:
         The columns are those of Spark's Kafka sink: `value` (binary or string, required),
         `key` (binary or string), `topic` (string; the `topic` argument, when given, overrides
         it, as Spark's `topic` option does), `partition` (int; null or absent: the
-        partitioner decides), `headers` (list of struct<key string, value binary>). Strings are
+        partitioner decides), `headers` (list of struct<key string, value binary>), `timestamp`
+        (a timestamp or epoch milliseconds: the record's CreateTime; null or absent: now,
+        as Spark's Kafka sink, SPARK-50160). Strings are
         sent as UTF-8; the key and value serializers are not applied. One hand-over and one
         future for the whole batch: the per-record cost of `send` is mostly its future.
         """
@@ -336,7 +349,10 @@ class Producer:
             for i, row in enumerate(hdrs):
                 for k, v in row:
                     sizes[i] += len(k) + 8 + (len(v) if v else 0)
-        recs = zip(repeat(_time_ns() // 1_000_000, n), keys, values, hdrs)
+        now = _time_ns() // 1_000_000
+        stamps = _millis(batch.column("timestamp"), now) if "timestamp" in names else \
+            repeat(now, n)
+        recs = zip(stamps, keys, values, hdrs)
         paused = _pause_gc()  # 2n tuples that can free nothing: no collections meanwhile
         try:
             pending = list(zip(repeat(topic, n) if topics is None else topics,

@@ -1,0 +1,33 @@
+"""The Kafka source's progress metrics, from a streaming query's progress.
+
+Spark's Kafka source reports `minOffsetsBehindLatest`, `maxOffsetsBehindLatest` and
+`avgOffsetsBehindLatest` in each source's `metrics` (KafkaMicroBatchStream.metrics, through
+ReportsSourceMetrics). pyspark 4.3's Python streaming sources cannot: the JVM side of a Python
+stream (PythonMicroBatchStream) does not implement ReportsSourceMetrics, so `metrics` stays
+`{}`. The same numbers follow from what each progress does carry: `endOffset` (what the batch
+read up to) and `latestOffset` (the log ends the source saw, `reportLatestOffset`).
+"""
+import json
+
+
+def _offsets(value) -> dict:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = json.loads(value)
+    return {(t, int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
+
+
+def offsets_behind_latest(source) -> dict[str, str]:
+    """Spark's three metrics for one source's progress (a `SourceProgress` as a listener gets
+    it, or its dict from `query.lastProgress["sources"]`), as Spark computes them: for each
+    partition, its latest offset less the offset consumed (0 when none was); {} when the
+    progress has no latest offsets."""
+    get = source.get if isinstance(source, dict) else (lambda k: getattr(source, k, None))
+    latest, consumed = _offsets(get("latestOffset")), _offsets(get("endOffset"))
+    behind = [off - consumed.get(tp, 0) for tp, off in latest.items()]
+    if not behind:
+        return {}
+    return {"minOffsetsBehindLatest": str(min(behind)),
+            "maxOffsetsBehindLatest": str(max(behind)),
+            "avgOffsetsBehindLatest": str(sum(behind) / len(behind))}
