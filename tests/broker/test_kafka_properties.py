@@ -43,12 +43,12 @@ log.retention.hours=168
 log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
 """
-NO_EFFECT = ["inter.broker.listener.name", "listener.security.protocol.map",
-             "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
+# The rest take effect: listeners and their protocol map, inter.broker.listener.name and the
+# transaction state log's settings included.
+NO_EFFECT = ["num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
              "share.coordinator.state.topic.min.isr",
              "share.coordinator.state.topic.replication.factor", "socket.receive.buffer.bytes",
-             "socket.send.buffer.bytes", "transaction.state.log.min.isr",
-             "transaction.state.log.replication.factor"]
+             "socket.send.buffer.bytes"]
 
 
 def properties(tmp_path, *more):
