@@ -31,6 +31,7 @@ from .connection import message_class, wait_set
 from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
 from .partitioner import Partitioner
 from .sequences import MAX_EPOCH, SEQUENCE_ERRORS, PartitionState
+from .tasks import spawn
 from .types import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -231,10 +232,7 @@ class ProducerCore:
                 await wait_set(self._wakeup, delay)
 
     def _spawn(self, coro):
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return spawn(coro, self._tasks)
 
     def _drain(self, now):
         """Send every ready batch we may send; return seconds until the next thing to do."""
