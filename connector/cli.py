@@ -31,6 +31,7 @@ from minilog.connector.client import (
 )
 from minilog.connector.client.config import parse_assignments
 from minilog.connector.client.serialization import SerializationError
+from minilog.connector.tables import describe_topics
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_FORMAT = "%s\\n"
@@ -180,24 +181,6 @@ def _topics(args, out):
                     if not (args.if_exists and e.name == "UNKNOWN_TOPIC_OR_PARTITION"):
                         raise
                 out.write(f"Deleted topic {name}.\n")
-
-
-def describe_topics(admin, names, out):
-    """`kafka-topics --describe`: a line per topic, then leader, replicas and ISR per partition."""
-    for name, t in admin.describe_topics(names).items():
-        try:
-            configs = admin.describe_configs("topic", name)
-            shown = ",".join(f"{c.name}={c.value}" for c in configs.values()
-                             if c.source not in (5, -1) and not c.sensitive)
-        except KafkaError:
-            shown = "?"  # brokers without DescribeConfigs
-        rf = len(t.partitions[0].replicas) if t.partitions else 0
-        out.write(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
-                  f"ReplicationFactor: {rf}\tConfigs: {shown}\n")
-        for p in t.partitions:
-            out.write(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                      f"Replicas: {','.join(map(str, p.replicas))}\t"
-                      f"Isr: {','.join(map(str, p.isr))}\n")
 
 
 # ---- produce -----------------------------------------------------------------------------------

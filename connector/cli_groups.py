@@ -14,6 +14,7 @@ import datetime
 
 from minilog.connector.client import AdminClient, KafkaError
 from minilog.connector.protocol import ErrorCode
+from minilog.connector.tables import table
 
 DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                     "CONSUMER-ID", "HOST", "CLIENT-ID")
@@ -73,12 +74,6 @@ def _existing(admin, gid):
     return desc
 
 
-def _table(rows, out):
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        out.write("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() + "\n")
-
-
 def _log_end_offsets(admin, tps):
     """{tp: log end offset}; partitions of deleted topics are left out."""
     out = {}
@@ -114,7 +109,7 @@ def describe(admin, gid, out, err):
     for m in desc.members:
         if not m.assignment:  # an idle member: shown without partitions, as Kafka does
             rows.append((gid, "-", "-", "-", "-", "-", m.member_id, m.host, m.client_id))
-    _table(rows, out)
+    table(rows, out)
 
 
 def parse_topic(spec):
@@ -157,6 +152,6 @@ def _reset(admin, args, out, err):
                                     dry_run=not args.execute)
     rows = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
     rows += [(args.group, tp.topic, tp.partition, o) for tp, o in new.items()]
-    _table(rows, out)
+    table(rows, out)
     if not args.execute:
         err.write("Dry run: nothing changed (add --execute to reset the offsets).\n")

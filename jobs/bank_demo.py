@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from minilog.broker.local_cluster import LocalCluster
-from minilog.connector.cli import describe_topics
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from minilog.connector.tables import describe_topics
 
 TRANSACTIONS, BALANCES, GROUP = "bank.transactions", "bank.balances", "bank-balance"
 NO_JAVA = ("minilog demo needs Java 17 or newer to run Spark: install it (for example "
