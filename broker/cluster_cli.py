@@ -21,9 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from .local_cluster import STATE_FILE as STATE
 from .local_cluster import LocalCluster
-
-STATE = "cluster.json"
 JOIN_TIMEOUT_S = 60
 
 
@@ -90,6 +89,7 @@ def _up(args, out):
         brokers, controllers = len(state["brokers"]), len(state.get("controllers", []))
         ports = [b["port"] for b in nodes]
         extra = state.get("extra", []) + extra
+        replicated = state.get("replicated", True)
     else:
         if args.brokers < 1:
             raise _UserError("minilog cluster: --brokers must be at least 1")
@@ -97,8 +97,9 @@ def _up(args, out):
             raise _UserError("minilog cluster: --controllers must be 0 (combined mode) or more")
         brokers, controllers = args.brokers, args.controllers
         ports = [args.port + i for i in range(brokers + controllers)] if args.port else None
+        replicated = True
     cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
-                           replicated=True, controllers=controllers)
+                           replicated=replicated, controllers=controllers)
     pids = dict(running)
     try:
         for b in cluster.nodes:
@@ -108,13 +109,7 @@ def _up(args, out):
         for b in cluster.nodes:
             b.kill()
         raise _UserError(f"minilog cluster: {e}") from None
-
-    def saved(nodes):
-        return [{"node_id": b.node_id, "port": b.port, "pid": pids[b.node_id]} for b in nodes]
-    state = {"brokers": saved(cluster.brokers), "controllers": saved(cluster.controllers),
-             "extra": extra}
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state, indent=1))
+    cluster.save_state(pids)
     for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
         for b in nodes:
             how = "already running" if b.node_id in running else "listening"

@@ -41,12 +41,20 @@ class UserError(Exception):
     """A mistake in how the command was called: reported in one line, exit status 2."""
 
 
-def build_parser():
-    common = Parser(add_help=False)
+def global_flags():
+    """The flags every client command takes, before or after its name."""
+    common = Parser(prog="minilog", add_help=False)
     common.add_argument("--bootstrap-server", "-b", default=argparse.SUPPRESS, metavar="HOST:PORT",
-                        help=f"broker(s) to bootstrap from, comma separated (default {DEFAULT_BOOTSTRAP})")
+                        help=f"broker(s) to bootstrap from, comma separated (default "
+                             f"{DEFAULT_BOOTSTRAP}); for demo: run it on that cluster")
     common.add_argument("-X", dest="settings", action="append", default=argparse.SUPPRESS,
-                        metavar="KEY=VALUE", help="client setting, Kafka's name (repeatable)")
+                        metavar="KEY=VALUE", help="client setting, Kafka's name (repeatable; "
+                                                  "not for broker, cluster, demo)")
+    return common
+
+
+def build_parser():
+    common = global_flags()
     parser = Parser(prog="minilog", parents=[common],
                      description="minilog: a Kafka-compatible log. Manage topics, produce, consume.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -374,22 +382,57 @@ def _groups(args, out):
     cli_groups.run(args, out, sys.stderr, _settings(args))
 
 
+DELEGATED = ("broker", "cluster", "demo")
+_OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
+                "cluster": "a local cluster's brokers are found through its --data-dir"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups}
 
 
+def _global_flags_end(argv):
+    """Where the global flags in front of the command word end (`-b HOST:PORT`,
+    `--bootstrap-server=HOST:PORT`, `-X key=value`, `-Xkey=value`)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("-b", "--bootstrap-server", "-X"):
+            i += 2
+        elif argv[i].startswith("--bootstrap-server=") or (argv[i][:2] in ("-b", "-X")
+                                                            and len(argv[i]) > 2):
+            i += 1
+        else:
+            return i
+    return i
+
+
+def _run_delegated(command, flags, rest):
+    """`broker`, `cluster` and `demo` have parsers of their own. The global flags in front of
+    them: `demo` takes `-b` as its own `--bootstrap-server` (run on that cluster); the others
+    start their own brokers, so a global flag there is refused in one line."""
+    given = vars(global_flags().parse_args(flags))
+    if "settings" in given:
+        raise UserError(f"minilog {command}: -X does not apply: it sets up its own clients "
+                        f"and brokers (see minilog {command} --help)")
+    if command == "demo":
+        if "bootstrap_server" in given:
+            rest = ["--bootstrap-server", given["bootstrap_server"], *rest]
+        from minilog.jobs.bank_demo import main as demo_main
+        return demo_main(rest)
+    if given:
+        raise UserError(f"minilog {command}: --bootstrap-server does not apply: "
+                        f"{_OWN_BROKERS[command]} (see minilog {command} --help)")
+    if command == "broker":
+        from minilog.broker.main import main as broker_main
+        return broker_main(rest, prog="minilog broker")
+    from minilog.broker.cluster_cli import main as cluster_main
+    return cluster_main(rest, prog="minilog cluster")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "broker":
-        from minilog.broker.main import main as broker_main
-        return broker_main(argv[1:], prog="minilog broker")
-    if argv and argv[0] == "cluster":
-        from minilog.broker.cluster_cli import main as cluster_main
-        return cluster_main(argv[1:], prog="minilog cluster")
-    if argv and argv[0] == "demo":
-        from minilog.jobs.bank_demo import main as demo_main
-        return demo_main(argv[1:])
+    end = _global_flags_end(argv)
     try:
+        if end < len(argv) and argv[end] in DELEGATED:
+            return _run_delegated(argv[end], argv[:end], argv[end + 1:])
         args = build_parser().parse_args(argv)
         COMMANDS[args.command](args, sys.stdout)
         return 0
