@@ -24,6 +24,7 @@ from minilog.broker.local_cluster import LocalCluster
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from minilog.connector.tables import describe_topics
+from minilog.jobs.interrupts import CTRL_C
 
 TRANSACTIONS, BALANCES, GROUP = "bank.transactions", "bank.balances", "bank-balance"
 JAVA_MAJOR = 17
@@ -130,22 +131,28 @@ def group_lag(bootstrap, partitions):
 
 
 def start_spark(out):
+    """Spark in local mode; from here on Ctrl-C stops between two Spark calls (interrupts.py)."""
     from minilog.jobs import pipeline
     print("starting Spark (local mode) ...", file=out, flush=True)
+    CTRL_C.defer()
     spark = pipeline.session("minilog-demo")
+    CTRL_C.defer(spark)
     spark.sparkContext.setLogLevel("ERROR")
+    CTRL_C.check()
     return spark
 
 
 def stop_spark():
     """Stop Spark and its JVM: the demo started them, and nothing may outlive it, Ctrl-C
-    included (the JVM ignores SIGINT and does not exit with its Python parent)."""
+    included (the JVM ignores SIGINT and does not exit with its Python parent). After Ctrl-C
+    the JVM is ended without stopping the query first: a query stopped inside a micro-batch
+    prints Spark's tracebacks of the batch it aborts, and the demo keeps nothing of it."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
     try:
         # Only a context that finished starting can be asked anything: a JVM interrupted
         # mid-start would keep a call waiting.
-        if SparkContext._active_spark_context is not None:
+        if SparkContext._active_spark_context is not None and not CTRL_C.requested:
             spark = SparkSession.getActiveSession()
             for q in spark.streams.active if spark is not None else ():
                 q.stop()
@@ -155,7 +162,7 @@ def stop_spark():
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
     if proc is not None and proc.poll() is None:
-        proc.terminate()
+        proc.kill() if CTRL_C.requested else proc.terminate()
         try:
             proc.wait(30)
         except Exception:  # noqa: BLE001 - a JVM deaf to SIGTERM gets SIGKILL
@@ -207,6 +214,7 @@ def run_job(spark, bootstrap, n, checkpoint, out):
                       f"({p['processedRowsPerSecond']:,.0f}/s)", file=out, flush=True)
         shown = len(query.recentProgress)
         query.awaitTermination(0.5)
+        CTRL_C.check()
     if query.exception() is not None:
         raise query.exception()
 
@@ -307,6 +315,7 @@ def build_parser() -> Parser:
 
 
 def main(argv=None):
+    CTRL_C.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.brokers < 1:
@@ -333,8 +342,7 @@ def main(argv=None):
             how_to_connect(cluster, sys.stdout)
             keep = True
         return code
-    except KeyboardInterrupt:
-        print("\ninterrupted: stopping", file=sys.stderr)
+    except KeyboardInterrupt:  # CTRL_C said so in one line
         return 130
     finally:
         if not keep:
