@@ -41,6 +41,13 @@ class UserError(Exception):
     """A mistake in how the command was called: reported in one line, exit status 2."""
 
 
+class Interrupted(Exception):
+    """Ctrl-C, with what was done by then: reported in one line, exit status 130."""
+
+
+_INTERRUPTED_FLUSH_S = 5.0  # after Ctrl-C, how long records in flight may take to be acknowledged
+
+
 def global_flags():
     """The flags every client command takes, before or after its name."""
     common = Parser(prog="minilog", add_help=False)
@@ -213,43 +220,63 @@ class _Progress:
 def _produce(args, out):
     headers = [(k, v.encode()) for k, v in parse_assignments(args.header).items()]
     sep = args.key_separator.encode() if args.key_separator else None
-    failures = []
+    failures, acked = [], [0]
 
     def on_delivery(err, _):
-        if err is not None and len(failures) < 1:
+        if err is None:
+            acked[0] += 1
+        elif len(failures) < 1:
             failures.append(err)
+    settings = _settings(args)
+    settings.setdefault("error_cb", _say_unreachable(settings))
     source = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
     total = os.fstat(source.fileno()).st_size if args.file else 0
     progress = _Progress(total, bool(args.file) and sys.stderr.isatty())
     count = done = 0
     try:
-        with Producer(_settings(args)) as producer:
+        with Producer(settings) as producer:
             known = producer.partitions_for(args.topic)  # unknown topics fail here, at once
             if known is not None and args.partition is not None:
                 _partitions(producer, args.topic, [args.partition])
-            for n, line in enumerate(source, 1):
-                done += len(line)
-                line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
-                key = None
-                if sep is not None:
-                    key, found, value = line.partition(sep)
-                    if not found:
-                        raise UserError(f"line {n} has no key separator {args.key_separator!r}")
-                else:
-                    value = line
-                producer.send(args.topic, value, key=key, partition=args.partition,
-                              headers=headers, on_delivery=on_delivery)
-                count += 1
-                progress.update(done, count)
-                if failures:
-                    break
-            producer.flush()
+            try:
+                for n, line in enumerate(source, 1):
+                    done += len(line)
+                    line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+                    key = None
+                    if sep is not None:
+                        key, found, value = line.partition(sep)
+                        if not found:
+                            raise UserError(f"line {n} has no key separator "
+                                            f"{args.key_separator!r}")
+                    else:
+                        value = line
+                    producer.send(args.topic, value, key=key, partition=args.partition,
+                                  headers=headers, on_delivery=on_delivery)
+                    count += 1
+                    progress.update(done, count)
+                    if failures:
+                        break
+                producer.flush()
+            except KeyboardInterrupt:  # what was sent gets a moment to be acknowledged
+                producer.close(_INTERRUPTED_FLUSH_S)
+                raise Interrupted(f"minilog produce: interrupted: {acked[0]:,} of {count:,} "
+                                  f"records acknowledged") from None
     finally:
         if args.file:
             source.close()
     progress.update(done, count, final=True)
     if failures:
         raise failures[0]
+
+
+def _say_unreachable(settings):
+    """The producer's error_cb: one line, at once, when a broker cannot be reached (the
+    records are retried meanwhile, as kcat does); the expiry, if it comes, is the error."""
+    def say(err):
+        print(f"minilog produce: {err.detail}; "
+              f"retrying until delivery.timeout.ms "
+              f"({settings.get('delivery.timeout.ms', 120000)} ms)", file=sys.stderr, flush=True)
+    return say
 
 
 # ---- consume -----------------------------------------------------------------------------------
@@ -439,6 +466,9 @@ def main(argv=None):
     except UserError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        return 130
     except ConfigError as e:
         print(f"minilog: bad client setting: {e}", file=sys.stderr)
         return 2
