@@ -11,7 +11,8 @@ import pytest
 from clitools import ok
 
 KCAT = shutil.which("kcat")
-pytestmark = [pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)"),
+pytestmark = [pytest.mark.skipif(KCAT is None,
+                                 reason="kcat is not installed (apt-get install kcat)"),
               pytest.mark.timeout(300)]
 
 

@@ -162,8 +162,10 @@ def test_demo_help_describes_every_option():
     text = r.stdout.decode()
     for option in ("--bootstrap-server", "--transactions", "--accounts", "--partitions",
                    "--seed", "--brokers", "--replication-factor", "--keep"):
-        entry = re.search(rf"^  (?:-\w+ \S+, )?{option}( [A-Z_]+)?(, -\w+ [A-Z_:]+)?(?P<rest>.*\n(?: {{10,}}.*\n)*)",
-                          text, re.M)
+        # argparse's layout: the option, its metavar and aliases, then its description on
+        # the same line or on the more indented lines below
+        entry = re.search(rf"^  {option}( [A-Z_:]+)?(, -\w+( [A-Z_:]+)?)?"
+                          rf"(?P<rest>.*\n(?: {{10,}}.*\n)*)", text, re.M)
         assert entry and len(entry.group("rest").split()) >= 3, (option, text)
 
 
