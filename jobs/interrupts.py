@@ -29,6 +29,7 @@ class _Gate:
     def __init__(self) -> None:
         self.requested = False
         self.deferred = False
+        self._previous: Any = None  # SIGINT's handler before ours
 
     def _handle(self, signum: int, frame: Any) -> None:
         first = not self.requested
@@ -42,7 +43,18 @@ class _Gate:
 
     def install(self) -> None:
         """Ctrl-C prints the one line and raises KeyboardInterrupt at once."""
-        signal.signal(signal.SIGINT, self._handle)
+        previous = signal.signal(signal.SIGINT, self._handle)
+        if self._previous is None and previous != self._handle:
+            self._previous = previous
+
+    def release(self) -> None:
+        """SIGINT back to its handler before `install`, for a driver that goes on after its
+        Spark work (the tests run the jobs in their own process). After a Ctrl-C the output
+        stays silenced: the process is on its way out, and pyspark's threads with it."""
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        self.deferred = False
 
     def defer(self, spark: Any = None) -> None:
         """From now on, Ctrl-C is only recorded until `check()`. Call it again once a Spark

@@ -153,6 +153,7 @@ def run(queries):
     finally:
         for q in queries:
             q.stop()
+        CTRL_C.release()
     for q in queries:
         if q.exception() is not None:
             raise q.exception()
