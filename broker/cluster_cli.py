@@ -21,9 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from .local_cluster import STATE_FILE as STATE
 from .local_cluster import LocalCluster
-
-STATE = "cluster.json"
 JOIN_TIMEOUT_S = 60
 
 
@@ -55,13 +54,18 @@ def build_parser(prog="minilog cluster"):
 
 
 def _alive(pid):
+    """Whether process `pid` runs: a killed broker stays a zombie until whoever adopted it
+    reaps it, and a zombie serves nothing."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc here: kill(pid, 0) is all there is to know
 
 
 def _read_state(data_dir):
@@ -90,6 +94,7 @@ def _up(args, out):
         brokers, controllers = len(state["brokers"]), len(state.get("controllers", []))
         ports = [b["port"] for b in nodes]
         extra = state.get("extra", []) + extra
+        replicated = state.get("replicated", True)
     else:
         if args.brokers < 1:
             raise _UserError("minilog cluster: --brokers must be at least 1")
@@ -97,8 +102,9 @@ def _up(args, out):
             raise _UserError("minilog cluster: --controllers must be 0 (combined mode) or more")
         brokers, controllers = args.brokers, args.controllers
         ports = [args.port + i for i in range(brokers + controllers)] if args.port else None
+        replicated = True
     cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
-                           replicated=True, controllers=controllers)
+                           replicated=replicated, controllers=controllers)
     pids = dict(running)
     try:
         for b in cluster.nodes:
@@ -108,13 +114,7 @@ def _up(args, out):
         for b in cluster.nodes:
             b.kill()
         raise _UserError(f"minilog cluster: {e}") from None
-
-    def saved(nodes):
-        return [{"node_id": b.node_id, "port": b.port, "pid": pids[b.node_id]} for b in nodes]
-    state = {"brokers": saved(cluster.brokers), "controllers": saved(cluster.controllers),
-             "extra": extra}
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state, indent=1))
+    cluster.save_state(pids)
     for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
         for b in nodes:
             how = "already running" if b.node_id in running else "listening"
@@ -127,43 +127,74 @@ def _up(args, out):
 
 
 def _status(args, out):
+    """What the processes show and what the controller knows, side by side and never
+    contradicting: a broker whose process is gone but that the controller has not fenced yet
+    is said to be so, and its replicas count as under-replicated (its leaderships as offline)
+    before the controller shrinks the ISRs and moves the leaders."""
     from minilog.connector.client import AdminClient, KafkaError
     state = _read_state(args.data_dir)
+    running = {b["node_id"] for b in _nodes(state) if b.get("pid") and _alive(b["pid"])}
     bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"]
-                         if b.get("pid") and _alive(b["pid"]))
+                         if b["node_id"] in running)
+    live = None
+    if bootstrap:
+        try:
+            with AdminClient({"bootstrap.servers": bootstrap,
+                              "request.timeout.ms": 5000}) as admin:
+                cluster = admin.describe_cluster(timeout=10)
+                topics = admin.describe_topics(timeout=10)
+            live = {b.node_id for b in cluster.brokers}
+        except KafkaError as e:
+            failure = e
     dedicated = bool(state.get("controllers"))
     for role, nodes in (("broker", state["brokers"]), ("controller", state.get("controllers", []))):
         for b in nodes:
-            running = b.get("pid") and _alive(b["pid"])
             roles = role if dedicated else "broker,controller"
             out.write(f"{role} {b['node_id']}\t127.0.0.1:{b['port']}\t{roles}\t"
-                      f"{'running (pid %d)' % b['pid'] if running else 'stopped'}\n")
+                      f"{_process_and_controller(b, role, running, live)}\n")
     if not bootstrap:
         out.write("no broker is running\n")
         return 1
-    try:
-        with AdminClient({"bootstrap.servers": bootstrap, "request.timeout.ms": 5000}) as admin:
-            cluster = admin.describe_cluster(timeout=10)
-            topics = admin.describe_topics(timeout=10)
-    except KafkaError as e:
-        out.write(f"cluster not answering: {e}\n")
+    if live is None:
+        out.write(f"cluster not answering: {failure}\n")
         return 1
-    live = sorted(b.node_id for b in cluster.brokers)
+    gone = live - running  # counted live by the controller, their process gone
     out.write(f"controller: {cluster.controller_id if cluster.controller_id >= 0 else 'none'}\n")
     voters = state.get("controllers") or state["brokers"]
     out.write(f"controller quorum: {','.join(str(b['node_id']) for b in voters)}"
               f"{' (dedicated controllers)' if dedicated else ' (every broker is a voter)'}\n")
-    out.write(f"live brokers: {','.join(map(str, live))}\n")
+    out.write(f"live brokers: {_ids(live - gone)}"
+              f"{f' (and {_ids(gone)}: process gone, not fenced yet)' if gone else ''}\n")
     under, offline = [], []
     for name, t in topics.items():
         for p in t.partitions:
-            if p.leader < 0:
+            if p.leader < 0 or p.leader in gone:
                 offline.append(f"{name}-{p.partition}")
-            elif len(p.isr) < len(p.replicas):
+            elif len(p.isr) < len(p.replicas) or gone & set(p.isr):
                 under.append(f"{name}-{p.partition}")
-    out.write(f"under-replicated partitions: {len(under)}{': ' + ' '.join(under) if under else ''}\n")
-    out.write(f"offline partitions: {len(offline)}{': ' + ' '.join(offline) if offline else ''}\n")
+    why = f" (counting the replicas on {_ids(gone)}, whose process is gone)" if gone else ""
+    out.write(f"under-replicated partitions: {len(under)}{why}"
+              f"{': ' + ' '.join(under) if under else ''}\n")
+    out.write(f"offline partitions: {len(offline)}"
+              f"{f' (led by {_ids(gone)}, whose process is gone)' if gone and offline else ''}"
+              f"{': ' + ' '.join(offline) if offline else ''}\n")
     return 0
+
+
+def _ids(nodes):
+    return ",".join(map(str, sorted(nodes))) or "none"
+
+
+def _process_and_controller(node, role, running, live):
+    """One node's state: its process, and for a broker whether the controller counts it live."""
+    if node["node_id"] not in running:
+        if role == "broker" and live is not None and node["node_id"] in live:
+            return "stopped (process gone; the controller has not fenced it yet)"
+        return "stopped"
+    shown = f"running (pid {node['pid']})"
+    if role == "broker" and live is not None and node["node_id"] not in live:
+        shown += ", not live for the controller (fenced, or still joining)"
+    return shown
 
 
 def _down(args, out):

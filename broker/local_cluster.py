@@ -7,6 +7,7 @@ quorum (`controller.quorum.voters`, KRaft's combined mode), their ports fixed up
 `controllers=N` the quorum is N dedicated controller processes instead (`process.roles=
 controller`, listening on a CONTROLLER listener) and the brokers are only brokers.
 """
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+
+STATE_FILE = "cluster.json"  # in the data directory: what `minilog cluster` knows of a cluster
 
 
 def free_port():
@@ -120,6 +124,7 @@ class LocalCluster:
         ports = list(ports) if ports else [free_port() for _ in range(size + controllers)]
         if replicated is None:
             replicated = size > 1 or controllers > 0
+        self.replicated, self.extra = replicated, list(extra)
         ids = range(1, size + controllers + 1)
         voters = list(zip(ids, ports))[size:] if controllers else list(zip(ids, ports))
         common = ["-o", "controller.quorum.voters=" +
@@ -169,6 +174,24 @@ class LocalCluster:
                     pass
                 time.sleep(0.2)
         return False
+
+    def save_state(self, pids=None):
+        """Write DATA_DIR/cluster.json: the nodes, their ports and process ids (`pids`
+        {node_id: pid}, default those this object started) and the settings to start them
+        again with. `minilog cluster status|down|up --data-dir DATA_DIR` work from it, so a
+        cluster started here (the demo's `--keep`) is an ordinary `minilog cluster`."""
+        if pids is None:
+            pids = {b.node_id: b.proc.pid for b in self.nodes if b.proc and b.proc.poll() is None}
+
+        def saved(nodes):
+            return [{"node_id": b.node_id, "port": b.port, "pid": pids.get(b.node_id)}
+                    for b in nodes]
+        state = {"brokers": saved(self.brokers), "controllers": saved(self.controllers),
+                 "extra": self.extra, "replicated": self.replicated}
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        path = self.data_dir / STATE_FILE
+        path.write_text(json.dumps(state, indent=1))
+        return path
 
     def broker(self, node_id):
         """The node (broker or controller) with this id."""

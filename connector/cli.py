@@ -35,6 +35,7 @@ from minilog.connector.client import (
 from minilog.connector.client.config import parse_assignments
 from minilog.connector.client.serialization import SerializationError
 from minilog.connector.properties import PropertiesError, read_properties
+from minilog.connector.tables import describe_topics
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_FORMAT = "%s\\n"
@@ -44,15 +45,30 @@ class UserError(Exception):
     """A mistake in how the command was called: reported in one line, exit status 2."""
 
 
-def build_parser():
-    common = Parser(add_help=False)
+class Interrupted(Exception):
+    """Ctrl-C, with what was done by then: reported in one line, exit status 130."""
+
+
+_INTERRUPTED_FLUSH_S = 5.0  # after Ctrl-C, how long records in flight may take to be acknowledged
+
+
+def global_flags():
+    """The flags every client command takes, before or after its name."""
+    common = Parser(prog="minilog", add_help=False)
     common.add_argument("--bootstrap-server", "-b", default=argparse.SUPPRESS, metavar="HOST:PORT",
-                        help=f"broker(s) to bootstrap from, comma separated (default {DEFAULT_BOOTSTRAP})")
+                        help=f"broker(s) to bootstrap from, comma separated (default "
+                             f"{DEFAULT_BOOTSTRAP}); for demo: run it on that cluster")
     common.add_argument("-X", dest="settings", action="append", default=argparse.SUPPRESS,
-                        metavar="KEY=VALUE", help="client setting, Kafka's name (repeatable)")
+                        metavar="KEY=VALUE", help="client setting, Kafka's name (repeatable; "
+                                                  "not for broker, cluster, demo)")
     common.add_argument("--command-config", default=argparse.SUPPRESS, metavar="FILE",
                         help="client settings from a properties file (security.protocol, "
                              "sasl.*, ssl.* ...); -X overrides them")
+    return common
+
+
+def build_parser():
+    common = global_flags()
     parser = Parser(prog="minilog", parents=[common],
                      description="minilog: a Kafka-compatible log. Manage topics, produce, consume.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -201,24 +217,6 @@ def _topics(args, out):
                 out.write(f"Deleted topic {name}.\n")
 
 
-def describe_topics(admin, names, out):
-    """`kafka-topics --describe`: a line per topic, then leader, replicas and ISR per partition."""
-    for name, t in admin.describe_topics(names).items():
-        try:
-            configs = admin.describe_configs("topic", name)
-            shown = ",".join(f"{c.name}={c.value}" for c in configs.values()
-                             if c.source not in (5, -1) and not c.sensitive)
-        except KafkaError:
-            shown = "?"  # brokers without DescribeConfigs
-        rf = len(t.partitions[0].replicas) if t.partitions else 0
-        out.write(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
-                  f"ReplicationFactor: {rf}\tConfigs: {shown}\n")
-        for p in t.partitions:
-            out.write(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                      f"Replicas: {','.join(map(str, p.replicas))}\t"
-                      f"Isr: {','.join(map(str, p.isr))}\n")
-
-
 # ---- produce -----------------------------------------------------------------------------------
 class _Progress:
     """A one-line progress bar on stderr (only drawn on a terminal)."""
@@ -241,43 +239,63 @@ class _Progress:
 def _produce(args, out):
     headers = [(k, v.encode()) for k, v in parse_assignments(args.header).items()]
     sep = args.key_separator.encode() if args.key_separator else None
-    failures = []
+    failures, acked = [], [0]
 
     def on_delivery(err, _):
-        if err is not None and len(failures) < 1:
+        if err is None:
+            acked[0] += 1
+        elif len(failures) < 1:
             failures.append(err)
+    settings = _settings(args)
+    settings.setdefault("error_cb", _say_unreachable(settings))
     source = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
     total = os.fstat(source.fileno()).st_size if args.file else 0
     progress = _Progress(total, bool(args.file) and sys.stderr.isatty())
     count = done = 0
     try:
-        with Producer(_settings(args)) as producer:
+        with Producer(settings) as producer:
             known = producer.partitions_for(args.topic)  # unknown topics fail here, at once
             if known is not None and args.partition is not None:
                 _partitions(producer, args.topic, [args.partition])
-            for n, line in enumerate(source, 1):
-                done += len(line)
-                line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
-                key = None
-                if sep is not None:
-                    key, found, value = line.partition(sep)
-                    if not found:
-                        raise UserError(f"line {n} has no key separator {args.key_separator!r}")
-                else:
-                    value = line
-                producer.send(args.topic, value, key=key, partition=args.partition,
-                              headers=headers, on_delivery=on_delivery)
-                count += 1
-                progress.update(done, count)
-                if failures:
-                    break
-            producer.flush()
+            try:
+                for n, line in enumerate(source, 1):
+                    done += len(line)
+                    line = line.rstrip(b"\r\n") if line.endswith(b"\n") else line
+                    key = None
+                    if sep is not None:
+                        key, found, value = line.partition(sep)
+                        if not found:
+                            raise UserError(f"line {n} has no key separator "
+                                            f"{args.key_separator!r}")
+                    else:
+                        value = line
+                    producer.send(args.topic, value, key=key, partition=args.partition,
+                                  headers=headers, on_delivery=on_delivery)
+                    count += 1
+                    progress.update(done, count)
+                    if failures:
+                        break
+                producer.flush()
+            except KeyboardInterrupt:  # what was sent gets a moment to be acknowledged
+                producer.close(_INTERRUPTED_FLUSH_S)
+                raise Interrupted(f"minilog produce: interrupted: {acked[0]:,} of {count:,} "
+                                  f"records acknowledged") from None
     finally:
         if args.file:
             source.close()
     progress.update(done, count, final=True)
     if failures:
         raise failures[0]
+
+
+def _say_unreachable(settings):
+    """The producer's error_cb: one line, at once, when a broker cannot be reached (the
+    records are retried meanwhile, as kcat does); the expiry, if it comes, is the error."""
+    def say(err):
+        print(f"minilog produce: {err.detail}; "
+              f"retrying until delivery.timeout.ms "
+              f"({settings.get('delivery.timeout.ms', 120000)} ms)", file=sys.stderr, flush=True)
+    return say
 
 
 # ---- consume -----------------------------------------------------------------------------------
@@ -420,28 +438,66 @@ def _users(args, out):
     cli_users.run(args, out, _settings(args))
 
 
+DELEGATED = ("broker", "cluster", "demo")
+_OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
+                "cluster": "a local cluster's brokers are found through its --data-dir"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users}
 
 
+def _global_flags_end(argv):
+    """Where the global flags in front of the command word end (`-b HOST:PORT`,
+    `--bootstrap-server=HOST:PORT`, `-X key=value`, `-Xkey=value`)."""
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("-b", "--bootstrap-server", "-X"):
+            i += 2
+        elif argv[i].startswith("--bootstrap-server=") or (argv[i][:2] in ("-b", "-X")
+                                                            and len(argv[i]) > 2):
+            i += 1
+        else:
+            return i
+    return i
+
+
+def _run_delegated(command, flags, rest):
+    """`broker`, `cluster` and `demo` have parsers of their own. The global flags in front of
+    them: `demo` takes `-b` as its own `--bootstrap-server` (run on that cluster); the others
+    start their own brokers, so a global flag there is refused in one line."""
+    given = vars(global_flags().parse_args(flags))
+    if "settings" in given:
+        raise UserError(f"minilog {command}: -X does not apply: it sets up its own clients "
+                        f"and brokers (see minilog {command} --help)")
+    if command == "demo":
+        if "bootstrap_server" in given:
+            rest = ["--bootstrap-server", given["bootstrap_server"], *rest]
+        from minilog.jobs.bank_demo import main as demo_main
+        return demo_main(rest)
+    if given:
+        raise UserError(f"minilog {command}: --bootstrap-server does not apply: "
+                        f"{_OWN_BROKERS[command]} (see minilog {command} --help)")
+    if command == "broker":
+        from minilog.broker.main import main as broker_main
+        return broker_main(rest, prog="minilog broker")
+    from minilog.broker.cluster_cli import main as cluster_main
+    return cluster_main(rest, prog="minilog cluster")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "broker":
-        from minilog.broker.main import main as broker_main
-        return broker_main(argv[1:], prog="minilog broker")
-    if argv and argv[0] == "cluster":
-        from minilog.broker.cluster_cli import main as cluster_main
-        return cluster_main(argv[1:], prog="minilog cluster")
-    if argv and argv[0] == "demo":
-        from minilog.jobs.bank_demo import main as demo_main
-        return demo_main(argv[1:])
+    end = _global_flags_end(argv)
     try:
+        if end < len(argv) and argv[end] in DELEGATED:
+            return _run_delegated(argv[end], argv[:end], argv[end + 1:])
         args = build_parser().parse_args(argv)
         COMMANDS[args.command](args, sys.stdout)
         return 0
     except UserError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        return 130
     except ConfigError as e:
         print(f"minilog: bad client setting: {e}", file=sys.stderr)
         return 2

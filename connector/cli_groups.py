@@ -14,6 +14,7 @@ import datetime
 
 from minilog.connector.client import AdminClient, KafkaError
 from minilog.connector.protocol import ErrorCode
+from minilog.connector.tables import table
 
 DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                     "CONSUMER-ID", "HOST", "CLIENT-ID")
@@ -71,12 +72,6 @@ def _existing(admin, gid):
     if desc.state == "Dead":
         raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"consumer group {gid!r} does not exist")
     return desc
-
-
-def table(rows, out):
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        out.write("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() + "\n")
 
 
 def _log_end_offsets(admin, tps):

@@ -7,7 +7,7 @@ The columns are those of Kafka's tool. `cli.py` builds the parser and reports er
 """
 import time
 
-from minilog.connector.cli_groups import table
+from minilog.connector.tables import table
 from minilog.connector.client import AdminClient
 
 LIST_COLUMNS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")

@@ -11,26 +11,49 @@ to lag 0. Everything stops on exit, Ctrl-C included; `--keep` leaves the cluster
 import json
 import os
 import random
+import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from minilog.broker.local_cluster import LocalCluster
-from minilog.connector.cli import describe_topics
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from minilog.connector.tables import describe_topics
+from minilog.jobs.interrupts import CTRL_C
 
 TRANSACTIONS, BALANCES, GROUP = "bank.transactions", "bank.balances", "bank-balance"
-NO_JAVA = ("minilog demo needs Java 17 or newer to run Spark: install it (for example "
-           "`apt-get install openjdk-17-jre-headless`, or `brew install openjdk@17`) or set "
-           "JAVA_HOME")
+JAVA_MAJOR = 17
+INSTALL_JAVA = ("install Java 17 (`apt-get install openjdk-17-jre-headless`, or "
+                "`brew install openjdk@17`) and point JAVA_HOME at it (e.g. "
+                "`export JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64`)")
 
 
-def java_available():
-    return bool(os.environ.get("JAVA_HOME")) or shutil.which("java") is not None
+def java_problem() -> str | None:
+    """Why Spark could not start its JVM here, in one line, or None: the java Spark runs
+    (JAVA_HOME's, else the PATH's, as spark-class chooses) must answer `-version` with 17+."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    where = f"JAVA_HOME={home}" if home else "PATH"
+    if java is None or not os.access(java, os.X_OK):
+        return f"minilog demo needs Java {JAVA_MAJOR} to run Spark, and {where} has none: " \
+               f"{INSTALL_JAVA}"
+    try:
+        answer = subprocess.run([java, "-version"], capture_output=True, text=True,
+                                timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"minilog demo cannot run {java} ({e}): {INSTALL_JAVA}"
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', answer)
+    major = found and (int(found.group(2) or 0) if found.group(1) == "1" else int(found.group(1)))
+    if not major or major < JAVA_MAJOR:
+        seen = answer.strip().splitlines()[0] if answer.strip() else "no version"
+        return f"minilog demo needs Java {JAVA_MAJOR} or newer to run Spark; {java} is " \
+               f"{seen!r}: {INSTALL_JAVA}"
+    return None
 
 
 def generate(n, accounts, seed):
@@ -108,22 +131,28 @@ def group_lag(bootstrap, partitions):
 
 
 def start_spark(out):
+    """Spark in local mode; from here on Ctrl-C stops between two Spark calls (interrupts.py)."""
     from minilog.jobs import pipeline
     print("starting Spark (local mode) ...", file=out, flush=True)
+    CTRL_C.defer()
     spark = pipeline.session("minilog-demo")
+    CTRL_C.defer(spark)
     spark.sparkContext.setLogLevel("ERROR")
+    CTRL_C.check()
     return spark
 
 
 def stop_spark():
     """Stop Spark and its JVM: the demo started them, and nothing may outlive it, Ctrl-C
-    included (the JVM ignores SIGINT and does not exit with its Python parent)."""
+    included (the JVM ignores SIGINT and does not exit with its Python parent). After Ctrl-C
+    the JVM is ended without stopping the query first: a query stopped inside a micro-batch
+    prints Spark's tracebacks of the batch it aborts, and the demo keeps nothing of it."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
     try:
         # Only a context that finished starting can be asked anything: a JVM interrupted
         # mid-start would keep a call waiting.
-        if SparkContext._active_spark_context is not None:
+        if SparkContext._active_spark_context is not None and not CTRL_C.requested:
             spark = SparkSession.getActiveSession()
             for q in spark.streams.active if spark is not None else ():
                 q.stop()
@@ -133,7 +162,7 @@ def stop_spark():
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
     if proc is not None and proc.poll() is None:
-        proc.terminate()
+        proc.kill() if CTRL_C.requested else proc.terminate()
         try:
             proc.wait(30)
         except Exception:  # noqa: BLE001 - a JVM deaf to SIGTERM gets SIGKILL
@@ -185,6 +214,7 @@ def run_job(spark, bootstrap, n, checkpoint, out):
                       f"({p['processedRowsPerSecond']:,.0f}/s)", file=out, flush=True)
         shown = len(query.recentProgress)
         query.awaitTermination(0.5)
+        CTRL_C.check()
     if query.exception() is not None:
         raise query.exception()
 
@@ -244,37 +274,56 @@ def start_cluster(cluster, out=sys.stdout):
 
 
 def how_to_connect(cluster, out):
+    """Ways in that work with what `pip install minilog` brought (the minilog command line,
+    pyspark), then the other clients with how to get them."""
     b = cluster.bootstrap
-    pids = " ".join(str(x.proc.pid) for x in cluster.brokers)
     print(f"""
 the cluster keeps running at {b} (data in {cluster.data_dir}); connect with:
-  kcat -b {b} -C -t {BALANCES} -e
   minilog -b {b} consume {BALANCES} --from-beginning --exit
-  python -c "from confluent_kafka import Consumer; c = Consumer({{'bootstrap.servers': '{b}', 'group.id': 'me', 'auto.offset.reset': 'earliest'}}); c.subscribe(['{BALANCES}']); print(c.consume(10, 10))"
+  minilog -b {b} groups describe {GROUP}
+  minilog cluster status --data-dir {cluster.data_dir}
   spark.readStream.format("minilog").option("kafka.bootstrap.servers", "{b}").option("subscribe", "{TRANSACTIONS}").load()
-stop it with: kill {pids}""", file=out)
+or with other Kafka clients, once installed:
+  kcat -b {b} -C -t {BALANCES} -e          (kcat: `apt-get install kcat` or `brew install kcat`)
+  python -c "from confluent_kafka import Consumer; c = Consumer({{'bootstrap.servers': '{b}', 'group.id': 'me', 'auto.offset.reset': 'earliest'}}); c.subscribe(['{BALANCES}']); print(c.consume(10, 10))"          (`pip install confluent-kafka`)
+stop it with: minilog cluster down --data-dir {cluster.data_dir}""", file=out)
 
 
-def main(argv=None):
+def build_parser() -> Parser:
     parser = Parser(prog="minilog demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap-server", help="use this cluster instead of starting a local one")
-    parser.add_argument("--transactions", type=int, default=20000)
-    parser.add_argument("--accounts", type=int, default=10)
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=4)
-    parser.add_argument("--brokers", type=int, default=3,
+    parser.add_argument("--bootstrap-server", "-b", metavar="HOST:PORT",
+                        help="run on this cluster instead of starting a local one")
+    parser.add_argument("--transactions", type=int, default=20000, metavar="N",
+                        help=f"bank transactions written to {TRANSACTIONS} (default 20000)")
+    parser.add_argument("--accounts", type=int, default=10, metavar="N",
+                        help="accounts the transactions are spread over (default 10)")
+    parser.add_argument("--partitions", type=int, default=3, metavar="N",
+                        help=f"partitions of {TRANSACTIONS} and {BALANCES} (default 3)")
+    parser.add_argument("--seed", type=int, default=4,
+                        help="seed of the random transactions: the same seed writes the same "
+                             "ones (default 4)")
+    parser.add_argument("--brokers", type=int, default=3, metavar="N",
                         help="brokers of the local cluster (default 3: a replicated cluster)")
-    parser.add_argument("--replication-factor", type=int,
+    parser.add_argument("--replication-factor", type=int, metavar="N",
                         help="copies of each partition (default: 3, or the number of brokers "
                              "if fewer; 1 with --bootstrap-server)")
     parser.add_argument("--keep", action="store_true",
-                        help="leave the local cluster running and say how to connect to it")
+                        help="leave the local cluster running, as a `minilog cluster` in a "
+                             "directory it names (status, down, up again), and say how to "
+                             "connect to it")
+    return parser
+
+
+def main(argv=None):
+    CTRL_C.install()
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if not java_available():
-        print(NO_JAVA, file=sys.stderr)
-        return 1
     if args.brokers < 1:
         parser.error("--brokers must be at least 1")
+    problem = java_problem()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     if args.bootstrap_server:
         args.replication_factor = args.replication_factor or 1
         return run(args.bootstrap_server, args)
@@ -283,18 +332,23 @@ def main(argv=None):
         parser.error(f"--replication-factor must be between 1 and the {args.brokers} brokers")
     cluster = LocalCluster(args.brokers, data_dir=tempfile.mkdtemp(prefix="minilog-demo-")
                            if args.keep else None)
+    keep = False
     try:
         start_cluster(cluster)
+        if args.keep:
+            cluster.save_state()
         code = run(cluster.bootstrap, args)
         if args.keep:
             how_to_connect(cluster, sys.stdout)
+            keep = True
         return code
-    except KeyboardInterrupt:
-        print("\ninterrupted: stopping", file=sys.stderr)
+    except KeyboardInterrupt:  # CTRL_C said so in one line
         return 130
     finally:
-        if not args.keep:
+        if not keep:
             cluster.stop()
+            if args.keep:
+                shutil.rmtree(cluster.data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

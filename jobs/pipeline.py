@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from minilog.jobs.interrupts import CTRL_C
+
 TRIGGERS = ("available-now", "processing-time=<interval>", "continuous-until-stopped")
 SPARK_CONF = Path(os.environ.get("MINILOG_SPARK_CONF",
                                  Path(__file__).resolve().parent.parent / "spark-conf"))
@@ -77,7 +79,10 @@ def session(app_name):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # No master set here: spark-submit's --master (or the properties file's) decides.
     from pyspark.sql import SparkSession
-    return SparkSession.builder.appName(app_name).getOrCreate()
+    CTRL_C.defer()  # Ctrl-C from here on: one line, a stop between two Spark calls
+    spark = SparkSession.builder.appName(app_name).getOrCreate()
+    CTRL_C.defer(spark)
+    return spark
 
 
 def read_topic(spark, args, topic, job, query=None):
@@ -129,16 +134,26 @@ def start_query(writer, starts=STARTS):
 
 def run(queries):
     """Wait for the queries: to their end under available-now, else until Ctrl-C; stop them
-    cleanly either way. Raises the first query's failure, as soon as it fails."""
+    cleanly either way. Raises the first query's failure, as soon as it fails. After Ctrl-C
+    (exit status 130) each query stops between two micro-batches, with Spark's log off: a
+    query stopped inside one aborts it with tracebacks, and the user asked only to stop."""
     try:
         pending = list(queries)
         while pending:  # awaitTermination raises a query's failure
             pending = [q for q in pending if not q.awaitTermination(1)]
+            CTRL_C.check()
     except KeyboardInterrupt:
-        print("stopping...", file=sys.stderr)
+        from pyspark import SparkContext
+        SparkContext.getOrCreate().setLogLevel("OFF")
+        for q in queries:
+            while q.isActive and q.status["isTriggerActive"]:
+                time.sleep(0.05)
+            q.stop()
+        return 130
     finally:
         for q in queries:
             q.stop()
+        CTRL_C.release()
     for q in queries:
         if q.exception() is not None:
             raise q.exception()

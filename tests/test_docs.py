@@ -11,7 +11,8 @@ TOP_LEVEL = r"(?:connector|broker|datasource|jobs|tests|bench|docs|tools|spark-c
 # nothing to install it from here)
 CLIENTS = {"confluent-kafka": r"import confluent_kafka|from confluent_kafka",
            "kafka-python": r"from kafka import|import kafka\b",
-           "kafkajs": r"kafkajs", "kcat": r'\["kcat"', "Java client": None, "aiokafka": r"import aiokafka",
+           "kafkajs": r"kafkajs", "kcat": r'\["kcat"|which\("kcat"\)', "Java client": None,
+           "aiokafka": r"import aiokafka",
            "librdkafka": None, "sarama": None, "franz-go": None}
 
 

@@ -21,6 +21,7 @@ from minilog.connector.protocol.primitives import ZERO_UUID
 
 from .connection import BrokerConnection
 from .security import AuthenticationError, client_security
+from .tasks import retrieve_exception
 from .types import BrokerInfo, KafkaConnectionError, PartitionInfo, TopicDescription
 
 log = logging.getLogger("minilog.client")
@@ -97,7 +98,7 @@ class Cluster:
             task = asyncio.get_running_loop().create_task(self._open(key, host, port, node_id))
             self._connecting[key] = task
             task.add_done_callback(lambda t: self._connecting.pop(key, None))
-            task.add_done_callback(_consume_exception)
+            task.add_done_callback(retrieve_exception)
         return await asyncio.shield(task)
 
     def connected(self, node_id):
@@ -340,8 +341,3 @@ class Cluster:
 
 async def _ready(conn):
     return conn
-
-
-def _consume_exception(task):
-    if not task.cancelled():
-        task.exception()

@@ -181,6 +181,8 @@ SPEC = {
     "max.request.size": (_int, 1024 * 1024, (P,), 1024),
     "partitioner": (_callable_or("murmur2_random", "murmur2", "random", "uniform_sticky",
                                    "round_robin"), "murmur2_random", (P,), None),
+    # confluent-kafka's: fn(KafkaError) for what no record carries: a broker unreachable
+    "error_cb": (_callable, None, (P,), None),
     "key.serializer": (_serde, None, (P,), None),
     "value.serializer": (_serde, None, (P,), None),
     # -- consumer --

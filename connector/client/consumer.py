@@ -23,6 +23,7 @@ AsyncConsumer, on top of `group.GroupMembership`.
 import asyncio
 import logging
 import time
+from typing import NamedTuple
 
 from minilog.connector.protocol import ErrorCode, KafkaError
 
@@ -38,12 +39,21 @@ from .fetcher import (
     fetch_once,
     fetch_range_arrow,
 )
+from .tasks import spawn
 from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
 from .validation import end_offsets_for_epochs, judge
 
 log = logging.getLogger("minilog.client")
 _STUCK = "stuck"  # out of range with auto.offset.reset=none: waits for a seek
 _CLOSE_TIMEOUT = 30.0  # seconds: the Java consumer's default close timeout
+
+
+class FetchPlan(NamedTuple):
+    """One fetch's request, per partition: the offset, the state's seek counter (`epoch`) the
+    answer must still match, and (current leader epoch, last fetched epoch)."""
+    offsets: dict[TopicPartition, int]
+    positions: dict[TopicPartition, int]
+    leader_epochs: dict[TopicPartition, tuple[int, int]]
 
 
 class AsyncConsumer(GroupConsumer):
@@ -255,10 +265,7 @@ class AsyncConsumer(GroupConsumer):
             await wait_set(self._wakeup, delay)
 
     def _spawn(self, coro):
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return spawn(coro, self._tasks)
 
     def _schedule(self, now):
         cluster, backoff = self._cluster, self.config.seconds("retry.backoff.ms")
@@ -299,7 +306,7 @@ class AsyncConsumer(GroupConsumer):
             self._fetching.add(node)
             for tp in tps:
                 self._states[tp].in_fetch = True
-            self._spawn(self._fetch(node, tps))
+            self._spawn(self._fetch(node, self._fetch_plan(tps)))
         return delay
 
     def _note_leader_changes(self):
@@ -313,12 +320,18 @@ class AsyncConsumer(GroupConsumer):
                     st.await_validation()
                 st.leader_epoch = epoch
 
-    async def _fetch(self, node, tps):
+    def _fetch_plan(self, tps):
+        """What a fetch asks, taken when it is decided: a seek or reset between the decision
+        and the task's first step (the application's thread runs meanwhile) must not reach
+        the request; the answer is then stale by `epoch` and dropped."""
+        states = [self._states[tp] for tp in tps]
+        return FetchPlan({tp: st.fetch_offset for tp, st in zip(tps, states)},
+                         {tp: st.epoch for tp, st in zip(tps, states)},
+                         {tp: (st.leader_epoch, st.fetch_epoch) for tp, st in zip(tps, states)})
+
+    async def _fetch(self, node, plan):
         cfg, cluster = self.config, self._cluster
-        offsets = {tp: self._states[tp].fetch_offset for tp in tps}
-        epochs = {tp: self._states[tp].epoch for tp in tps}
-        leader_epochs = {tp: (self._states[tp].leader_epoch, self._states[tp].fetch_epoch)
-                         for tp in tps}
+        tps, offsets, epochs = list(plan.offsets), plan.offsets, plan.positions
         started = time.monotonic()
         results = {}
         try:
@@ -327,7 +340,8 @@ class AsyncConsumer(GroupConsumer):
                 conn, cluster, offsets, max_wait_ms=cfg["fetch.max.wait.ms"],
                 min_bytes=cfg["fetch.min.bytes"], max_bytes=cfg["fetch.max.bytes"],
                 partition_max_bytes=cfg["max.partition.fetch.bytes"],
-                isolation_level=self._isolation, rack=cfg["client.rack"], epochs=leader_epochs)
+                isolation_level=self._isolation, rack=cfg["client.rack"],
+                epochs=plan.leader_epochs)
         except KafkaError as e:
             log.debug("fetch from broker %s failed: %s", node, e)
             cluster.request_update()

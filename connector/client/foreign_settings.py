@@ -103,7 +103,7 @@ LIBRDKAFKA = frozenset({
     "default_topic_conf", "delivery.report.only.error", "dr_cb", "dr_msg_cb",
     "enable.auto.offset.store", "enable.gapless.guarantee", "enable.metrics.push",
     "enable.partition.eof", "enable.random.seed", "enable.sasl.oauthbearer.unsecure.jwt",
-    "enable.ssl.certificate.verification", "enabled_events", "error_cb",
+    "enable.ssl.certificate.verification", "enabled_events",
     "fetch.error.backoff.ms", "fetch.queue.backoff.ms", "group.protocol.type",
     "group.remote.assignor", "https.ca.location", "https.ca.pem", "interceptors",
     "internal.termination.signal", "log.connection.close", "log.queue", "log.thread.name",

@@ -54,6 +54,7 @@ from .connection import message_class, wait_set
 from .group_api import COORDINATOR_MOVED, Coordinator
 from .group_commit import FENCED, GroupCommits
 from .group_steps import PollSteps
+from .tasks import spawn
 from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
 
 log = logging.getLogger("minilog.client.group")
@@ -169,10 +170,7 @@ class GroupMembership(GroupCommits, PollSteps):
 
     # ---- the runner: (re)joining ----------------------------------------------------------
     def _spawn(self, coro):
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return spawn(coro, self._tasks)
 
     async def _run(self):
         backoff = self.config.seconds("retry.backoff.ms")

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .connection import message_class
+from .tasks import retrieve_exception
 from .types import BrokerInfo, KafkaConnectionError, KafkaTimeoutError, TopicPartition
 
 log = logging.getLogger("minilog.client")
@@ -68,6 +69,7 @@ class Coordinator:
         if self._finding is None:
             self._finding = asyncio.ensure_future(self._find())
             self._finding.add_done_callback(lambda _: setattr(self, "_finding", None))
+            self._finding.add_done_callback(retrieve_exception)
         return await asyncio.shield(self._finding)
 
     async def _find(self):

@@ -32,6 +32,7 @@ from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
 from .partitioner import Partitioner
 from .sequences import MAX_EPOCH, SEQUENCE_ERRORS, PartitionState
 from .transactions import Transactions
+from .tasks import spawn
 from .types import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -116,6 +117,7 @@ class ProducerCore:
         self._tasks = set()
         self._meta_task = self._pid_task = self._sender = None
         self._closed = False
+        self._error_cb, self._told_unreachable = cfg["error_cb"], False
         self.on_release = None  # called with (records, bytes) when a batch completes
         # read once: these are consulted for every record
         self._batch_size, self._max_request = cfg["batch.size"], cfg["max.request.size"]
@@ -234,10 +236,7 @@ class ProducerCore:
                 await wait_set(self._wakeup, delay)
 
     def _spawn(self, coro):
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return spawn(coro, self._tasks)
 
     def _drain(self, now):
         """Send every ready batch we may send; return seconds until the next thing to do."""
@@ -359,6 +358,7 @@ class ProducerCore:
             await self._cluster.connection(node)
         except KafkaError as e:
             log.debug("connecting to broker %s failed: %s", node, e)
+            self._unreachable(e)
             for tp, q in self._queues.items():  # what delivery.timeout.ms expiry will report
                 if self._cluster.leader(tp.topic, tp.partition) == node:
                     for b in q:
@@ -395,6 +395,7 @@ class ProducerCore:
                 resp = await conn.wait_response(corr, fut, ApiKey.PRODUCE)
         except KafkaError as e:
             err = e
+            self._unreachable(e)
         finally:
             self._node_in_flight[node] -= 1
         results = {}
@@ -480,6 +481,7 @@ class ProducerCore:
             await self._cluster.maybe_refresh(list(self._waiting))
         except KafkaError as e:
             log.debug("metadata refresh failed: %s", e)
+            self._unreachable(e)
         finally:
             self._meta_task = None
         now = time.monotonic()
@@ -531,6 +533,19 @@ class ProducerCore:
             part.reset(self._epoch)  # nothing in flight: queued retries are renumbered
         self._wakeup.set()
 
+    def _unreachable(self, exc):
+        """Tell `error_cb` (confluent-kafka's setting) once per outage that a broker cannot be
+        reached: the records wait and are retried until delivery.timeout.ms, and an
+        application (the CLI, as kcat does) can say so at once rather than after it."""
+        if self._error_cb is None or self._told_unreachable or \
+                not isinstance(exc, KafkaConnectionError):
+            return
+        self._told_unreachable = True
+        try:
+            self._error_cb(exc)
+        except Exception:  # noqa: BLE001 - the application's callback: never stops sending
+            log.exception("error_cb failed")
+
     # ---- completion ----------------------------------------------------------------------
     def _complete(self, b, base_offset, log_append_time):
         """The batch is written: every record's future succeeds, all in one pass.
@@ -540,6 +555,7 @@ class ProducerCore:
         """
         records, futures = b.records, b.futures
         b.base_offset, b.log_append_time = base_offset, log_append_time
+        self._told_unreachable = False  # delivered: the next outage is news again
         if self._idempotent:
             self._parts[b.tp].acked(b)
         if log_append_time is None or log_append_time < 0:

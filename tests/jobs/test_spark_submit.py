@@ -5,10 +5,13 @@ ends with the independent fold's balances, even when the driver's streaming sour
 starts too late for Spark (the job starts its query again). spark-conf/'s own master, local
 mode, runs in tests/jobs/test_bank_demo.py (`minilog demo` starts Spark on those settings)."""
 import sys
+import uuid
 
 import pytest
-from sparkprocs import StandaloneCluster, marked, spark_submit
+from clitools import Interruptible, ok
+from sparkprocs import BIN, REPO, StandaloneCluster, environment, kill_marked, marked, spark_submit
 from sparktools import consume_all, create_topic, latest_by_key, unique
+from waiting import wait_until
 
 JOB = ["--properties-file", "spark-conf/spark-defaults.conf", "jobs/bank_balance.py"]
 
@@ -58,3 +61,28 @@ def test_bank_balance_on_a_standalone_cluster_outlasts_a_late_source_worker(
     assert "starting the query again (2 of 3)" in (tmp_path / "spark-submit.log").read_text()
     assert got == transactions[1]
     assert {worker for worker, _ in cluster.executors()} == {0, 1}, "executors on both workers"
+
+
+def test_ctrl_c_stops_a_spark_submit_job_in_one_line(broker, transactions, tmp_path):
+    """Ctrl-C (SIGINT to spark-submit's process group, as a terminal sends it) to bank_balance
+    running in local mode with a processing-time trigger: one line after it, exit 130, and no
+    JVM or Python worker left (spark-submit prints its Python driver's stderr on stdout)."""
+    out = create_topic(broker.bootstrap, unique("bank.balances"), 1, {"cleanup.policy": "compact"})
+    mark = uuid.uuid4().hex
+    p = Interruptible([BIN / "spark-submit", *JOB, "--bootstrap-servers", broker.bootstrap,
+                       "--checkpoint", tmp_path / "checkpoint", "--trigger",
+                       "processing-time=2 seconds", "--transactions-topic", transactions[0],
+                       "--balances-topic", out], merged=True, cwd=REPO, env=environment(mark))
+    try:
+        wait_until(lambda: ok("-b", broker.bootstrap, "offsets", out, "--latest") != f"{out}:0:0\n"
+                   or p.proc.poll() is not None, timeout=300, what="the job's first balances")
+        assert p.proc.poll() is None, p.text()[-5000:]
+        p.ctrl_c()
+        code = p.finish(180)
+        wait_until(lambda: not marked(mark), timeout=60, what="Spark's processes to end")
+    finally:
+        left = marked(mark)
+        kill_marked(mark)
+    assert code == 130, p.text()[-5000:]
+    assert p.after_ctrl_c("out") == ["interrupted: stopping"], p.text()[-5000:]
+    assert not left, f"processes left after Ctrl-C: {left}"

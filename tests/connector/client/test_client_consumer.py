@@ -1,5 +1,6 @@
 """Our consumer against real brokers, reading what confluent-kafka (and our producer) wrote."""
 import asyncio
+import gc
 import time
 from collections import Counter
 
@@ -207,6 +208,38 @@ def test_async_consumer(cluster):
                 out += await c.poll(1.0)
             return out
     assert len(asyncio.run(asyncio.wait_for(main(), 30))) == 20
+
+
+def test_a_seek_between_deciding_a_fetch_and_sending_it_fails_no_task(broker):
+    """The consumer decides a fetch, then its task runs a step later; a seek to the beginning
+    landing in between (the sync Consumer's calls arrive on the loop at any moment) made the
+    task send a Fetch without an offset and fail unobserved. A task factory puts the seek
+    exactly there, every time; the suite's `no_unobserved_task_failures` fixture fails the
+    test on a task that failed unobserved, and the records must still all arrive."""
+    topic = make_topic(broker.bootstrap, 1)
+    _confluent_produce(broker.bootstrap, topic, 20)
+    tp = TopicPartition(topic, 0)
+    seeks = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with AsyncConsumer({"bootstrap.servers": broker.bootstrap,
+                                  "auto.offset.reset": "earliest"}) as c:
+            def factory(loop, coro, **kwargs):
+                if coro.__qualname__.endswith("._fetch") and len(seeks) < 3:
+                    seeks.append(loop.call_soon(c.seek_to_beginning, [tp]))  # before its step
+                return asyncio.Task(coro, loop=loop, **kwargs)
+            loop.set_task_factory(factory)
+            c.assign([tp])
+            out = []
+            while len(out) < 20:
+                out += await c.poll(1.0)
+            loop.set_task_factory(None)
+            return out
+    records = asyncio.run(asyncio.wait_for(main(), 60))
+    assert len(seeks) == 3, "no fetch was decided under the task factory"
+    assert [r.offset for r in records] == list(range(20))
+    gc.collect()  # a failed task that nobody awaited is reported when it is collected
 
 
 def test_read_committed_drops_aborted_transactions():

@@ -1,0 +1,83 @@
+"""Ctrl-C while Spark runs: one line at once, then a clean stop between two Spark calls.
+
+A SIGINT that lands inside a py4j call prints dozens of lines of py4j and Java tracebacks:
+py4j logs the KeyboardInterrupt it catches mid-command, and pyspark's own SIGINT handler calls
+into the JVM (`cancelAllJobs`) from inside whatever call the driver is making. So once Spark is
+involved (`defer()`), Ctrl-C only says "interrupted: stopping" and records the request; the
+driver's loops call `check()` between Spark calls, which raises KeyboardInterrupt there, and the
+driver stops its queries and Spark normally. A second Ctrl-C raises at once. Before `defer()`,
+Ctrl-C prints the same line and raises at once (no Spark call can be cut in two). After the
+line, the process's own Python output is silenced: the threads pyspark runs in the driver
+(py4j's callback server, the accumulator server) report the JVM going away with tracebacks
+of their own, and the user has already been told what happens.
+
+Spark's JVM must ignore SIGINT as well, or it stops on its own with its own tracebacks:
+pyspark starts the JVM it launches that way; under spark-submit, where the JVM is the driver's
+parent, `defer(spark)` tells it to ignore SIGINT (the Python workers it starts later inherit
+that).
+"""
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+MESSAGE = "interrupted: stopping"
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.requested = False
+        self.deferred = False
+        self._previous: Any = None  # SIGINT's handler before ours
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        first = not self.requested
+        if first:
+            print(MESSAGE, file=sys.stderr, flush=True)
+            logging.disable(logging.CRITICAL)
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
+        self.requested = True
+        if not (first and self.deferred):
+            raise KeyboardInterrupt
+
+    def install(self) -> None:
+        """Ctrl-C prints the one line and raises KeyboardInterrupt at once."""
+        previous = signal.signal(signal.SIGINT, self._handle)
+        if self._previous is None and previous != self._handle:
+            self._previous = previous
+
+    def release(self) -> None:
+        """SIGINT back to its handler before `install`, for a driver that goes on after its
+        Spark work (the tests run the jobs in their own process). After a Ctrl-C the output
+        stays silenced: the process is on its way out, and pyspark's threads with it."""
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        self.deferred = False
+
+    def defer(self, spark: Any = None) -> None:
+        """From now on, Ctrl-C is only recorded until `check()`. Call it again once a Spark
+        session exists (its creation installs pyspark's own handler), with the session under
+        spark-submit so that its JVM ignores SIGINT too."""
+        self.deferred = True
+        self.install()
+        if spark is not None:
+            _jvm_ignores_sigint(spark)
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if Ctrl-C was pressed: call it between Spark calls."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+
+def _jvm_ignores_sigint(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("INT"),
+                                   jvm.sun.misc.SignalHandler.SIG_IGN)
+    except Exception:  # noqa: BLE001 - a JVM without sun.misc: it stops on its own, noisily
+        pass
+
+
+CTRL_C = _Gate()
