@@ -37,6 +37,8 @@ _SINK_REFUSED = {
     "value.serializer": "values are serialized with ByteArraySerializer or StringSerializer. "
                         "Use DataFrame operations to explicitly serialize the values into a "
                         "string or a byte array.",
+    "transactional.id": "the sink writes each row at least once, without Kafka transactions "
+                        "(read with kafka.isolation.level=read_uncommitted, the default)",
 }
 # Java client class names that make no sense for a Python client: accepted and dropped.
 _JAVA_ONLY = {"key.deserializer", "value.deserializer", "key.serializer", "value.serializer",

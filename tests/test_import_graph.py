@@ -2,6 +2,7 @@
 points back up. Read from the source (every `import`, module level or inside a function),
 so a late import hidden in a function counts as much as one at the top."""
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,5 +71,6 @@ def test_the_graph_reads_the_imports_it_should():
 
 def test_the_command_line_and_the_jobs_are_in_no_import_circle():
     graph = import_graph()
-    members = {m for m in graph if m.startswith(("minilog.connector.cli", "minilog.jobs"))}
+    members = {m for m in graph if re.fullmatch(r"minilog\.connector\.cli(_\w+)?", m)
+               or m.startswith("minilog.jobs")}  # the CLI's modules, not the client package
     assert cycles_through(graph, members) == []

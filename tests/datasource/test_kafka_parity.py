@@ -59,7 +59,7 @@ def test_invalid_sink_options_fail_on_the_driver_before_any_task(spark, broker):
     never started leaves Spark's job count unchanged."""
     df = spark.createDataFrame([("a",)], "value string")
     jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
-    for options, message in [({"kafka.transactional.id": "tx"}, "transactional.id is not "
+    for options, message in [({"kafka.transactional.id": "tx"}, "transactional.id' is not "
                                                                 "supported"),
                              ({"kafka.acks": "most"}, "acks must be 0, 1 or all")]:
         with pytest.raises(Exception, match=message):
