@@ -432,6 +432,17 @@ def check(h: History, partitions: int) -> list[str]:
         if len(keys) > 1:
             problems.append(f"value {v!r} stored {len(keys)} times, at {sorted(keys)}")
     for v, p, o in h.acked:
+        if o is None:
+            # librdkafka acknowledges without an offset the records of a failed request still
+            # waiting for their retry (a timeout, NOT_LEADER, a dropped connection) once a
+            # later request of the same producer succeeds: that success, in sequence, proves
+            # them written ("implicitly acked", rd_kafka_dr_implicit_ack); it does so against
+            # Kafka too. Such a value must be stored exactly once, in its partition.
+            o = next((q for q_p, q in where.get(v, ()) if q_p == p), None)
+            if o is None:
+                problems.append(f"acknowledged {v!r} at partition {p} (offset unknown) is "
+                                f"lost: the value is at {where.get(v) or 'no offset'}")
+                continue
         if final.get((p, o)) != v:
             problems.append(f"acknowledged {v!r} at partition {p} offset {o} is lost: that "
                             f"offset holds {final.get((p, o))!r}, the value is at "

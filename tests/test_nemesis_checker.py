@@ -46,6 +46,16 @@ def test_a_value_stored_twice_is_found():
     assert problems == ["value b'a' stored 2 times, at [(0, 0), (1, 1)]"]
 
 
+def test_an_acknowledged_value_without_offset_must_be_stored_once_in_its_partition():
+    implicit = [(b"a", 0, 0), (b"b", 0, None), (b"c", 1, None)]
+    assert check(_history(acked=implicit), 2) == []
+    problems = check(_history(acked=implicit + [(b"d", 1, None), (b"a", 1, None)]), 2)
+    assert problems == ["acknowledged b'd' at partition 1 (offset unknown) is lost: the value "
+                        "is at no offset",
+                        "acknowledged b'a' at partition 1 (offset unknown) is lost: the value "
+                        "is at [(0, 0)]"]
+
+
 def test_delivery_failures_and_unread_values_are_found():
     problems = check(_history(failed=[(b"d", "OUT_OF_ORDER_SEQUENCE_NUMBER")] * 2, undelivered=1,
                               reads={(0, 0): b"a", (1, 0): b"c"}), 2)
