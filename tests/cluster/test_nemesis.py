@@ -31,7 +31,7 @@ from nemesis import (
 from clustertools import wait_for
 
 TOPIC, GROUP, PARTITIONS, WRITERS = "jepsen", "jepsen-group", 3, 3
-SHORT_SECONDS = 30.0  # per seed; two seeds make a minute of faults in the default suite
+SHORT_SECONDS = 20.0  # per seed; two seeds make 40 s of faults in the default suite
 
 
 def _settled(c):
