@@ -71,7 +71,6 @@ class ProducerIdAllocator:
 
     def __init__(self, store):
         self.store = store
-        self._reserved = 0  # past every block this node appended, committed or not
 
     async def allocate(self) -> Block:
         raft = self.store.raft
@@ -82,8 +81,9 @@ class ProducerIdAllocator:
         if not await raft.wait_committed(raft.partition.log_end_offset - 1, COMMIT_TIMEOUT_S):
             raise ProducerIdsUnavailable("the metadata log could not be committed",
                                          ErrorCode.NOT_CONTROLLER)
-        start = max(self.store.image.next_producer_id, self._reserved)
-        self._reserved = start + BLOCK_SIZE
+        # The working view holds this controller's own appends, committed or not, so two
+        # allocations in flight never overlap.
+        start = self.store.working.next_producer_id
         try:
             offset = self.store.append([records.producer_ids_record(start + BLOCK_SIZE)])
         except NotLeader:
