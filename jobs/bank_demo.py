@@ -226,6 +226,7 @@ def show_balances(bootstrap, partitions, out):
         print(f"  {account:<14}{b['balance']:>12,}{b['transactions']:>14,}", file=out)
     lag, deadline = group_lag(bootstrap, partitions), time.monotonic() + 60
     while lag and time.monotonic() < deadline:
+        CTRL_C.check()
         time.sleep(0.5)
         lag = group_lag(bootstrap, partitions)
     print(f"consumer group {GROUP!r}: lag {lag} (see `minilog groups describe {GROUP}`)",
@@ -249,6 +250,7 @@ def run(bootstrap, args, out=sys.stdout):
             got = show_balances(bootstrap, partitions, out)
     finally:
         stop_spark()
+    CTRL_C.check()  # a Ctrl-C recorded after the query ended still stops the demo
     if got != expected:
         print("MISMATCH: the balances differ from an independent fold of the transactions",
               file=out)

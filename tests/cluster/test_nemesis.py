@@ -99,6 +99,12 @@ def run_nemesis(make_cluster, seed, seconds):
     return history
 
 
+def _fresh_seed():
+    """A new seed each run, the same in every pytest-xdist worker of one run (each collects)."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return int(run_id[:4], 16) if run_id else int.from_bytes(os.urandom(2), "big")
+
+
 def _seeds(default):
     return [int(s) for s in os.environ["NEMESIS_SEED"].split(",")] \
         if os.environ.get("NEMESIS_SEED") else default
@@ -112,6 +118,6 @@ def test_acknowledged_writes_and_commits_survive_the_nemesis(make_cluster, seed)
 
 @pytest.mark.nemesis_long
 @pytest.mark.timeout(int(float(os.environ.get("NEMESIS_SECONDS", 600)) * 4 + 900))
-@pytest.mark.parametrize("seed", _seeds([int.from_bytes(os.urandom(2), "big")]))
+@pytest.mark.parametrize("seed", _seeds([_fresh_seed()]))
 def test_acknowledged_writes_and_commits_survive_a_long_nemesis(make_cluster, seed):
     run_nemesis(make_cluster, seed, float(os.environ.get("NEMESIS_SECONDS", 600)))
