@@ -1,7 +1,8 @@
 """The active controller: broker liveness and partition leadership, decided on the quorum leader.
 
 Brokers register (BrokerRegistration) and heartbeat (BrokerHeartbeat). A registered broker
-starts fenced and is unfenced once its metadata has caught up with its own registration; a
+starts fenced and is unfenced once its metadata has caught up with its own registration (and
+with the record that last fenced it: a broker fenced while paused knows what moved); a
 broker silent for `broker.session.timeout.ms` is fenced, or sooner, two heartbeat intervals (at
 least 1 s) after every connection it had to this node closed: its process is gone (see
 `peer_connections.py`). Every partition a fenced broker led gets a new leader from its ISR (the
@@ -91,7 +92,9 @@ class Controller:
         if self.image.broker_epochs.get(broker_id, -2) != broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH, False, True
         self.last_heartbeat[broker_id] = time.monotonic()
-        caught_up = metadata_offset >= broker_epoch
+        # Caught up with its registration and with its last fencing: a broker fenced while
+        # paused serves again only once it knows what moved away from it meanwhile.
+        caught_up = metadata_offset >= max(broker_epoch, self.image.fenced_at.get(broker_id, -1))
         fenced = broker_id in self.image.fenced
         if fenced and caught_up and not want_fence:
             self.store.append([records.fence_record(broker_id, False)] +
@@ -178,7 +181,8 @@ class Controller:
             if isr == p.isr:
                 return None
             return PartitionState(list(p.replicas), p.leader, p.leader_epoch, isr)
-        return [records.fence_record(broker_id, True)] + self._changes(without)
+        # The fence record last: a broker has seen its leaderships move once it has seen it.
+        return self._changes(without) + [records.fence_record(broker_id, True)]
 
     def _unclean_allowed(self, ts):
         value = ts.configs.get("unclean.leader.election.enable")

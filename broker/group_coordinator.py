@@ -93,6 +93,9 @@ class GroupCoordinator(GroupOffsets):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if index not in self._owned:
             return ErrorCode.NOT_COORDINATOR
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        if lifecycle is not None and not lifecycle.serving:
+            return ErrorCode.NOT_COORDINATOR  # maybe deposed while paused: not ours to answer
         return 0
 
     def _add_group(self, group_id):

@@ -320,6 +320,46 @@ def test_5_a_restarted_coordinator_serves_no_offsets_older_than_acknowledged(mak
                            f"{old} to {stale} of {asked} OffsetFetch requests")
 
 
+def test_a_coordinator_deposed_while_paused_serves_no_offsets_older_than_acknowledged(
+        make_cluster):
+    """The controller fences a broker silent for broker.session.timeout.ms and moves what it
+    led; the broker, resumed, believes it still coordinates until it has caught up with the
+    metadata. Meanwhile it must not answer OffsetFetch with the offsets it had (the nemesis
+    found it, seed 202: -1001 answered after commits its successor had acknowledged)."""
+    c = make_cluster(3)
+    c.create_topic("work", partitions=1, rf=3)
+    index = partition_for("stale", OFFSETS_PARTITIONS)
+    for old, new in ((100, 200), (200, 300)):
+        c.wait_isr(OFFSETS, index, [1, 2, 3])
+        deposed = c.partitions(OFFSETS)[index][0]
+        wait_for(lambda: offset_commit(c.broker(deposed).bootstrap, "stale", "work", old) == 0,
+                 f"a commit of {old}")
+        rest = [n for n in (1, 2, 3) if n != deposed]
+        c.pause(deposed)
+        try:
+            def successor():
+                leader = (c.partitions(OFFSETS, *rest) or {}).get(index, (-1,))[0]
+                return leader if leader in rest else None
+            leader = wait_for(successor, f"a coordinator other than broker {deposed}")
+            wait_for(lambda: offset_commit(c.broker(leader).bootstrap, "stale", "work", new) == 0,
+                     f"a commit of {new} on broker {leader}")
+        finally:
+            c.resume(deposed)
+        answers = []
+
+        def caught_up():
+            try:
+                answers.append(offset_fetch(c.broker(deposed).bootstrap, "stale", "work"))
+                own_view = c.partitions_at(OFFSETS, deposed) or {}
+            except (OSError, ConnectionError):
+                return False
+            return own_view.get(index, (deposed,))[0] != deposed and len(answers) > 20
+        wait_for(caught_up, f"broker {deposed} to learn it no longer coordinates", interval=0)
+        stale = answers.count((0, old))
+        assert not stale, (f"after {new} was committed, the deposed coordinator answered {old} "
+                           f"to {stale} of {len(answers)} OffsetFetch requests")
+
+
 def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
     """Kafka: CreateTopics with replica assignments places each partition's replicas exactly
     as asked, in the order asked (the first is the preferred leader)."""
