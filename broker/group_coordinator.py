@@ -82,8 +82,12 @@ class GroupCoordinator(GroupOffsets):
             if member.heartbeat_timer:
                 member.heartbeat_timer.cancel()
 
-    def validate(self, group_id, allow_empty=False):
-        """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now."""
+    def validate(self, group_id, allow_empty=False, offsets=False):
+        """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now.
+
+        With `offsets` (OffsetCommit, OffsetFetch) also NOT_COORDINATOR while this broker may
+        have been fenced unawares (`BrokerLifecycle.serving`): paused past its session, it may
+        have been replaced, and the offsets it has are older than its successor's."""
         if group_id is None or (not allow_empty and group_id == ""):
             return ErrorCode.INVALID_GROUP_ID
         if not self._active:
@@ -94,8 +98,8 @@ class GroupCoordinator(GroupOffsets):
         if index not in self._owned:
             return ErrorCode.NOT_COORDINATOR
         lifecycle = getattr(self.broker, "lifecycle", None)
-        if lifecycle is not None and not lifecycle.serving:
-            return ErrorCode.NOT_COORDINATOR  # maybe deposed while paused: not ours to answer
+        if offsets and lifecycle is not None and not lifecycle.serving:
+            return ErrorCode.NOT_COORDINATOR
         return 0
 
     def _add_group(self, group_id):
