@@ -36,6 +36,7 @@ class BrokerLifecycle:
         self.fenced = True
         self.session_timeout = broker.config["broker.session.timeout.ms"] / 1000
         self._lease_until = 0.0  # time.monotonic() up to which the controller cannot fence us
+        self.beat_timeout = min(5.0, self.session_timeout / 3)
         self._task = None
 
     @property
@@ -54,12 +55,13 @@ class BrokerLifecycle:
         return self.store.raft.voters.get(leader) or (
             (e.host, e.port) if (e := self.store.image.registered.get(leader)) else None)
 
-    async def _send(self, api_key, body):
+    async def _send(self, api_key, body, timeout=5.0):
         address = self._controller_address()
         if address is None:
             return None
         try:
-            return await self.peers.send(address, api_key, body, timeout=5.0, purpose="lifecycle")
+            return await self.peers.send(address, api_key, body, timeout=timeout,
+                                         purpose="lifecycle")
         except (KafkaError, KafkaConnectionError, OSError):
             return None
 
@@ -87,7 +89,9 @@ class BrokerLifecycle:
                          current_metadata_offset=self.store.metadata_offset,
                          want_fence=want_fence, want_shut_down=want_fence)
         sent = time.monotonic()
-        resp = await self._send(ApiKey.BROKER_HEARTBEAT, body)
+        # Answered at once by a live controller; waiting longer on a paused or dead one only
+        # delays finding its successor, and the lease (`serving`) with it.
+        resp = await self._send(ApiKey.BROKER_HEARTBEAT, body, timeout=self.beat_timeout)
         if resp is None:
             return
         if resp.error_code == ErrorCode.STALE_BROKER_EPOCH:

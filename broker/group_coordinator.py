@@ -85,9 +85,14 @@ class GroupCoordinator(GroupOffsets):
     def validate(self, group_id, allow_empty=False, offsets=False):
         """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now.
 
-        With `offsets` (OffsetCommit, OffsetFetch) also NOT_COORDINATOR while this broker may
-        have been fenced unawares (`BrokerLifecycle.serving`): paused past its session, it may
-        have been replaced, and the offsets it has are older than its successor's."""
+        With `offsets` (OffsetCommit, OffsetFetch) also COORDINATOR_LOAD_IN_PROGRESS while this
+        broker may have been fenced unawares (`BrokerLifecycle.serving`): paused past its
+        session, it may have been replaced, and the offsets it has are older than its
+        successor's. Not NOT_COORDINATOR: the lease also lapses on every controller failover,
+        and librdkafka answers NOT_COORDINATOR by dropping the coordinator and its heartbeats
+        with it, so repeated failovers time its session out and the group rebalances without
+        end; a loading coordinator is retried in place. Once this broker learns it was deposed,
+        the partition is no longer `_owned` and the answer is NOT_COORDINATOR."""
         if group_id is None or (not allow_empty and group_id == ""):
             return ErrorCode.INVALID_GROUP_ID
         if not self._active:
@@ -99,7 +104,7 @@ class GroupCoordinator(GroupOffsets):
             return ErrorCode.NOT_COORDINATOR
         lifecycle = getattr(self.broker, "lifecycle", None)
         if offsets and lifecycle is not None and not lifecycle.serving:
-            return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return 0
 
     def _add_group(self, group_id):

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from minilog.broker.group_records import partition_for
-from minilog.connector.protocol import ApiKey, request
+from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_failover import read_everything
 from wire import RawConnection
 from clustertools import active_controller, wait_for
@@ -358,6 +358,48 @@ def test_a_coordinator_deposed_while_paused_serves_no_offsets_older_than_acknowl
         stale = answers.count((0, old))
         assert not stale, (f"after {new} was committed, the deposed coordinator answered {old} "
                            f"to {stale} of {len(answers)} OffsetFetch requests")
+
+
+def test_a_coordinator_awaiting_its_lease_tells_clients_to_retry_it_not_to_leave_it(
+        make_cluster):
+    """A broker serves offsets only while the controller has answered a heartbeat within the
+    session timeout (it may have been deposed unawares otherwise). A paused controller makes
+    every broker's lease lapse until its successor answers. Meanwhile the coordinator must
+    answer COORDINATOR_LOAD_IN_PROGRESS, which clients retry in place: NOT_COORDINATOR makes
+    librdkafka drop its coordinator and the heartbeats with it, and under repeated controller
+    failovers (the long nemesis, seed 101) the member's session lapsed again and again and the
+    group rebalanced without end: 7 commits in 240 s."""
+    c = make_cluster(3)
+    c.create_topic("work", partitions=1, rf=3)
+    wait_for(lambda: c.partitions(OFFSETS), "the offsets topic")
+    controller = active_controller(c.bootstrap)
+    placement = c.partitions(OFFSETS)
+    group = next(g for g in (f"kept-{i}" for i in range(1000))
+                 if placement[partition_for(g, OFFSETS_PARTITIONS)][0] != controller)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    coordinator = placement[index][0]
+    bootstrap = c.broker(coordinator).bootstrap
+    wait_for(lambda: offset_commit(bootstrap, group, "work", 100) == 0, "a first commit")
+    rest = [n for n in (1, 2, 3) if n != controller]
+    answers = []
+
+    def lapsed_and_back():
+        answers.append(offset_fetch(bootstrap, group, "work")[0])
+        if answers[-1] != 0:
+            return False
+        return len(set(answers)) > 1 or (
+            len(answers) % 10 == 0 and active_controller(c.bootstrap_of(*rest)) in rest)
+    c.pause(controller)
+    try:
+        wait_for(lapsed_and_back, "a new controller and the coordinator's lease back",
+                 interval=0.05)
+    finally:
+        c.resume(controller)
+    still = (c.partitions(OFFSETS, *rest) or {}).get(index, (-1,))[0]
+    assert still == coordinator, f"broker {coordinator} lost the group to broker {still}"
+    assert ErrorCode.NOT_COORDINATOR not in answers, (
+        f"broker {coordinator}, coordinator all along, answered NOT_COORDINATOR "
+        f"{answers.count(ErrorCode.NOT_COORDINATOR)} times of {len(answers)}")
 
 
 def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
