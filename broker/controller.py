@@ -208,8 +208,12 @@ class Controller:
             return None
         return self._changes(elect)
 
-    def alter_partition(self, broker_id, topic, index, leader_epoch, partition_epoch, new_isr):
-        """(error, PartitionState or None): a leader's ISR change, as Kafka's AlterPartition."""
+    def alter_partition(self, broker_id, topic, index, leader_epoch, partition_epoch, new_isr,
+                        epochs=None):
+        """(error, PartitionState or None): a leader's ISR change, as Kafka's AlterPartition.
+        `epochs` (v3, KIP-903): member -> the broker epoch the leader saw it fetch with (-1:
+        unknown); a member whose registration has changed since is INELIGIBLE_REPLICA, as a
+        broker restarted since that fetch may not hold what it claimed."""
         ts = self.image.topics.get(topic)
         p = ts.partitions.get(index) if ts else None
         if p is None:
@@ -223,6 +227,9 @@ class Controller:
         if broker_id not in new_isr or any(r not in p.replicas for r in new_isr):
             return ErrorCode.INVALID_REQUEST, p
         if any(r not in p.isr and r not in self.image.brokers for r in new_isr):
+            return ErrorCode.INELIGIBLE_REPLICA, p
+        registered = self.image.broker_epochs
+        if any(e != -1 and registered.get(r) != e for r, e in (epochs or {}).items()):
             return ErrorCode.INELIGIBLE_REPLICA, p
         new = PartitionState(list(p.replicas), p.leader, p.leader_epoch, list(new_isr),
                              p.partition_epoch + 1)

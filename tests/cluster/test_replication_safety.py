@@ -402,6 +402,78 @@ def test_a_coordinator_awaiting_its_lease_tells_clients_to_retry_it_not_to_leave
         f"{answers.count(ErrorCode.NOT_COORDINATOR)} times of {len(answers)}")
 
 
+def _registered_epoch(c, node_id):
+    """The broker epoch `node_id` last registered with, as its own log says."""
+    lines = c.broker(node_id).log_path.read_text().splitlines()
+    return int(next(line for line in reversed(lines) if "registered (epoch" in line)
+               .rsplit("epoch ", 1)[1].rstrip(")"))
+
+
+def _replica_fetch(bootstrap, topic, replica, broker_epoch, offset):
+    """A Fetch v15 as replica `replica` of incarnation `broker_epoch` would send it to the
+    leader at `bootstrap`, from `offset` of `topic`-0; the partition's error code."""
+    md, fetch = request(ApiKey.METADATA), request(ApiKey.FETCH)
+    conn = RawConnection(bootstrap)
+    try:
+        t = conn.call(ApiKey.METADATA, 12, md.cls(
+            topics=[md.make("topics", topic_id=None, name=topic)],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        ).topics[0]
+        topic_id, leader_epoch = t.topic_id, t.partitions[0].leader_epoch
+        resp = conn.call(ApiKey.FETCH, 15, fetch.cls(
+            replica_state=fetch.make("replica_state", replica_id=replica,
+                                     replica_epoch=broker_epoch),
+            max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[fetch.make("topics", topic_id=topic_id, partitions=[fetch.make(
+                "topics", "partitions", partition=0, current_leader_epoch=leader_epoch,
+                fetch_offset=offset, last_fetched_epoch=leader_epoch, log_start_offset=0,
+                partition_max_bytes=1 << 20)])]))
+    finally:
+        conn.close()
+    return resp.responses[0].partitions[0].error_code
+
+
+def test_kip_903_a_fetch_of_an_old_incarnation_does_not_bring_a_replica_back_into_the_isr(
+        make_cluster):
+    """KIP-903: a broker restarted quickly may have lost what its previous incarnation had
+    fetched, so a fetch sent before the restart (its broker epoch replaced since) must not
+    readmit it to the ISR, however far it claims to have read; a fetch of its current
+    registration does. Here the replica is paused out of the ISR (lagging, not fenced) and a
+    Fetch v15 in its name reaches the leader's log end with an older broker epoch."""
+    c = make_cluster(3, **{"replica.lag.time.max.ms": 1000, "broker.session.timeout.ms": 30000})
+    c.create_topic("kip903", partitions=1, rf=3, config={"min.insync.replicas": "1"})
+    c.wait_isr("kip903", 0, [1, 2, 3])
+    leader = c.partitions("kip903")[0][0]
+    replica = next(n for n in (1, 2, 3) if n != leader)
+    others = [n for n in (1, 2, 3) if n != replica]
+    epoch = _registered_epoch(c, replica)
+    c.pause(replica)
+    try:
+        acked = produce_to(c.bootstrap_of(*others), "kip903", 0, [b"x%d" % i for i in range(10)])
+        end = max(acked.values()) + 1
+        c.wait_isr("kip903", 0, others, f"broker {replica} to leave the ISR")
+        bootstrap = c.broker(leader).bootstrap
+        stale = []
+
+        def readmitted(broker_epoch, record):
+            code = _replica_fetch(bootstrap, "kip903", replica, broker_epoch, end)
+            assert code == 0, f"the leader answered error {code}"
+            isr = (c.partitions("kip903", *others) or {}).get(0, (0, 0, []))[2]
+            record.append(isr)
+            return replica in isr
+        old = epoch - 1 if epoch > 0 else epoch + 1  # any but its own (-1: sent none)
+        for _ in range(15):  # the leader looks at its ISR at least every 0.5 s
+            assert not readmitted(old, stale), (
+                f"a fetch with broker {replica}'s old epoch {old} (registered: {epoch}) "
+                f"brought it back into the ISR")
+            time.sleep(0.2)
+        wait_for(lambda: readmitted(epoch, []),
+                 f"a fetch of broker {replica}'s current epoch to readmit it")
+    finally:
+        c.resume(replica)
+
+
 def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
     """Kafka: CreateTopics with replica assignments places each partition's replicas exactly
     as asked, in the order asked (the first is the preferred leader)."""
