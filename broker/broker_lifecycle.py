@@ -6,9 +6,16 @@ so the controller unfences the broker once it has caught up and fences it when t
 stop. Only once unfenced does the broker lead or follow partitions (Kafka's brokers, too, serve
 nothing before): until then its image may be an old one replayed from its own log. A stale epoch (the controller lost the registration) means registering again. On a clean
 stop the broker asks to be fenced first, so its partitions move before it goes.
+
+A broker that was paused (or cut off) may have been fenced and replaced without knowing it: its
+image still names it leader and coordinator until it catches up. So it counts itself `serving`
+only while its last heartbeat the controller answered was sent less than
+`broker.session.timeout.ms` ago: the controller fences no sooner than that after receiving it,
+so a deposed broker stops answering as coordinator before anyone else can start.
 """
 import asyncio
 import logging
+import time
 import uuid
 
 from minilog.connector.client.types import KafkaConnectionError
@@ -27,7 +34,15 @@ class BrokerLifecycle:
         self.incarnation = uuid.uuid4()
         self.epoch = -1
         self.fenced = True
+        self.session_timeout = broker.config["broker.session.timeout.ms"] / 1000
+        self._lease_until = 0.0  # time.monotonic() up to which the controller cannot fence us
+        self.beat_timeout = min(5.0, self.session_timeout / 3)
         self._task = None
+
+    @property
+    def serving(self):
+        """Unfenced, and no fencing can have happened since the last answered heartbeat."""
+        return not self.fenced and time.monotonic() < self._lease_until
 
     def start(self):
         self._task = asyncio.ensure_future(self._run())
@@ -40,12 +55,13 @@ class BrokerLifecycle:
         return self.store.raft.voters.get(leader) or (
             (e.host, e.port) if (e := self.store.image.registered.get(leader)) else None)
 
-    async def _send(self, api_key, body):
+    async def _send(self, api_key, body, timeout=5.0):
         address = self._controller_address()
         if address is None:
             return None
         try:
-            return await self.peers.send(address, api_key, body, timeout=5.0, purpose="lifecycle")
+            return await self.peers.send(address, api_key, body, timeout=timeout,
+                                         purpose="lifecycle")
         except (KafkaError, KafkaConnectionError, OSError):
             return None
 
@@ -72,12 +88,16 @@ class BrokerLifecycle:
         body = _BEAT.cls(broker_id=self.node_id, broker_epoch=self.epoch,
                          current_metadata_offset=self.store.metadata_offset,
                          want_fence=want_fence, want_shut_down=want_fence)
-        resp = await self._send(ApiKey.BROKER_HEARTBEAT, body)
+        sent = time.monotonic()
+        # Answered at once by a live controller; waiting longer on a paused or dead one only
+        # delays finding its successor, and the lease (`serving`) with it.
+        resp = await self._send(ApiKey.BROKER_HEARTBEAT, body, timeout=self.beat_timeout)
         if resp is None:
             return
         if resp.error_code == ErrorCode.STALE_BROKER_EPOCH:
             self.epoch = -1
         elif resp.error_code == 0:
+            self._lease_until = sent + self.session_timeout
             if self.fenced != resp.is_fenced:
                 log.info("broker %d %s", self.node_id, "fenced" if resp.is_fenced else "unfenced")
             self.fenced = resp.is_fenced

@@ -1,7 +1,8 @@
 """The active controller: broker liveness and partition leadership, decided on the quorum leader.
 
 Brokers register (BrokerRegistration) and heartbeat (BrokerHeartbeat). A registered broker
-starts fenced and is unfenced once its metadata has caught up with its own registration; a
+starts fenced and is unfenced once its metadata has caught up with its own registration (and
+with the record that last fenced it: a broker fenced while paused knows what moved); a
 broker silent for `broker.session.timeout.ms` is fenced, or sooner, two heartbeat intervals (at
 least 1 s) after every connection it had to this node closed: its process is gone (see
 `peer_connections.py`). Every partition a fenced broker led gets a new leader from its ISR (the
@@ -91,7 +92,9 @@ class Controller:
         if self.image.broker_epochs.get(broker_id, -2) != broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH, False, True
         self.last_heartbeat[broker_id] = time.monotonic()
-        caught_up = metadata_offset >= broker_epoch
+        # Caught up with its registration and with its last fencing: a broker fenced while
+        # paused serves again only once it knows what moved away from it meanwhile.
+        caught_up = metadata_offset >= max(broker_epoch, self.image.fenced_at.get(broker_id, -1))
         fenced = broker_id in self.image.fenced
         if fenced and caught_up and not want_fence:
             self.store.append([records.fence_record(broker_id, False)] +
@@ -178,7 +181,8 @@ class Controller:
             if isr == p.isr:
                 return None
             return PartitionState(list(p.replicas), p.leader, p.leader_epoch, isr)
-        return [records.fence_record(broker_id, True)] + self._changes(without)
+        # The fence record last: a broker has seen its leaderships move once it has seen it.
+        return self._changes(without) + [records.fence_record(broker_id, True)]
 
     def _unclean_allowed(self, ts):
         value = ts.configs.get("unclean.leader.election.enable")
@@ -204,8 +208,12 @@ class Controller:
             return None
         return self._changes(elect)
 
-    def alter_partition(self, broker_id, topic, index, leader_epoch, partition_epoch, new_isr):
-        """(error, PartitionState or None): a leader's ISR change, as Kafka's AlterPartition."""
+    def alter_partition(self, broker_id, topic, index, leader_epoch, partition_epoch, new_isr,
+                        epochs=None):
+        """(error, PartitionState or None): a leader's ISR change, as Kafka's AlterPartition.
+        `epochs` (v3, KIP-903): member -> the broker epoch the leader saw it fetch with (-1:
+        unknown); a member whose registration has changed since is INELIGIBLE_REPLICA, as a
+        broker restarted since that fetch may not hold what it claimed."""
         ts = self.image.topics.get(topic)
         p = ts.partitions.get(index) if ts else None
         if p is None:
@@ -219,6 +227,9 @@ class Controller:
         if broker_id not in new_isr or any(r not in p.replicas for r in new_isr):
             return ErrorCode.INVALID_REQUEST, p
         if any(r not in p.isr and r not in self.image.brokers for r in new_isr):
+            return ErrorCode.INELIGIBLE_REPLICA, p
+        registered = self.image.broker_epochs
+        if any(e != -1 and registered.get(r) != e for r, e in (epochs or {}).items()):
             return ErrorCode.INELIGIBLE_REPLICA, p
         new = PartitionState(list(p.replicas), p.leader, p.leader_epoch, list(new_isr),
                              p.partition_epoch + 1)

@@ -4,7 +4,11 @@ has been caught up. From this the high watermark advances and the ISR shrinks an
 Kafka's rule (Replica.updateFetchState): a follower is caught up at the time of a fetch that
 reached the leader's log end, or at the time of its previous fetch if this one reached the log
 end the leader had then. A follower not caught up for `replica.lag.time.max.ms` leaves the ISR;
-one whose log reaches the high watermark (and the leader's epoch start) rejoins it.
+one whose log reaches the high watermark (and the leader's epoch start) rejoins it, provided
+the fetch that got it there came from the replica's current incarnation (KIP-903): each fetch
+carries the broker epoch of the process that sent it (Fetch v15's ReplicaState), and a fetch
+from before a restart (the broker epoch the controller has since replaced) proves nothing about
+what the restarted broker holds.
 """
 import time
 
@@ -20,9 +24,11 @@ class FollowerTracker:
         # A new leader does not know where its followers are: -1 until they fetch. They count
         # as caught up now, so the ISR is not shrunk before they had a chance to fetch.
         self.state = {r: [-1, t, leader_end_offset, t] for r in followers}
+        self.broker_epochs = {}  # replica id -> broker epoch its last fetch carried (-1: none)
 
-    def fetched(self, replica_id, fetch_offset, leader_end_offset, at_ms=None):
+    def fetched(self, replica_id, fetch_offset, leader_end_offset, at_ms=None, broker_epoch=-1):
         t = now_ms() if at_ms is None else at_ms
+        self.broker_epochs[replica_id] = broker_epoch
         s = self.state.setdefault(replica_id, [-1, 0, 0, 0])
         if fetch_offset >= leader_end_offset:
             s[1] = max(s[1], t)
@@ -46,7 +52,14 @@ class FollowerTracker:
                 out.append(r)
         return out
 
-    def ready_to_join(self, isr, replicas, high_watermark, epoch_start_offset):
-        """Replicas outside the ISR whose log has caught up with the committed data."""
+    def ready_to_join(self, isr, replicas, high_watermark, epoch_start_offset, registered=None):
+        """Replicas outside the ISR whose log has caught up with the committed data, by a fetch
+        of their current registration (`registered`: node id -> broker epoch; Kafka's rule: a
+        fetch that carried no epoch, from an older version, is taken at its word)."""
         return [r for r in replicas if r not in isr and r in self.state
-                and self.state[r][0] >= max(high_watermark, epoch_start_offset)]
+                and self.state[r][0] >= max(high_watermark, epoch_start_offset)
+                and self.epoch_eligible(r, registered)]
+
+    def epoch_eligible(self, replica_id, registered):
+        epoch = self.broker_epochs.get(replica_id, -1)
+        return registered is None or epoch == -1 or registered.get(replica_id) == epoch

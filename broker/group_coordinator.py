@@ -82,8 +82,17 @@ class GroupCoordinator(GroupOffsets):
             if member.heartbeat_timer:
                 member.heartbeat_timer.cancel()
 
-    def validate(self, group_id, allow_empty=False):
-        """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now."""
+    def validate(self, group_id, allow_empty=False, offsets=False):
+        """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now.
+
+        With `offsets` (OffsetCommit, OffsetFetch) also COORDINATOR_LOAD_IN_PROGRESS while this
+        broker may have been fenced unawares (`BrokerLifecycle.serving`): paused past its
+        session, it may have been replaced, and the offsets it has are older than its
+        successor's. Not NOT_COORDINATOR: the lease also lapses on every controller failover,
+        and librdkafka answers NOT_COORDINATOR by dropping the coordinator and its heartbeats
+        with it, so repeated failovers time its session out and the group rebalances without
+        end; a loading coordinator is retried in place. Once this broker learns it was deposed,
+        the partition is no longer `_owned` and the answer is NOT_COORDINATOR."""
         if group_id is None or (not allow_empty and group_id == ""):
             return ErrorCode.INVALID_GROUP_ID
         if not self._active:
@@ -93,6 +102,9 @@ class GroupCoordinator(GroupOffsets):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if index not in self._owned:
             return ErrorCode.NOT_COORDINATOR
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        if offsets and lifecycle is not None and not lifecycle.serving:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return 0
 
     def _add_group(self, group_id):

@@ -56,7 +56,7 @@ class GroupOffsets:
 
         The answer waits until the in-sync replicas have the commit (see `OffsetsTopic.write`);
         only then do OffsetFetches see it, as in Kafka."""
-        error = self.validate(group_id, allow_empty=True)
+        error = self.validate(group_id, allow_empty=True, offsets=True)
         if error:
             return dict.fromkeys(offsets, error)
         group = self.groups.get(group_id)
@@ -123,7 +123,7 @@ class GroupOffsets:
 
         Offsets waiting for their transaction are not among them (see `txn_offsets`).
         """
-        error = self.validate(group_id, allow_empty=True)
+        error = self.validate(group_id, allow_empty=True, offsets=True)
         if error:
             return error, []
         group = self.groups.get(group_id)

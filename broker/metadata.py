@@ -94,6 +94,7 @@ class MetadataImage:
         self.registered = {}  # node id -> BrokerEndpoint, every broker the cluster knows
         self.fenced = set()   # registered node ids not serving (stopped or catching up)
         self.broker_epochs = {}  # node id -> epoch of its current registration
+        self.fenced_at = {}   # node id -> offset of the record that last fenced it
         self.controller_id = -1
         self.next_producer_id = 1000
 

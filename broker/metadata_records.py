@@ -82,6 +82,7 @@ def image_record(image):
 def _load_image(image, rec):
     image.topics.clear(), image.by_id.clear(), image.brokers.clear()
     image.registered.clear(), image.fenced.clear(), image.broker_epochs.clear()
+    image.fenced_at.clear()
     for b in rec["brokers"]:
         apply(image, b, -1)
     image.broker_epochs.update({int(n): e for n, e in rec["epochs"].items()})
@@ -108,6 +109,7 @@ def apply(image, rec, offset):
         node = rec["id"]
         if rec["fenced"]:
             image.fenced.add(node)
+            image.fenced_at[node] = offset
             image.brokers.pop(node, None)
         elif node in image.registered:
             image.fenced.discard(node)

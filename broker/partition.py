@@ -76,7 +76,7 @@ class Partition:
                 self.notify()
 
     # ---- replication -----------------------------------------------------------------------
-    def follower_fetched(self, replica_id, fetch_offset, last_fetched_epoch):
+    def follower_fetched(self, replica_id, fetch_offset, last_fetched_epoch, broker_epoch=-1):
         """A follower's fetch reached the leader: (diverging (epoch, end offset) or None).
 
         A follower whose last fetched epoch ended earlier here has a tail the leader does not:
@@ -95,7 +95,8 @@ class Partition:
             latest = self.epoch_cache.latest_epoch if self.epoch_cache is not None else -1
             return latest, self.log_end_offset
         if self.followers is not None:
-            self.followers.fetched(replica_id, fetch_offset, self.log_end_offset)
+            self.followers.fetched(replica_id, fetch_offset, self.log_end_offset,
+                                   broker_epoch=broker_epoch)
             self._advance_high_watermark()
         return None
 

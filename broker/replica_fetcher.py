@@ -1,6 +1,8 @@
 """A follower's pull loop: one task per leader broker, fetching every partition it follows there.
 
-Requests are ordinary Fetch requests (v12: replica id, current leader epoch, last fetched epoch),
+Requests are ordinary Fetch requests (v15: topic ids, current leader epoch, last fetched epoch,
+and the replica's id with its broker epoch, so the leader readmits to the ISR only a fetch of
+this broker's current incarnation, KIP-903),
 so the leader answers from the same code path as consumers, sending stored batches as they are.
 Each answer is applied per partition: a `diverging_epoch` truncates the divergent tail, records
 are appended at the leader's offsets, and the follower's high watermark follows the leader's.
@@ -14,7 +16,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 log = logging.getLogger("minilog.broker.fetcher")
 
-FETCH_VERSION = 12
+FETCH_VERSION = 15
 _FETCH = request(ApiKey.FETCH)
 _RETRY = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
           ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
@@ -40,20 +42,29 @@ class ReplicaFetcher:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def _request(self, sent):
+    def _request(self, sent, names):
+        """The next Fetch; fills `sent` (partition -> leader epoch asked in) and `names`
+        (topic id -> name, to read the answer)."""
         by_topic = {}
         for key, p in self.partitions.items():
+            ts = self.manager.image.topics.get(p.topic)
+            if ts is None:
+                continue  # deleted: the replica manager drops it next
             sent[key] = p.leader_epoch
+            names[ts.topic_id] = p.topic
             by_topic.setdefault(p.topic, []).append(_FETCH.make(
                 "topics", "partitions", partition=p.index, current_leader_epoch=p.leader_epoch,
                 fetch_offset=p.log_end_offset, last_fetched_epoch=p.epoch_cache.latest_epoch,
                 log_start_offset=p.log_start_offset,
                 partition_max_bytes=self.manager.fetch_max_bytes))
-        return _FETCH.cls(replica_id=self.manager.node_id, max_wait_ms=self.manager.fetch_wait_ms,
+        state = _FETCH.make("replica_state", replica_id=self.manager.node_id,
+                            replica_epoch=self.manager.broker_epoch)
+        ids = {name: i for i, name in names.items()}
+        return _FETCH.cls(replica_state=state, max_wait_ms=self.manager.fetch_wait_ms,
                           min_bytes=1, max_bytes=self.manager.fetch_response_max_bytes,
                           isolation_level=0, session_id=0,
                           session_epoch=-1, forgotten_topics_data=[], rack_id="",
-                          topics=[_FETCH.make("topics", topic=t, partitions=ps)
+                          topics=[_FETCH.make("topics", topic_id=ids[t], partitions=ps)
                                   for t, ps in by_topic.items()])
 
     async def _run(self):
@@ -62,8 +73,11 @@ class ReplicaFetcher:
             if address is None:
                 await asyncio.sleep(0.2)
                 continue
-            sent = {}
-            body = self._request(sent)
+            sent, names = {}, {}
+            body = self._request(sent, names)
+            if not sent:
+                await asyncio.sleep(0.2)
+                continue
             try:
                 resp = await self.manager.peers.send(
                     address, ApiKey.FETCH, body, FETCH_VERSION,
@@ -75,7 +89,7 @@ class ReplicaFetcher:
             backoff = False
             for t in resp.responses:
                 for r in t.partitions:
-                    backoff |= not self._apply(t.topic, r, sent)
+                    backoff |= not self._apply(names.get(t.topic_id), r, sent)
             if backoff:
                 await asyncio.sleep(0.1)
 

@@ -90,6 +90,12 @@ class ReplicaManager:
             hw_checkpoint.write(self.broker.logs.data_dir, marks)
             self._checkpointed = marks
 
+    @property
+    def broker_epoch(self):
+        """This broker's current registration (-1 before it has one): its fetches carry it."""
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        return lifecycle.epoch if lifecycle is not None else -1
+
     def address_of(self, node_id):
         ep = self.image.registered.get(node_id)
         return None if ep is None else (ep.host, ep.port)
@@ -248,7 +254,8 @@ class ReplicaManager:
             return
         out = p.followers.out_of_sync(p.isr, self.node_id, p.log_end_offset, self.lag_max_ms)
         joining = [r for r in p.followers.ready_to_join(p.isr, p.replicas, p.high_watermark,
-                                                        p.epoch_start_offset)
+                                                        p.epoch_start_offset,
+                                                        self.image.broker_epochs)
                    if r in self.image.brokers]
         if not out and not joining:
             return
@@ -261,14 +268,26 @@ class ReplicaManager:
     async def _alter_partition(self, p, new_isr):
         raft = self.store.raft
         address = raft.voters.get(raft.leader_id) if raft.leader_id is not None else None
-        body = _ALTER.cls(broker_id=self.node_id, broker_epoch=-1, topics=[_ALTER.make(
-            "topics", topic_name=p.topic, partitions=[_ALTER.make(
-                "topics", "partitions", partition_index=p.index, leader_epoch=p.leader_epoch,
-                new_isr=new_isr, leader_recovery_state=0, partition_epoch=p.partition_epoch)])])
+        ts = self.image.topics.get(p.topic)
+        if ts is None:
+            self._pending_isr.pop((p.topic, p.index), None)
+            return
+        # KIP-903: each member with the broker epoch its fetches carried (the controller
+        # refuses one whose registration has changed since), this leader with its own.
+        fetched = p.followers.broker_epochs if p.followers is not None else {}
+        epochs = [_ALTER.make("topics", "partitions", "new_isr_with_epochs", broker_id=r,
+                              broker_epoch=self.broker_epoch if r == self.node_id
+                              else fetched.get(r, -1)) for r in new_isr]
+        body = _ALTER.cls(broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                          topics=[_ALTER.make("topics", topic_id=ts.topic_id, partitions=[
+                              _ALTER.make("topics", "partitions", partition_index=p.index,
+                                          leader_epoch=p.leader_epoch, new_isr_with_epochs=epochs,
+                                          leader_recovery_state=0,
+                                          partition_epoch=p.partition_epoch)])])
         code = ErrorCode.NOT_CONTROLLER
         if address is not None:
             try:
-                resp = await self.peers.send(address, ApiKey.ALTER_PARTITION, body, 0,
+                resp = await self.peers.send(address, ApiKey.ALTER_PARTITION, body, 3,
                                              timeout=10.0, purpose="alter")
                 code = resp.error_code or resp.topics[0].partitions[0].error_code
             except (KafkaError, KafkaConnectionError, OSError, IndexError):

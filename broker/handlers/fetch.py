@@ -72,7 +72,8 @@ def _lookup(broker, name, index, follower):
     return partition
 
 
-def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed=False):
+def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed=False,
+              replica_epoch=-1):
     """One pass over the requested partitions: (topic responses, bytes, partitions, errors,
     file regions to close if this pass is not answered)."""
     topics, total, waiting_on, errors, regions = [], 0, [], 0, []
@@ -96,7 +97,7 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed
             if follower:
                 hw = partition.high_watermark
                 diverging = partition.follower_fetched(replica_id, p.fetch_offset,
-                                                       p.last_fetched_epoch)
+                                                       p.last_fetched_epoch, replica_epoch)
                 if diverging is not None:
                     out.append(_partition_response(p.partition, 0, partition, diverging=diverging))
                     errors += 1
@@ -138,7 +139,9 @@ async def fetch(broker, header, req):
     if version >= 7 and req.session_id != 0:
         return _RESP.cls(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                          session_id=0, responses=[])
-    replica_id = req.replica_state.replica_id if version >= 15 and req.replica_state else req.replica_id
+    state = req.replica_state if version >= 15 else None
+    replica_id = state.replica_id if state else req.replica_id
+    replica_epoch = state.replica_epoch if state else -1  # KIP-903: who sent it
     follower = replica_id is not None and replica_id >= 0
     if follower:
         broker.peer_connections.seen(replica_id, header.closed)
@@ -156,7 +159,8 @@ async def fetch(broker, header, req):
     while True:
         topics, total, partitions, errors, regions = _read_all(
             broker, wanted, req.max_bytes, follower, replica_id,
-            read_committed=not follower and req.isolation_level == 1)
+            read_committed=not follower and req.isolation_level == 1,
+            replica_epoch=replica_epoch)
         remaining = deadline - loop.time()
         if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or broker.stopping:
             break

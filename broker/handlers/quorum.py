@@ -101,24 +101,39 @@ async def broker_heartbeat(broker, header, req):
                      is_fenced=fenced, should_shut_down=False)
 
 
-@handles(ApiKey.ALTER_PARTITION, 0, 1)
+@handles(ApiKey.ALTER_PARTITION, 0, 3)
 async def alter_partition(broker, header, req):
     controller, code = _controller(broker)
     if controller is None:
         return _ALTER.cls(throttle_time_ms=0, error_code=code, topics=[])
+    if req.broker_epoch != -1 and \
+            controller.image.broker_epochs.get(req.broker_id) != req.broker_epoch:
+        return _ALTER.cls(throttle_time_ms=0, error_code=ErrorCode.STALE_BROKER_EPOCH, topics=[])
+    by_id = header.api_version >= 2
     topics = []
     for t in req.topics:
+        if by_id:
+            ts = controller.image.by_id.get(t.topic_id)
+            name = ts.name if ts else None
+        else:
+            name = t.topic_name
         parts = []
         for p in t.partitions:
-            code, state = controller.alter_partition(req.broker_id, t.topic_name,
-                                                     p.partition_index, p.leader_epoch,
-                                                     p.partition_epoch, list(p.new_isr))
+            if header.api_version >= 3:  # KIP-903: members with the epochs they fetched with
+                epochs = {s.broker_id: s.broker_epoch for s in p.new_isr_with_epochs}
+                new_isr = list(epochs)
+            else:
+                epochs, new_isr = None, list(p.new_isr)
+            code, state = controller.alter_partition(req.broker_id, name, p.partition_index,
+                                                     p.leader_epoch, p.partition_epoch,
+                                                     new_isr, epochs)
             fields = {} if state is None else dict(
                 leader_id=state.leader, leader_epoch=state.leader_epoch, isr=state.isr,
                 partition_epoch=state.partition_epoch)
             parts.append(_ALTER.make("topics", "partitions", partition_index=p.partition_index,
                                      error_code=code, **fields))
-        topics.append(_ALTER.make("topics", topic_name=t.topic_name, partitions=parts))
+        topics.append(_ALTER.make("topics", topic_name=name, topic_id=t.topic_id if by_id
+                                  else None, partitions=parts))
     raft = broker.quorum.raft
     if not await raft.wait_committed(raft.partition.log_end_offset - 1, 5.0):
         # Not committed (leadership lost, no majority): the leader must not assume it was.

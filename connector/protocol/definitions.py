@@ -590,22 +590,27 @@ BrokerHeartbeatResponse 63 0-0 flex0
   is_caught_up bool
   is_fenced bool =true
   should_shut_down bool
-AlterPartitionRequest 56 0-1 flex0
+AlterPartitionRequest 56 0-3 flex0
   broker_id int32
   broker_epoch int64 =-1
   topics []
-    topic_name string
+    topic_name string v0-1
+    topic_id uuid v2+
     partitions []
       partition_index int32
       leader_epoch int32
-      new_isr []int32
+      new_isr []int32 v0-2
+      new_isr_with_epochs [] v3+
+        broker_id int32 v3+
+        broker_epoch int64 v3+ =-1
       leader_recovery_state int8 v1+
       partition_epoch int32
-AlterPartitionResponse 56 0-1 flex0
+AlterPartitionResponse 56 0-3 flex0
   throttle_time_ms int32
   error_code int16
   topics []
-    topic_name string
+    topic_name string v0-1
+    topic_id uuid v2+
     partitions []
       partition_index int32
       error_code int16

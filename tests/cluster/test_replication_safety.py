@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from minilog.broker.group_records import partition_for
-from minilog.connector.protocol import ApiKey, request
+from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_failover import read_everything
 from wire import RawConnection
 from clustertools import active_controller, wait_for
@@ -318,6 +318,160 @@ def test_5_a_restarted_coordinator_serves_no_offsets_older_than_acknowledged(mak
         stale, asked = _stale_answers_after_a_restart(c, index, old, new)
         assert not stale, (f"after {new} was committed, the restarted coordinator answered "
                            f"{old} to {stale} of {asked} OffsetFetch requests")
+
+
+def test_a_coordinator_deposed_while_paused_serves_no_offsets_older_than_acknowledged(
+        make_cluster):
+    """The controller fences a broker silent for broker.session.timeout.ms and moves what it
+    led; the broker, resumed, believes it still coordinates until it has caught up with the
+    metadata. Meanwhile it must not answer OffsetFetch with the offsets it had (the nemesis
+    found it, seed 202: -1001 answered after commits its successor had acknowledged)."""
+    c = make_cluster(3)
+    c.create_topic("work", partitions=1, rf=3)
+    index = partition_for("stale", OFFSETS_PARTITIONS)
+    for old, new in ((100, 200), (200, 300)):
+        c.wait_isr(OFFSETS, index, [1, 2, 3])
+        deposed = c.partitions(OFFSETS)[index][0]
+        wait_for(lambda: offset_commit(c.broker(deposed).bootstrap, "stale", "work", old) == 0,
+                 f"a commit of {old}")
+        rest = [n for n in (1, 2, 3) if n != deposed]
+        c.pause(deposed)
+        try:
+            def successor():
+                leader = (c.partitions(OFFSETS, *rest) or {}).get(index, (-1,))[0]
+                return leader if leader in rest else None
+            leader = wait_for(successor, f"a coordinator other than broker {deposed}")
+            wait_for(lambda: offset_commit(c.broker(leader).bootstrap, "stale", "work", new) == 0,
+                     f"a commit of {new} on broker {leader}")
+        finally:
+            c.resume(deposed)
+        answers = []
+
+        def caught_up():
+            try:
+                answers.append(offset_fetch(c.broker(deposed).bootstrap, "stale", "work"))
+                own_view = c.partitions_at(OFFSETS, deposed) or {}
+            except (OSError, ConnectionError):
+                return False
+            return own_view.get(index, (deposed,))[0] != deposed and len(answers) > 20
+        wait_for(caught_up, f"broker {deposed} to learn it no longer coordinates", interval=0)
+        stale = answers.count((0, old))
+        assert not stale, (f"after {new} was committed, the deposed coordinator answered {old} "
+                           f"to {stale} of {len(answers)} OffsetFetch requests")
+
+
+def test_a_coordinator_awaiting_its_lease_tells_clients_to_retry_it_not_to_leave_it(
+        make_cluster):
+    """A broker serves offsets only while the controller has answered a heartbeat within the
+    session timeout (it may have been deposed unawares otherwise). A paused controller makes
+    every broker's lease lapse until its successor answers. Meanwhile the coordinator must
+    answer COORDINATOR_LOAD_IN_PROGRESS, which clients retry in place: NOT_COORDINATOR makes
+    librdkafka drop its coordinator and the heartbeats with it, and under repeated controller
+    failovers (the long nemesis, seed 101) the member's session lapsed again and again and the
+    group rebalanced without end: 7 commits in 240 s."""
+    c = make_cluster(3)
+    c.create_topic("work", partitions=1, rf=3)
+    wait_for(lambda: c.partitions(OFFSETS), "the offsets topic")
+    controller = active_controller(c.bootstrap)
+    placement = c.partitions(OFFSETS)
+    group = next(g for g in (f"kept-{i}" for i in range(1000))
+                 if placement[partition_for(g, OFFSETS_PARTITIONS)][0] != controller)
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    coordinator = placement[index][0]
+    bootstrap = c.broker(coordinator).bootstrap
+    wait_for(lambda: offset_commit(bootstrap, group, "work", 100) == 0, "a first commit")
+    rest = [n for n in (1, 2, 3) if n != controller]
+    answers = []
+
+    def lapsed_and_back():
+        answers.append(offset_fetch(bootstrap, group, "work")[0])
+        if answers[-1] != 0:
+            return False
+        return len(set(answers)) > 1 or (
+            len(answers) % 10 == 0 and active_controller(c.bootstrap_of(*rest)) in rest)
+    c.pause(controller)
+    try:
+        wait_for(lapsed_and_back, "a new controller and the coordinator's lease back",
+                 interval=0.05)
+    finally:
+        c.resume(controller)
+    still = (c.partitions(OFFSETS, *rest) or {}).get(index, (-1,))[0]
+    assert still == coordinator, f"broker {coordinator} lost the group to broker {still}"
+    assert ErrorCode.NOT_COORDINATOR not in answers, (
+        f"broker {coordinator}, coordinator all along, answered NOT_COORDINATOR "
+        f"{answers.count(ErrorCode.NOT_COORDINATOR)} times of {len(answers)}")
+
+
+def _registered_epoch(c, node_id):
+    """The broker epoch `node_id` last registered with, as its own log says."""
+    lines = c.broker(node_id).log_path.read_text().splitlines()
+    return int(next(line for line in reversed(lines) if "registered (epoch" in line)
+               .rsplit("epoch ", 1)[1].rstrip(")"))
+
+
+def _replica_fetch(bootstrap, topic, replica, broker_epoch, offset):
+    """A Fetch v15 as replica `replica` of incarnation `broker_epoch` would send it to the
+    leader at `bootstrap`, from `offset` of `topic`-0; the partition's error code."""
+    md, fetch = request(ApiKey.METADATA), request(ApiKey.FETCH)
+    conn = RawConnection(bootstrap)
+    try:
+        t = conn.call(ApiKey.METADATA, 12, md.cls(
+            topics=[md.make("topics", topic_id=None, name=topic)],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        ).topics[0]
+        topic_id, leader_epoch = t.topic_id, t.partitions[0].leader_epoch
+        resp = conn.call(ApiKey.FETCH, 15, fetch.cls(
+            replica_state=fetch.make("replica_state", replica_id=replica,
+                                     replica_epoch=broker_epoch),
+            max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[fetch.make("topics", topic_id=topic_id, partitions=[fetch.make(
+                "topics", "partitions", partition=0, current_leader_epoch=leader_epoch,
+                fetch_offset=offset, last_fetched_epoch=leader_epoch, log_start_offset=0,
+                partition_max_bytes=1 << 20)])]))
+    finally:
+        conn.close()
+    return resp.responses[0].partitions[0].error_code
+
+
+def test_kip_903_a_fetch_of_an_old_incarnation_does_not_bring_a_replica_back_into_the_isr(
+        make_cluster):
+    """KIP-903: a broker restarted quickly may have lost what its previous incarnation had
+    fetched, so a fetch sent before the restart (its broker epoch replaced since) must not
+    readmit it to the ISR, however far it claims to have read; a fetch of its current
+    registration does. Here the replica is paused out of the ISR (lagging, not fenced) and a
+    Fetch v15 in its name reaches the leader's log end with an older broker epoch."""
+    c = make_cluster(3, **{"replica.lag.time.max.ms": 1000, "broker.session.timeout.ms": 30000})
+    c.create_topic("kip903", partitions=1, rf=3, config={"min.insync.replicas": "1"})
+    c.wait_isr("kip903", 0, [1, 2, 3])
+    leader = c.partitions("kip903")[0][0]
+    replica = next(n for n in (1, 2, 3) if n != leader)
+    others = [n for n in (1, 2, 3) if n != replica]
+    epoch = _registered_epoch(c, replica)
+    c.pause(replica)
+    try:
+        acked = produce_to(c.bootstrap_of(*others), "kip903", 0, [b"x%d" % i for i in range(10)])
+        end = max(acked.values()) + 1
+        c.wait_isr("kip903", 0, others, f"broker {replica} to leave the ISR")
+        bootstrap = c.broker(leader).bootstrap
+        stale = []
+
+        def readmitted(broker_epoch, record):
+            code = _replica_fetch(bootstrap, "kip903", replica, broker_epoch, end)
+            assert code == 0, f"the leader answered error {code}"
+            isr = (c.partitions("kip903", *others) or {}).get(0, (0, 0, []))[2]
+            record.append(isr)
+            return replica in isr
+        old = epoch - 1 if epoch > 0 else epoch + 1  # any but its own (-1: sent none)
+        for _ in range(15):  # the leader looks at its ISR at least every 0.5 s
+            assert not readmitted(old, stale), (
+                f"a fetch with broker {replica}'s old epoch {old} (registered: {epoch}) "
+                f"brought it back into the ISR")
+            time.sleep(0.2)
+        wait_for(lambda: readmitted(epoch, []),
+                 f"a fetch of broker {replica}'s current epoch to readmit it")
+    finally:
+        c.resume(replica)
 
 
 def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
