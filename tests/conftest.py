@@ -65,3 +65,18 @@ def secure_broker(tmp_path_factory):
     b = SecureBroker(make_certificates(tmp_path_factory.mktemp("certs"))).start()
     yield b
     b.cleanup()
+
+
+# The modules that take minutes, longest first. The suite runs a module per worker
+# (pytest.ini: pytest-xdist, --dist loadfile) in collection order: started first, they run
+# beside the many short modules instead of making a tail at the end of the run.
+LONG_MODULES = ("test_fresh_install.py", "jobs/test_bank_demo.py", "test_bench_quick.py",
+                "jobs/test_spark_submit.py", "test_readme.py", "jobs/test_missing_input.py",
+                "cluster/test_nemesis.py", "cluster/test_replication_safety.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        path = item.nodeid.split("::")[0]
+        return next((i for i, m in enumerate(LONG_MODULES) if path.endswith(m)), len(LONG_MODULES))
+    items.sort(key=rank)  # stable: the order within a module, and among the others, is kept
