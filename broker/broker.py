@@ -12,6 +12,8 @@ import asyncio
 import logging
 import signal
 
+from .acl_metadata import open_acls
+from .authorizer import authorizer_from_config
 from .broker_lifecycle import BrokerLifecycle
 from .cleaner import LogCleaner
 from .config import BrokerConfig
@@ -60,6 +62,8 @@ class Broker:
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
         self.scram = open_scram_credentials(config, self.quorum)
+        self.acls = open_acls(config, self.quorum)
+        self.authorizer = authorizer_from_config(config, self.acls.current)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)

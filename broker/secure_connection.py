@@ -28,6 +28,7 @@ from minilog.connector.protocol import (
     response,
 )
 
+from .access import ANONYMOUS
 from .config import ConfigError
 from .listeners import Listener, listener_setting
 from .sasl import AuthenticationFailed, IllegalSaslState, SaslAuthenticator
@@ -39,7 +40,6 @@ log = logging.getLogger("minilog.broker.security")
 _SIZE = struct.Struct(">i")
 _HANDSHAKE = response(ApiKey.SASL_HANDSHAKE)
 _AUTHENTICATE = response(ApiKey.SASL_AUTHENTICATE)
-ANONYMOUS = "User:ANONYMOUS"
 
 
 @dataclass

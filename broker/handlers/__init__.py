@@ -38,7 +38,8 @@ def controller_apis():
         ApiKey.ALTER_PARTITION, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER,
-        ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+        ApiKey.DESCRIBE_ACLS})
 
 
 def served(broker):
@@ -83,6 +84,7 @@ def handles(api_key, lo, hi):
 
 
 from . import (  # noqa: F401
+    acls,
     api_versions,
     configs,
     fetch,
