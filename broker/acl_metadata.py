@@ -50,6 +50,11 @@ class QuorumAcls:
 
     def __init__(self, store):
         self._store = store
+        store.listeners.append(self._applied)
+
+    def _applied(self, rec, changed) -> None:
+        if rec is None:  # the image was reset (the log truncated): records will be replayed
+            image_acls(self._store.image).load_json([])
 
     def current(self) -> AclSet:
         """What the authorizer enforces: the committed ACLs."""

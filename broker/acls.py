@@ -1,60 +1,24 @@
-"""Kafka's access control lists as values: resource types, pattern types, operations,
-permissions, one ACL (`AclBinding`), the filters Describe/DeleteAcls take, and the checks
-CreateAcls makes. Pure data and rules, no broker: `authorizer.py` decides with them,
+"""Kafka's access control lists as values: the filters Describe/DeleteAcls take, the checks
+CreateAcls makes, and a cluster's set of ACLs. Pure data and rules, no broker: `authorizer.py` decides with them,
 `acl_metadata.py` stores them.
 
-The numeric codes are Kafka's wire codes (`org.apache.kafka.common.acl` / `resource`).
+The codes and `AclBinding` (`connector/acl_types.py`) are Kafka's, shared with the admin
+client.
 """
-import enum
 from dataclasses import dataclass
+
+# the vocabulary is the admin client's too; the broker's modules import it from here
+from minilog.connector.acl_types import (  # noqa: F401
+    AclBinding,
+    AclOperation,
+    PatternType,
+    PermissionType,
+    ResourceType,
+)
 
 WILDCARD = "*"                  # a LITERAL resource name matching every resource of its type
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"  # the one name of the CLUSTER resource
-
-
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class PermissionType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 # An ALLOW for any of these also allows the key (Kafka's implied operations); DENY implies
@@ -70,29 +34,6 @@ IMPLIED_BY = {
 
 class InvalidAcl(ValueError):
     """An ACL or filter Kafka refuses with INVALID_REQUEST; the message says why."""
-
-
-@dataclass(frozen=True)
-class AclBinding:
-    """One ACL: who (principal, host) may or may not do what (operation) to which resources
-    (type, name, pattern type)."""
-    resource_type: ResourceType
-    resource_name: str
-    pattern_type: PatternType
-    principal: str
-    host: str
-    operation: AclOperation
-    permission: PermissionType
-
-    def to_json(self) -> list:
-        return [int(self.resource_type), self.resource_name, int(self.pattern_type),
-                self.principal, self.host, int(self.operation), int(self.permission)]
-
-    @classmethod
-    def from_json(cls, d: list) -> "AclBinding":
-        rt, name, pt, principal, host, op, perm = d
-        return cls(ResourceType(rt), name, PatternType(pt), principal, host, AclOperation(op),
-                   PermissionType(perm))
 
 
 def _enum(kind, code):

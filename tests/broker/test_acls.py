@@ -26,6 +26,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from clitools import FAILED, USAGE, ok, one_line_error, run
 from security_tools import SecureBroker, kafka_python_settings, librdkafka_settings, \
     make_certificates
 from waiting import wait_until
@@ -296,6 +297,41 @@ def test_acls_survive_a_restart(acl_broker):
     assert len(_admin(acl_broker, "admin").describe_acls(everything).result(60)) == \
         len(ALICE_ACLS)
     assert _delivery(acl_broker, "bob", SHARED) == CKError.TOPIC_AUTHORIZATION_FAILED
+
+
+# --- minilog acls -----------------------------------------------------------------------------
+def _cli_settings(broker, user):
+    return [a for k, v in _conf(broker, user).items() for a in ("-X", f"{k}={v}")]
+
+
+def test_minilog_acls_add_list_remove_with_kafka_acls_options(acl_broker):
+    admin = _cli_settings(acl_broker, "admin")
+    out = ok("acls", "add", "--allow-principal", "User:dave", "--consumer", "--topic", "cli-",
+             "--group", "cli-group", "--resource-pattern-type", "prefixed", *admin)
+    assert out.startswith("Added 3 ACLs:")
+    listed = ok("acls", "list", "--principal", "User:dave", *admin)
+    assert listed.count("principal=User:dave") == 3
+    assert "ResourcePattern(resourceType=TOPIC, name=cli-, patternType=PREFIXED)" in listed
+    assert "operation=READ, permissionType=ALLOW" in listed
+    matching = ok("acls", "list", "--topic", "cli-orders", "--resource-pattern-type", "match",
+                  *admin)
+    assert matching.count("principal=User:dave") == 2
+    out = ok("acls", "remove", "--topic", "cli-", "--group", "cli-group",
+             "--resource-pattern-type", "prefixed", "--force", *admin)
+    assert out.startswith("Removed 3 ACLs:")
+    assert "User:dave" not in ok("acls", "list", *admin)
+
+
+def test_minilog_acls_errors_are_one_line(acl_broker):
+    refused = run("acls", "add", "--allow-principal", "User:bob", "--operation", "Read",
+                  "--topic", SECRET, *_cli_settings(acl_broker, "bob"))
+    assert "CLUSTER_AUTHORIZATION_FAILED" in one_line_error(refused, FAILED)
+    no_resource = run("acls", "add", "--allow-principal", "User:bob",
+                      *_cli_settings(acl_broker, "admin"))
+    assert "--topic" in one_line_error(no_resource, USAGE)
+    bad_operation = run("acls", "add", "--allow-principal", "User:bob", "--operation", "Eat",
+                        "--topic", SECRET, *_cli_settings(acl_broker, "admin"))
+    assert bad_operation.returncode == USAGE and b"Traceback" not in bad_operation.stderr
 
 
 def _can_connect(port):
