@@ -53,6 +53,7 @@ ALICE_ACLS = [
     _allow(RT.GROUP, GROUP, OP.READ), _allow(RT.TRANSACTIONAL_ID, TXN, OP.WRITE),
     _allow(RT.BROKER, "kafka-cluster", OP.DESCRIBE),  # BROKER is the CLUSTER type (4)
     _allow(RT.TOPIC, SECRET, OP.DESCRIBE, principal="User:bob"),  # sees it, cannot read it
+    _allow(RT.TRANSACTIONAL_ID, TXN, OP.DESCRIBE, principal="User:bob"),  # finds, cannot write
 ]
 
 
@@ -158,7 +159,8 @@ def test_describe_acls_needs_describe_on_the_cluster(acl_broker):
 # --- Produce, Fetch, Metadata ----------------------------------------------------------------
 def test_produce_needs_write_on_the_topic(acl_broker):
     assert _delivery(acl_broker, "alice", SHARED) == 0
-    assert _delivery(acl_broker, "bob", SHARED) == CKError.TOPIC_AUTHORIZATION_FAILED
+    assert _delivery(acl_broker, "bob", SECRET) == CKError.TOPIC_AUTHORIZATION_FAILED  # Produce
+    assert _delivery(acl_broker, "bob", SHARED) == CKError.TOPIC_AUTHORIZATION_FAILED  # Metadata
 
 
 def test_a_deny_overrides_the_prefixed_allow(acl_broker):
@@ -168,11 +170,11 @@ def test_a_deny_overrides_the_prefixed_allow(acl_broker):
 
 
 def test_kafka_python_produce_is_refused_without_write(acl_broker):
-    producer = kafka.KafkaProducer(**_kp(acl_broker, "bob"), max_block_ms=20000)
+    producer = kafka.KafkaProducer(**_kp(acl_broker, "bob"), max_block_ms=20000,
+                                   enable_idempotence=False)  # else InitProducerId is refused
     try:
-        with pytest.raises((kafka.errors.TopicAuthorizationFailedError,
-                            kafka.errors.KafkaTimeoutError)):
-            producer.send(SHARED, b"v").get(30)
+        with pytest.raises(kafka.errors.TopicAuthorizationFailedError):
+            producer.send(SECRET, b"v").get(30)
     finally:
         producer.close(0)
 
@@ -285,8 +287,11 @@ def test_transactions_need_write_on_the_transactional_id(acl_broker):
 
 def test_an_idempotent_producer_needs_write_on_some_topic(acl_broker):
     assert _delivery(acl_broker, "alice", SHARED, **{"enable.idempotence": True}) == 0
-    assert _delivery(acl_broker, "bob", SHARED, **{"enable.idempotence": True}) in (
-        CKError.CLUSTER_AUTHORIZATION_FAILED, CKError.TOPIC_AUTHORIZATION_FAILED)
+    bob = CKProducer({**_conf(acl_broker, "bob"), "enable.idempotence": True})
+    bob.produce(SECRET, b"v")
+    with pytest.raises(KafkaException) as refused:  # librdkafka's fatal error, from poll
+        wait_until(lambda: bob.poll(0.2) and False, 60, "bob's producer to fail")
+    assert refused.value.args[0].code() == CKError.CLUSTER_AUTHORIZATION_FAILED
 
 
 def test_acls_survive_a_restart(acl_broker):
