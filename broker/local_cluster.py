@@ -49,6 +49,7 @@ class BrokerProcess:
         self.node_id = node_id
         self.extra = list(extra)
         self.listener = listener  # CONTROLLER for a controller-only node
+        self.more_listeners = ""  # e.g. "SASL_SSL://127.0.0.1:9093": served beside the first
         self.proc = None
 
     @property
@@ -67,6 +68,8 @@ class BrokerProcess:
     def argv(self):
         listen = (["--listen", self.bootstrap] if self.listener == "PLAINTEXT" else
                   ["-o", f"listeners={self.listener}://{self.bootstrap}"])
+        if self.more_listeners:
+            listen = ["-o", f"listeners={self.listener}://{self.bootstrap},{self.more_listeners}"]
         return [sys.executable, "-m", "minilog.broker", "start", *listen,
                 "--data-dir", str(self.log_dir), "--node-id", str(self.node_id),
                 *self.extra]

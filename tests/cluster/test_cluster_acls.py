@@ -1,9 +1,9 @@
-"""ACLs in a cluster live in the metadata log: an ACL created through one broker (forwarded to
-the controller) is enforced by every broker, and its removal too. The clients here are
+"""Security in a cluster. ACLs live in the metadata log: an ACL created through one broker
+(forwarded to the controller) is enforced by every broker, and its removal too. The clients here are
 anonymous (PLAINTEXT) and `allow.everyone.if.no.acl.found` lets brokers and clients do what
 no ACL names, so one DENY ACL is what changes."""
 import pytest
-from clustertools import wait_for
+from clustertools import TestCluster, wait_for
 from wire import RawConnection
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka import Producer
@@ -16,6 +16,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from minilog.broker.local_cluster import free_port
 from minilog.connector.protocol import ApiKey, request
 
 pytestmark = pytest.mark.timeout(240)
@@ -69,3 +70,28 @@ def test_an_acl_created_through_one_broker_is_enforced_by_all_and_so_is_its_remo
     for node in (1, 2, 3):
         wait_for(lambda: "hidden" in _visible(c, node), f"node {node} to show it again")
     assert _delivery(c, 2, "hidden") == 0
+
+
+def test_metadata_names_every_broker_on_the_listener_the_client_came_through(tmp_path):
+    """Brokers register every listener; a client on the SASL_PLAINTEXT port is sent to the
+    other brokers' SASL_PLAINTEXT ports, one on the PLAINTEXT port to their PLAINTEXT ones."""
+    c = TestCluster(3, tmp_path, {
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="alice-secret";',
+        "sasl.enabled.mechanisms": "PLAIN"})
+    sasl_ports = {b.node_id: free_port() for b in c.brokers}
+    for b in c.brokers:
+        b.more_listeners = f"SASL_PLAINTEXT://127.0.0.1:{sasl_ports[b.node_id]}"
+    try:
+        c.start()
+        secured = Producer({"bootstrap.servers": f"127.0.0.1:{sasl_ports[2]}",
+                            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                            "sasl.username": "alice", "sasl.password": "alice-secret"})
+        assert wait_for(lambda: {b.id: b.port for b in
+                                 secured.list_topics(timeout=10).brokers.values()} == sasl_ports,
+                        "every broker's SASL_PLAINTEXT port")
+        plain = {b.node_id: b.port for b in c.brokers}
+        assert {b.id: b.port for b in c.metadata(2).brokers.values()} == plain
+    finally:
+        c.destroy()
