@@ -44,9 +44,10 @@ def add_parser(sub, common):
         p.add_argument("--cluster", action="store_true", help="the cluster resource")
         patterns = [PatternType.LITERAL, PatternType.PREFIXED] if action == "add" else \
             [PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED]
+        default = "literal; any without a resource" if action == "list" else "literal"
         p.add_argument("--resource-pattern-type", type=_named(PatternType, patterns),
                        metavar="TYPE", help=f"{', '.join(t.name.lower() for t in patterns)} "
-                                            f"(default literal{'' if action == 'add' else '; any for list without a resource'})")
+                                            f"(default {default})")
         if action == "list":
             p.add_argument("--principal", action="append", default=[],
                            help="only the ACLs of this principal (repeatable)")
