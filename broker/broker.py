@@ -12,12 +12,15 @@ import asyncio
 import logging
 import signal
 
+from .acl_metadata import open_acls
+from .authorizer import authorizer_from_config
 from .broker_lifecycle import BrokerLifecycle
 from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .controller import Controller
 from .controller_router import ControllerRouter
 from .group_coordinator import GroupCoordinator
+from .inter_broker import inter_broker_security
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .peer_channel import PeerChannel
@@ -49,7 +52,7 @@ class Broker:
         self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
         self.peer_connections = PeerConnections()
         if config.quorum_voters:
-            self.peers = PeerChannel(config.node_id)
+            self.peers = PeerChannel(config.node_id, security=inter_broker_security(config))
             self.store = self.quorum = QuorumMetadataStore(config, self.peers)
             self.producer_ids = quorum_blocks(self)
         else:
@@ -60,6 +63,8 @@ class Broker:
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
         self.scram = open_scram_credentials(config, self.quorum)
+        self.acls = open_acls(config, self.quorum)
+        self.authorizer = authorizer_from_config(config, self.acls.current)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
@@ -104,9 +109,7 @@ class Broker:
             sock = self._listener if i == 0 else None
             self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
         self.server = self.servers[0]
-        if port == 0:  # ephemeral listener: advertise the port actually bound
-            adv_host, _ = self.config.advertised_address
-            self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
+        self.store.register_broker(self._endpoint())
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         if self.quorum is not None:
             self._join_cluster()
@@ -114,6 +117,13 @@ class Broker:
                  self.config.node_id, self.metadata.cluster_id, host, self.server.port)
         log.info("%s", data_summary(self, self._new_data_dir))
         return self
+
+    def _endpoint(self) -> BrokerEndpoint:
+        """This broker's advertised addresses, every listener's (ephemeral ports as bound)."""
+        addresses = {lst.name: (lst.advertised_host, lst.advertised_port or server.port)
+                     for lst, server in zip(self.config.listeners, self.servers)}
+        host, port = next(iter(addresses.values()))
+        return BrokerEndpoint(self.config.node_id, host, port, listeners=addresses)
 
     @property
     def role_name(self):

@@ -77,8 +77,7 @@ class BrokerLifecycle:
         ep = self.store.own_endpoint
         body = _REG.cls(broker_id=self.node_id, cluster_id=self.store.cluster_id,
                         incarnation_id=self.incarnation, features=[], rack=None,
-                        listeners=[_REG.make("listeners", name="PLAINTEXT", host=ep.host,
-                                             port=ep.port, security_protocol=0)])
+                        listeners=_listeners(ep, self.broker.config))
         resp = await self._send(ApiKey.BROKER_REGISTRATION, body)
         if resp is not None and resp.error_code == 0:
             self.epoch = resp.broker_epoch
@@ -112,3 +111,15 @@ class BrokerLifecycle:
         if self.epoch >= 0 and not self.fenced:
             await asyncio.wait([asyncio.ensure_future(self._heartbeat(want_fence=True))],
                                timeout=2.0)
+
+
+_PROTOCOL_CODES = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+def _listeners(ep, config) -> list:
+    """BrokerRegistration's listeners, the primary first: every one a client may come through."""
+    protocols = {lst.name: lst.protocol for lst in config.listeners}
+    found = ep.listeners or {"PLAINTEXT": (ep.host, ep.port)}
+    return [_REG.make("listeners", name=name, host=host, port=port,
+                      security_protocol=_PROTOCOL_CODES.get(protocols.get(name), 0))
+            for name, (host, port) in found.items()]

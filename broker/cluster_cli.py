@@ -1,6 +1,7 @@
 """`minilog cluster up|status|down`: a replicated cluster of broker processes on 127.0.0.1.
 
-    minilog cluster up --brokers 3 [--controllers 3] --data-dir DIR [--port P] [-o key=value ...]
+    minilog cluster up --brokers 3 [--controllers 3] --data-dir DIR [--port P] [--secure]
+                       [-o key=value ...]
     minilog cluster status --data-dir DIR
     minilog cluster down --data-dir DIR
 
@@ -23,6 +24,14 @@ from pathlib import Path
 
 from .local_cluster import STATE_FILE as STATE
 from .local_cluster import LocalCluster
+from .secure_cluster import (
+    CLIENT_PROPERTIES,
+    LISTENER,
+    SecureSetupError,
+    client_settings,
+    secure_settings,
+    write_client_properties,
+)
 JOIN_TIMEOUT_S = 60
 
 
@@ -46,6 +55,9 @@ def build_parser(prog="minilog cluster"):
     up.add_argument("--port", type=int, metavar="P", help="first port (default: free ports)")
     up.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker property for every broker (repeatable)")
+    up.add_argument("--secure", action="store_true",
+                    help="SASL_SSL only (TLS with a generated CA, SCRAM-SHA-512), ACLs on, an "
+                         "admin user whose settings go to DIR/client.properties")
     for name, text in (("status", "brokers, controller, under-replicated and offline partitions"),
                        ("down", "stop the brokers")):
         p = sub.add_parser(name, help=text)
@@ -80,6 +92,18 @@ def _nodes(state):
     return state["brokers"] + state.get("controllers", [])
 
 
+def _secured(args, data_dir):
+    """(listener, broker settings, client settings) of a new secured cluster."""
+    if args.controllers:
+        raise _UserError("minilog cluster: --secure runs the quorum on the brokers' SASL_SSL "
+                         "listener; it does not take --controllers yet")
+    try:
+        settings, client = secure_settings(data_dir)
+    except SecureSetupError as e:
+        raise _UserError(f"minilog cluster: {e}") from None
+    return LISTENER, settings, client
+
+
 def _up(args, out):
     data_dir = Path(args.data_dir)
     path = data_dir / STATE
@@ -95,6 +119,7 @@ def _up(args, out):
         ports = [b["port"] for b in nodes]
         extra = state.get("extra", []) + extra
         replicated = state.get("replicated", True)
+        listener, client = state.get("listener", "PLAINTEXT"), client_settings(data_dir)
     else:
         if args.brokers < 1:
             raise _UserError("minilog cluster: --brokers must be at least 1")
@@ -103,8 +128,14 @@ def _up(args, out):
         brokers, controllers = args.brokers, args.controllers
         ports = [args.port + i for i in range(brokers + controllers)] if args.port else None
         replicated = True
+        listener, client = "PLAINTEXT", {}
+        if args.secure:
+            listener, settings, client = _secured(args, data_dir)
+            extra = [x for k, v in settings.items() for x in ("-o", f"{k}={v}")] + extra
     cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
-                           replicated=replicated, controllers=controllers)
+                           replicated=replicated, controllers=controllers, listener=listener)
+    if client and not path.exists():
+        write_client_properties(data_dir, client, cluster.bootstrap)
     pids = dict(running)
     try:
         for b in cluster.nodes:
@@ -121,7 +152,13 @@ def _up(args, out):
             out.write(f"{role} {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
                       f"log {b.log_path})\n")
     out.write(f"bootstrap servers: {cluster.bootstrap}\n")
-    if not cluster.wait_until_live(JOIN_TIMEOUT_S):
+    if client:
+        properties = data_dir / CLIENT_PROPERTIES
+        out.write(f"secured: {listener} only (TLS, SCRAM-SHA-512), ACLs on; the admin user's "
+                  f"client settings are in {properties}\n"
+                  f"  minilog topics list --command-config {properties}\n"
+                  f"  kcat -F {properties} -L\n")
+    if not cluster.wait_until_live(JOIN_TIMEOUT_S, client):
         out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "
                   f"see `minilog cluster status` and the broker logs\n")
 
@@ -139,7 +176,7 @@ def _status(args, out):
     live = None
     if bootstrap:
         try:
-            with AdminClient({"bootstrap.servers": bootstrap,
+            with AdminClient({**client_settings(args.data_dir), "bootstrap.servers": bootstrap,
                               "request.timeout.ms": 5000}) as admin:
                 cluster = admin.describe_cluster(timeout=10)
                 topics = admin.describe_topics(timeout=10)

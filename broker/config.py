@@ -84,6 +84,10 @@ BROKER_KEYS = {
     "leader.imbalance.check.interval.seconds": (int, 300),
     "metadata.log.max.record.bytes.between.snapshots": (int, 20 * 1024 * 1024),
     **SECURITY_KEYS,
+    # ACLs (broker/authorizer.py): Kafka's StandardAuthorizer class name turns them on.
+    "authorizer.class.name": (str, ""),
+    "super.users": (str, None),
+    "allow.everyone.if.no.acl.found": (bool, False),
 }
 
 

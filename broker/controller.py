@@ -79,13 +79,14 @@ class Controller:
             await asyncio.gather(self._task, return_exceptions=True)
 
     # -- brokers ------------------------------------------------------------------------------------
-    def register(self, broker_id, host, port, rack=None):
+    def register(self, broker_id, host, port, rack=None, listeners=None):
         """Append the registration; its offset is the broker epoch. The broker starts fenced."""
         self.last_heartbeat[broker_id] = time.monotonic()
         recs = []
         if broker_id in self.image.brokers:  # a restart nobody noticed: lead elsewhere first
             recs = self._fence_records(broker_id)
-        return self.store.append(recs + [records.broker_record(broker_id, host, port, rack)])
+        return self.store.append(recs + [records.broker_record(broker_id, host, port, rack,
+                                                               listeners)])
 
     def heartbeat(self, broker_id, broker_epoch, metadata_offset, want_fence):
         """(error, is_caught_up, is_fenced)."""

@@ -1,7 +1,7 @@
 """Admin requests in a replicated cluster go to the active controller, wherever they arrive.
 
 Clients send CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and
-IncrementalAlterConfigs to any broker (Kafka's brokers forward them the same way). The active
+IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls and DeleteAcls to any broker (Kafka's brokers forward them the same way). The active
 controller runs the ordinary handler, whose metadata writes are appended through the quorum, and
 answers once they are committed; any other broker forwards the request as it came and relays the
 answer. With no controller reachable, or a controller that cannot commit, the request is
@@ -24,7 +24,8 @@ NEEDS_METADATA = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.FIN
 CATCH_UP_WAIT_S = 10.0
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-                       ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
+                       ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS,
+                       ApiKey.DELETE_ACLS})
 _CREATE = request(ApiKey.CREATE_TOPICS)
 COMMIT_TIMEOUT_S = 10.0
 FIND_CONTROLLER_S = 5.0
@@ -91,7 +92,12 @@ class _Header:
 
 def not_controller(key, req):
     """The request's own response shape, every entry NOT_CONTROLLER."""
-    code, schema = ErrorCode.NOT_CONTROLLER, response(key)
+    return answer_all(key, req, ErrorCode.NOT_CONTROLLER)
+
+
+def answer_all(key, req, code):
+    """The response to a forwarded request that answers every entry with `code`."""
+    schema = response(key)
     if key == ApiKey.CREATE_TOPICS:
         return schema.cls(throttle_time_ms=0, topics=[
             schema.make("topics", name=t.name, error_code=code) for t in req.topics])
@@ -110,4 +116,11 @@ def not_controller(key, req):
         users = dict.fromkeys(c.name for c in [*req.deletions, *req.upsertions])
         return schema.cls(throttle_time_ms=0, results=[
             schema.make("results", user=u, error_code=code) for u in users])
+    if key == ApiKey.CREATE_ACLS:
+        return schema.cls(throttle_time_ms=0, results=[
+            schema.make("results", error_code=code, error_message=None) for _ in req.creations])
+    if key == ApiKey.DELETE_ACLS:
+        return schema.cls(throttle_time_ms=0, filter_results=[
+            schema.make("filter_results", error_code=code, error_message=None, matching_acls=[])
+            for _ in req.filters])
     return schema.cls(throttle_time_ms=0, error_code=code)

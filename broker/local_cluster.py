@@ -49,6 +49,7 @@ class BrokerProcess:
         self.node_id = node_id
         self.extra = list(extra)
         self.listener = listener  # CONTROLLER for a controller-only node
+        self.more_listeners = ""  # e.g. "SASL_SSL://127.0.0.1:9093": served beside the first
         self.proc = None
 
     @property
@@ -67,6 +68,8 @@ class BrokerProcess:
     def argv(self):
         listen = (["--listen", self.bootstrap] if self.listener == "PLAINTEXT" else
                   ["-o", f"listeners={self.listener}://{self.bootstrap}"])
+        if self.more_listeners:
+            listen = ["-o", f"listeners={self.listener}://{self.bootstrap},{self.more_listeners}"]
         return [sys.executable, "-m", "minilog.broker", "start", *listen,
                 "--data-dir", str(self.log_dir), "--node-id", str(self.node_id),
                 *self.extra]
@@ -115,7 +118,9 @@ class LocalCluster:
     """
 
     def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None,
-                 controllers=0):
+                 controllers=0, listener="PLAINTEXT"):
+        """`listener`: the brokers' one listener's protocol (SASL_SSL for a secured cluster,
+        whose settings are in `extra`)."""
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="minilog-cluster-")
@@ -124,7 +129,7 @@ class LocalCluster:
         ports = list(ports) if ports else [free_port() for _ in range(size + controllers)]
         if replicated is None:
             replicated = size > 1 or controllers > 0
-        self.replicated, self.extra = replicated, list(extra)
+        self.replicated, self.extra, self.listener = replicated, list(extra), listener
         ids = range(1, size + controllers + 1)
         voters = list(zip(ids, ports))[size:] if controllers else list(zip(ids, ports))
         common = ["-o", "controller.quorum.voters=" +
@@ -136,7 +141,8 @@ class LocalCluster:
             roles = {"broker": ["-o", "process.roles=broker"],
                      "controller": ["-o", "process.roles=controller"]}
         self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],
-                                      node_id=i + 1, extra=[*common, *roles["broker"], *extra])
+                                      node_id=i + 1, extra=[*common, *roles["broker"], *extra],
+                                      listener=listener)
                         for i in range(size)]
         self.controllers = [BrokerProcess(self.data_dir / f"controller-{n}", port=p, node_id=n,
                                           extra=[*common, *roles["controller"], *extra],
@@ -160,12 +166,13 @@ class LocalCluster:
             raise
         return self
 
-    def wait_until_live(self, timeout=60.0):
+    def wait_until_live(self, timeout=60.0, client=None):
         """Whether every broker registered and caught up within `timeout` (the controller
-        unfenced it): until then a topic with a replica on each broker cannot be placed."""
+        unfenced it): until then a topic with a replica on each broker cannot be placed.
+        `client`: the settings to reach a secured cluster."""
         from minilog.connector.client import AdminClient, KafkaError
         deadline = time.monotonic() + timeout
-        with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
+        with AdminClient({**(client or {}), "bootstrap.servers": self.bootstrap}) as admin:
             while time.monotonic() < deadline:
                 try:
                     if len(admin.describe_cluster(timeout=5).brokers) >= len(self.brokers):
@@ -187,7 +194,7 @@ class LocalCluster:
             return [{"node_id": b.node_id, "port": b.port, "pid": pids.get(b.node_id)}
                     for b in nodes]
         state = {"brokers": saved(self.brokers), "controllers": saved(self.controllers),
-                 "extra": self.extra, "replicated": self.replicated}
+                 "extra": self.extra, "replicated": self.replicated, "listener": self.listener}
         self.data_dir.mkdir(parents=True, exist_ok=True)
         path = self.data_dir / STATE_FILE
         path.write_text(json.dumps(state, indent=1))

@@ -77,10 +77,13 @@ class TopicState:
 
 @dataclass
 class BrokerEndpoint:
+    """A broker's primary address, and every listener's ({name: (host, port)}, advertised):
+    Metadata answers each client with the addresses of the listener it came through."""
     node_id: int
     host: str
     port: int
     rack: str = None
+    listeners: dict = field(default_factory=dict)
 
 
 class MetadataImage:

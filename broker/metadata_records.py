@@ -30,9 +30,13 @@ def decode(value):
     return json.loads(value)
 
 
-def broker_record(node_id, host, port, rack=None):
-    """A (re)registration; the record's offset becomes the broker's epoch."""
-    return {"type": "broker", "id": node_id, "host": host, "port": port, "rack": rack}
+def broker_record(node_id, host, port, rack=None, listeners=None):
+    """A (re)registration; the record's offset becomes the broker's epoch. `listeners`:
+    {name: (host, port)} of every listener the broker serves clients on."""
+    rec = {"type": "broker", "id": node_id, "host": host, "port": port, "rack": rack}
+    if listeners:
+        rec["listeners"] = {name: list(address) for name, address in listeners.items()}
+    return rec
 
 
 def fence_record(node_id, fenced):
@@ -69,7 +73,7 @@ def leader_change_record(leader, epoch):
 def image_record(image):
     """The whole image as one record: a snapshot of everything before it in the log."""
     return {"type": "image", "next_producer_id": image.next_producer_id,
-            "brokers": [broker_record(b.node_id, b.host, b.port, b.rack)
+            "brokers": [broker_record(b.node_id, b.host, b.port, b.rack, b.listeners)
                         for b in image.registered.values()],
             "epochs": {str(n): e for n, e in image.broker_epochs.items()},
             "unfenced": sorted(image.brokers),
@@ -100,8 +104,9 @@ def apply(image, rec, offset):
     """Apply the record at `offset`; return the (topic, partition) keys whose state changed."""
     kind = rec["type"]
     if kind == "broker":
-        image.registered[rec["id"]] = BrokerEndpoint(rec["id"], rec["host"], rec["port"],
-                                                     rec.get("rack"))
+        image.registered[rec["id"]] = BrokerEndpoint(
+            rec["id"], rec["host"], rec["port"], rec.get("rack"),
+            {name: tuple(address) for name, address in rec.get("listeners", {}).items()})
         image.broker_epochs[rec["id"]] = offset
         image.fenced.add(rec["id"])
         image.brokers.pop(rec["id"], None)

@@ -12,8 +12,10 @@ log = logging.getLogger("minilog.broker.peers")
 
 
 class PeerChannel:
-    def __init__(self, node_id, connect_timeout=2.0):
+    def __init__(self, node_id, connect_timeout=2.0, security=None):
+        """`security`: how peers are reached (`inter_broker.py`), None for PLAINTEXT."""
         self.client_id = f"minilog-broker-{node_id}"
+        self.security = security
         self.connect_timeout = connect_timeout
         self._conns = {}  # (host, port, purpose) -> BrokerConnection
 
@@ -24,7 +26,7 @@ class PeerChannel:
         if conn is None or not conn.connected:
             conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
                                     connect_timeout=self.connect_timeout,
-                                    request_timeout=timeout)
+                                    request_timeout=timeout, security=self.security)
             self._conns[key] = conn
             try:
                 await conn.connect()

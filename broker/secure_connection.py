@@ -28,7 +28,9 @@ from minilog.connector.protocol import (
     response,
 )
 
+from .access import ANONYMOUS
 from .config import ConfigError
+from .inter_broker import inter_broker_security
 from .listeners import Listener, listener_setting
 from .sasl import AuthenticationFailed, IllegalSaslState, SaslAuthenticator
 from .server import BrokerServer, _CloseConnection, _Connection
@@ -39,7 +41,6 @@ log = logging.getLogger("minilog.broker.security")
 _SIZE = struct.Struct(">i")
 _HANDSHAKE = response(ApiKey.SASL_HANDSHAKE)
 _AUTHENTICATE = response(ApiKey.SASL_AUTHENTICATE)
-ANONYMOUS = "User:ANONYMOUS"
 
 
 @dataclass
@@ -214,11 +215,8 @@ def listener_server(broker, listener: Listener, sock=None, primary: bool = False
 def check_listeners(config) -> None:
     """Build every secured listener's TLS context and SASL settings once, so that a missing
     certificate or user list is a one-line error before the broker binds or recovers."""
-    primary = config.listeners[0]
-    if config.quorum_voters is not None and primary.secure:
-        raise ConfigError(f"listeners: in a cluster the first listener carries replication and "
-                          f"the controller quorum, which speak PLAINTEXT only for now; list "
-                          f"{primary.name} after a PLAINTEXT listener")
+    if config.quorum_voters is not None:
+        inter_broker_security(config)
     for listener in config.listeners:
         if listener.tls:
             server_context(config.values, listener)

@@ -25,6 +25,8 @@ from minilog.connector.protocol import (
     encode_response,
 )
 
+from .access import cluster_refusal, merge, refuse_forwarded
+from .controller_router import answer_all
 from .error_response import error_response
 from .file_region import FileRegion
 from .handlers import NO_RESPONSE, CloseConnection, Pending, served
@@ -92,10 +94,19 @@ class BrokerServer:
             request = REQUESTS[key].decode(body_reader, version)
         except CorruptMessage as e:
             raise _CloseConnection(f"malformed {api_name(key)} v{version}: {e}") from None
+        code = cluster_refusal(self.broker, header, key)
+        if code:
+            return encode_response(key, version, header.correlation_id,
+                                   error_response(key, version, request, code))
+        request, refused = refuse_forwarded(self.broker, header, key, request, answer_all)
+        if request is None:  # every entry refused by the ACLs: nothing to forward
+            return encode_response(key, version, header.correlation_id, refused)
         if self.broker.router is not None:  # replicated: admin requests to the controller
             call = self.broker.router.handle(key, header, request, entry.handler)
         else:
             call = entry.handler(self.broker, header, request)
+        if refused is not None:
+            call = _with_refusals(call, key, refused)
         return await self._answer(call, header, request, peer)
 
     async def _answer(self, call, header, request, peer):
@@ -269,6 +280,10 @@ class _Connection(FramedProtocol):
         finally:
             for region in regions:
                 region.close()
+
+
+async def _with_refusals(call, key, refused):
+    return merge(key, await call, refused)
 
 
 def _in(rng, v):

@@ -9,6 +9,7 @@
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
     minilog transactions list|describe                 transactions (see cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
+    minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -20,7 +21,7 @@ import os
 import sys
 import time
 
-from minilog.connector import cli_groups, cli_transactions, cli_users
+from minilog.connector import cli_acls, cli_groups, cli_transactions, cli_users
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
@@ -149,6 +150,7 @@ def build_parser():
     cli_groups.add_parser(sub, common)
     cli_transactions.add_parser(sub, common)
     cli_users.add_parser(sub, common)
+    cli_acls.add_parser(sub, common)
     return parser
 
 
@@ -438,11 +440,16 @@ def _users(args, out):
     cli_users.run(args, out, _settings(args))
 
 
+def _acls(args, out):
+    cli_acls.run(args, out, _settings(args), lambda message: UserError(f"minilog acls: {message}"))
+
+
 DELEGATED = ("broker", "cluster", "demo")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
                 "cluster": "a local cluster's brokers are found through its --data-dir"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
-            "groups": _groups, "transactions": _transactions, "users": _users}
+            "groups": _groups, "transactions": _transactions, "users": _users,
+            "acls": _acls}
 
 
 def _global_flags_end(argv):

@@ -38,7 +38,8 @@ def controller_apis():
         ApiKey.ALTER_PARTITION, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER,
-        ApiKey.ALTER_USER_SCRAM_CREDENTIALS})
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+        ApiKey.DESCRIBE_ACLS})
 
 
 def served(broker):
@@ -63,16 +64,22 @@ def leader_partition(broker, topic, index, followers_too=False):
 
 
 def on_listener(broker, header, endpoint):
-    """`endpoint` (a BrokerEndpoint) as the client should reach it: this broker's own is given
-    with the address of the listener the request came through (a client on the SASL_SSL port
-    must not be sent to the PLAINTEXT one)."""
+    """`endpoint` (a BrokerEndpoint) as the client should reach it: with the address of the
+    listener the request came through (a client on the SASL_SSL port must not be sent to the
+    PLAINTEXT one), as each broker registered it; the primary address when a broker has no
+    listener of that name."""
     session = header.session
-    if session is None or endpoint is None or endpoint.node_id != broker.config.node_id:
+    if session is None or endpoint is None:
         return endpoint
     import dataclasses
     listener = session.listener
-    return dataclasses.replace(endpoint, host=listener.advertised_host,
-                               port=listener.advertised_port)
+    if endpoint.node_id == broker.config.node_id and listener.advertised_port:
+        address = (listener.advertised_host, listener.advertised_port)
+    else:
+        address = endpoint.listeners.get(listener.name)
+    if address is None:
+        return endpoint
+    return dataclasses.replace(endpoint, host=address[0], port=address[1])
 
 
 def handles(api_key, lo, hi):
@@ -83,6 +90,7 @@ def handles(api_key, lo, hi):
 
 
 from . import (  # noqa: F401
+    acls,
     api_versions,
     configs,
     fetch,

@@ -2,6 +2,7 @@
 (type 4)."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..access import DESCRIBE_CONFIGS, config_resource_refusal
 from . import handles
 
 _DESCRIBE = response(ApiKey.DESCRIBE_CONFIGS)
@@ -28,8 +29,13 @@ def _type_of(value):
     return 2
 
 
-def _describe_one(broker, r):
+def _describe_one(broker, header, r):
     keys = set(r.configuration_keys) if r.configuration_keys is not None else None
+    refused = config_resource_refusal(broker, header, DESCRIBE_CONFIGS, r.resource_type,
+                                      r.resource_name)
+    if refused:
+        return _DESCRIBE.make("results", error_code=refused, error_message=None,
+                              resource_type=r.resource_type, resource_name=r.resource_name)
     if r.resource_type == TOPIC:
         if r.resource_name not in broker.metadata.topics:
             return _DESCRIBE.make("results", error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -56,7 +62,8 @@ def _describe_one(broker, r):
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 async def describe_configs(broker, header, req):
-    return _DESCRIBE.cls(throttle_time_ms=0, results=[_describe_one(broker, r) for r in req.resources])
+    return _DESCRIBE.cls(throttle_time_ms=0, results=[_describe_one(broker, header, r)
+                                                  for r in req.resources])
 
 
 def _apply(current, effective, ops):

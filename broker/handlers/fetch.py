@@ -15,6 +15,7 @@ import asyncio
 
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..access import CLUSTER, CLUSTER_ACTION, READ, TOPIC, allowed
 from ..file_region import FileRegion
 from ..log import OffsetOutOfRange
 from ..partition import wait_for_any
@@ -153,10 +154,13 @@ async def fetch(broker, header, req):
         else:
             ts = broker.metadata.topics.get(t.topic)
             wanted.append((t.topic, t.topic, ts.topic_id if ts else None, t.partitions))
+    refused = []
+    if broker.authorizer is not None:
+        wanted, refused = _split_refused(broker, header, wanted, follower)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
-    high_watermarks = None
-    while True:
+    high_watermarks, topics = None, []
+    while wanted or not refused:  # all refused: answer at once
         topics, total, partitions, errors, regions = _read_all(
             broker, wanted, req.max_bytes, follower, replica_id,
             read_committed=not follower and req.isolation_level == 1,
@@ -172,4 +176,22 @@ async def fetch(broker, header, req):
         for region in regions:
             region.close()
         await wait_for_any(partitions, remaining)
-    return _RESP.cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    return _RESP.cls(throttle_time_ms=0, error_code=0, session_id=0,
+                     responses=refused + topics)
+
+
+def _split_refused(broker, header, wanted, follower):
+    """(the wanted topics this principal may fetch, responses refusing the others): a
+    follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic."""
+    if follower:
+        ok = allowed(broker, header, CLUSTER_ACTION, CLUSTER)
+        keep = wanted if ok else []
+    else:
+        keep = [w for w in wanted if w[1] is None or allowed(broker, header, READ, TOPIC, w[1])]
+    if len(keep) == len(wanted):
+        return wanted, []
+    kept = {id(w) for w in keep}
+    refused = [_RESP.make("responses", topic=name, topic_id=topic_id, partitions=[
+        _partition_response(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in parts])
+        for w in wanted if id(w) not in kept for _, name, topic_id, parts in (w,)]
+    return keep, refused

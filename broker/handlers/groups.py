@@ -10,6 +10,8 @@ import time
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..group_records import OffsetAndMetadata
+from ..access import CLUSTER, DELETE, DESCRIBE, READ, allowed, group_refusal, topic_refusal, \
+    txn_refusal
 from . import handles, on_listener
 
 _FIND = response(ApiKey.FIND_COORDINATOR)
@@ -29,8 +31,12 @@ NO_AUTH_OPS = -2147483648
 
 
 # -- FindCoordinator ------------------------------------------------------------------------------
-def _coordinator(broker, key, key_type):
+def _coordinator(broker, header, key, key_type):
     """(error, message, endpoint or None) for one coordinator key."""
+    if key_type == TRANSACTION_KEY and key and txn_refusal(broker, header, DESCRIBE, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, None
+    if key_type == GROUP_KEY and key is not None and group_refusal(broker, header, DESCRIBE, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, None
     if key_type == TRANSACTION_KEY and key:
         txn = getattr(broker, "txn", None)
         if txn is None or not txn.active:
@@ -58,7 +64,7 @@ async def find_coordinator(broker, header, req):
     batched = header.api_version >= 4
     found = [(key, code, message, on_listener(broker, header, ep))
              for key in (req.coordinator_keys if batched else [req.key])
-             for code, message, ep in [_coordinator(broker, key, req.key_type)]]
+             for code, message, ep in [_coordinator(broker, header, key, req.key_type)]]
     if batched:
         return _FIND.cls(throttle_time_ms=0, coordinators=[_FIND.make(
             "coordinators", key=key, error_code=code, error_message=message,
@@ -74,6 +80,11 @@ async def find_coordinator(broker, header, req):
 @handles(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(broker, header, req):
     v = header.api_version
+    refused = group_refusal(broker, header, READ, req.group_id)
+    if refused:
+        return _JOIN.cls(throttle_time_ms=0, error_code=refused, generation_id=-1,
+                         protocol_type=None, protocol_name=None if v >= 7 else "", leader="",
+                         skip_assignment=False, member_id=req.member_id, members=[])
     result = await broker.groups.join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None,
         header.client_id or "", f"/{header.client_host}" if header.client_host else "",
@@ -93,6 +104,10 @@ async def join_group(broker, header, req):
 @handles(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(broker, header, req):
     v = header.api_version
+    refused = group_refusal(broker, header, READ, req.group_id)
+    if refused:
+        return _SYNC.cls(throttle_time_ms=0, error_code=refused, protocol_type=None,
+                         protocol_name=None, assignment=b"")
     result = await broker.groups.sync_group(
         req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
         req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
@@ -104,6 +119,9 @@ async def sync_group(broker, header, req):
 
 @handles(ApiKey.HEARTBEAT, 0, 4)
 async def heartbeat(broker, header, req):
+    refused = group_refusal(broker, header, READ, req.group_id)
+    if refused:
+        return _HEARTBEAT.cls(throttle_time_ms=0, error_code=refused)
     code = broker.groups.heartbeat(req.group_id, req.generation_id, req.member_id,
                                    req.group_instance_id if header.api_version >= 3 else None)
     return _HEARTBEAT.cls(throttle_time_ms=0, error_code=code)
@@ -114,6 +132,9 @@ async def leave_group(broker, header, req):
     batched = header.api_version >= 3
     leaving = ([(m.member_id, m.group_instance_id) for m in req.members] if batched
                else [(req.member_id, None)])
+    refused = group_refusal(broker, header, READ, req.group_id)
+    if refused:
+        return _LEAVE.cls(throttle_time_ms=0, error_code=refused, members=[])
     code, errors = broker.groups.leave_group(req.group_id, leaving)
     if not batched:  # one member: its error is the response's error
         return _LEAVE.cls(throttle_time_ms=0, error_code=code or next((e for e in errors if e), 0))
@@ -128,31 +149,48 @@ async def offset_commit(broker, header, req):
     v = header.api_version
     now = time.time_ns() // 1_000_000
     retention = req.retention_time_ms if 2 <= v <= 4 else -1
-    offsets = {}
+    offsets, refused = {}, {}
+    group_refused = group_refusal(broker, header, READ, req.group_id)
     for t in req.topics:
+        code = group_refused or topic_refusal(broker, header, READ, t.name)
         for p in t.partitions:
+            if code:
+                refused[(t.name, p.partition_index)] = code
+                continue
             commit_ts = p.commit_timestamp if v == 1 and p.commit_timestamp >= 0 else now
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
                 p.committed_metadata or "", commit_ts, now + retention if retention >= 0 else None)
     results = await broker.groups.commit_offsets(
         req.group_id, req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
-        req.generation_id_or_member_epoch if v >= 1 else -1, offsets)
+        req.generation_id_or_member_epoch if v >= 1 else -1, offsets) if offsets or not refused \
+        else {}
+    results.update(refused)
     return _COMMIT.cls(throttle_time_ms=0, topics=[_COMMIT.make("topics", name=t.name, partitions=[
         _COMMIT.make("topics", "partitions", partition_index=p.partition_index,
                      error_code=results[(t.name, p.partition_index)]) for p in t.partitions])
         for t in req.topics])
 
 
-def _fetch_group(broker, group_id, topics, require_stable=False):
+def _fetch_group(broker, header, group_id, topics, require_stable=False):
     """(error, {topic: [(partition, OffsetAndMetadata or None, error)]}) in request order.
     With `require_stable` an offset still waiting for its transaction is answered
-    UNSTABLE_OFFSET_COMMIT (KIP-447), which the client retries."""
+    UNSTABLE_OFFSET_COMMIT (KIP-447), which the client retries. Topics the principal may not
+    describe are answered TOPIC_AUTHORIZATION_FAILED when named, left out when all are asked."""
+    refused = group_refusal(broker, header, DESCRIBE, group_id)
+    if refused:
+        return refused, {}
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
     code, found = broker.groups.fetch_offsets(group_id, wanted)
     pending = broker.groups.txn_offsets.is_pending
-    by_topic = {}
+    by_topic, hidden = {}, {}
     for (topic, partition), om in found:
+        if topic not in hidden:
+            hidden[topic] = topic_refusal(broker, header, DESCRIBE, topic)
+        if hidden[topic]:
+            if topics is not None:
+                by_topic.setdefault(topic, []).append((partition, None, hidden[topic]))
+            continue
         unstable = require_stable and pending(group_id, (topic, partition))
         by_topic.setdefault(topic, []).append(
             (partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if unstable else
@@ -176,12 +214,12 @@ async def offset_fetch(broker, header, req):
     if v >= 8:
         groups = []
         for grp in req.groups:
-            code, by_topic = _fetch_group(broker, grp.group_id, grp.topics, req.require_stable)
+            code, by_topic = _fetch_group(broker, header, grp.group_id, grp.topics, req.require_stable)
             groups.append(_FETCH.make("groups", group_id=grp.group_id, error_code=code,
                                       topics=[] if code else _fetched_topics(("groups", "topics"),
                                                                              by_topic)))
         return _FETCH.cls(throttle_time_ms=0, groups=groups)
-    code, by_topic = _fetch_group(broker, req.group_id, req.topics, v >= 7 and req.require_stable)
+    code, by_topic = _fetch_group(broker, header, req.group_id, req.topics, v >= 7 and req.require_stable)
     if code and v < 2:  # no top-level error before v2: each requested partition carries it
         by_topic = {t.name: [(i, None, 0) for i in t.partition_indexes] for t in req.topics or ()}
         return _FETCH.cls(topics=_fetched_topics(("topics",), by_topic, code))
@@ -191,8 +229,14 @@ async def offset_fetch(broker, header, req):
 
 @handles(ApiKey.OFFSET_DELETE, 0, 0)
 async def offset_delete(broker, header, req):
-    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    code, results = broker.groups.delete_offsets(req.group_id, wanted)
+    refused = {t.name: topic_refusal(broker, header, READ, t.name) for t in req.topics}
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions
+              if not refused[t.name]]
+    code = group_refusal(broker, header, DELETE, req.group_id)
+    if not code:
+        code, results = broker.groups.delete_offsets(req.group_id, wanted)
+        results.update({(t.name, p.partition_index): refused[t.name] for t in req.topics
+                        for p in t.partitions if refused[t.name]})
     topics = [] if code else [_OFFSET_DELETE.make("topics", name=t.name, partitions=[
         _OFFSET_DELETE.make("topics", "partitions", partition_index=p.partition_index,
                             error_code=results.get((t.name, p.partition_index), 0))
@@ -206,6 +250,8 @@ async def list_groups(broker, header, req):
     v = header.api_version
     code, groups = broker.groups.list_groups(req.states_filter if v >= 4 else (),
                                              req.types_filter if v >= 5 else ())
+    if not allowed(broker, header, DESCRIBE, CLUSTER):  # then only the groups it may describe
+        groups = [g for g in groups if not group_refusal(broker, header, DESCRIBE, g[0])]
     return _LIST.cls(throttle_time_ms=0, error_code=code, groups=[
         _LIST.make("groups", group_id=gid, protocol_type=ptype, group_state=state,
                    group_type="classic") for gid, ptype, state in groups])
@@ -215,6 +261,12 @@ async def list_groups(broker, header, req):
 async def describe_groups(broker, header, req):
     out = []
     for group_id in req.groups:
+        refused = group_refusal(broker, header, DESCRIBE, group_id)
+        if refused:
+            out.append(_DESCRIBE.make("groups", error_code=refused, group_id=group_id,
+                                      group_state="", protocol_type="", protocol_data="",
+                                      members=[], authorized_operations=NO_AUTH_OPS))
+            continue
         code, s = broker.groups.describe_group(group_id)
         members = [_DESCRIBE.make("groups", "members", member_id=m.member_id,
                                   group_instance_id=m.group_instance_id, client_id=m.client_id,
@@ -229,6 +281,8 @@ async def describe_groups(broker, header, req):
 
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(broker, header, req):
-    results = broker.groups.delete_groups(req.groups_names)
+    refused = {g: group_refusal(broker, header, DELETE, g) for g in req.groups_names}
+    results = broker.groups.delete_groups([g for g in req.groups_names if not refused[g]])
+    results.update({g: code for g, code in refused.items() if code})
     return _DELETE.cls(throttle_time_ms=0, results=[
         _DELETE.make("results", group_id=gid, error_code=results[gid]) for gid in req.groups_names])

@@ -7,6 +7,7 @@ a single broker has one epoch, which ends at the log end.
 """
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..access import CLUSTER, CLUSTER_ACTION, DESCRIBE, allowed, topic_refusal
 from . import handles
 from .fetch import _epoch_error as epoch_error
 
@@ -34,10 +35,14 @@ def _answer(broker, topic, p):
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
 async def offset_for_leader_epoch(broker, header, req):
     topics = []
+    replica = getattr(req, "replica_id", -1) >= 0
     for t in req.topics:
         parts = []
+        refused = (0 if allowed(broker, header, CLUSTER_ACTION, CLUSTER)
+                   else ErrorCode.CLUSTER_AUTHORIZATION_FAILED) if replica else \
+            topic_refusal(broker, header, DESCRIBE, t.topic)
         for p in t.partitions:
-            code, epoch, end = _answer(broker, t.topic, p)
+            code, epoch, end = (refused, *UNDEFINED) if refused else _answer(broker, t.topic, p)
             parts.append(_RESP.make("topics", "partitions", error_code=code,
                                     partition=p.partition, leader_epoch=epoch, end_offset=end))
         topics.append(_RESP.make("topics", topic=t.topic, partitions=parts))

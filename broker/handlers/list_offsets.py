@@ -7,6 +7,7 @@ from minilog.connector.batch import read_header
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 from minilog.connector.records import decode_batches
 
+from ..access import DESCRIBE, topic_refusal
 from . import handles, leader_partition
 
 _RESP = response(ApiKey.LIST_OFFSETS)
@@ -64,9 +65,10 @@ async def list_offsets(broker, header, req):
     topics = []
     for t in req.topics:
         parts = []
+        refused = topic_refusal(broker, header, DESCRIBE, t.name)
         for p in t.partitions:
-            partition, code = leader_partition(broker, t.name, p.partition_index,
-                                               followers_too=req.replica_id >= 0)
+            partition, code = (None, refused) if refused else leader_partition(
+                broker, t.name, p.partition_index, followers_too=req.replica_id >= 0)
             if partition is None:
                 parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
                                         error_code=code))

@@ -1,6 +1,7 @@
 """Metadata and DescribeCluster: brokers, topics, partitions, leaders, replicas."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..access import CLUSTER, CREATE, DESCRIBE, TOPIC, allowed
 from . import handles, on_listener
 
 _META = response(ApiKey.METADATA)
@@ -30,18 +31,29 @@ def describe_topic(broker, ts):
                       topic_authorized_operations=NO_AUTH_OPS)
 
 
+def _may_create(broker, header, name: str) -> bool:
+    return allowed(broker, header, CREATE, CLUSTER) or allowed(broker, header, CREATE, TOPIC, name)
+
+
 @handles(ApiKey.METADATA, 0, 12)
 async def metadata(broker, header, req):
     image = broker.metadata
     if req.topics is None or (header.api_version == 0 and not req.topics):
-        wanted = [ts for ts in image.topics.values()]
-        topics = [describe_topic(broker, ts) for ts in wanted]
+        # a principal sees only the topics it may describe
+        topics = [describe_topic(broker, ts) for ts in image.topics.values()
+                  if allowed(broker, header, DESCRIBE, TOPIC, ts.name)]
     else:
         topics = []
         auto = req.allow_auto_topic_creation if header.api_version >= 4 else True
         for t in req.topics:
             ts = image.topics.get(t.name) if t.name is not None else image.by_id.get(t.topic_id)
-            if ts is None and t.name is not None and auto and broker.config["auto.create.topics.enable"]:
+            name = t.name if ts is None else ts.name
+            if name is not None and not allowed(broker, header, DESCRIBE, TOPIC, name):
+                topics.append(_META.make("topics", error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                         name=t.name, topic_id=t.topic_id, is_internal=False))
+                continue
+            if ts is None and t.name is not None and auto and \
+                    broker.config["auto.create.topics.enable"] and _may_create(broker, header, name):
                 code = broker.auto_create_topic(t.name)
                 if code:
                     topics.append(_META.make("topics", error_code=code, name=t.name))
@@ -68,6 +80,11 @@ async def metadata(broker, header, req):
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 async def describe_cluster(broker, header, req):
+    if not allowed(broker, header, DESCRIBE, CLUSTER):
+        return _CLUSTER.cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            error_message="Cluster authorization failed.", endpoint_type=1,
+                            cluster_id=broker.metadata.cluster_id, controller_id=-1, brokers=[],
+                            cluster_authorized_operations=NO_AUTH_OPS)
     return _CLUSTER.cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                         cluster_id=broker.metadata.cluster_id,
                         controller_id=broker.metadata.controller_id,

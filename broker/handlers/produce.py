@@ -9,6 +9,7 @@ import asyncio
 from minilog.connector import batch as batch_format
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..access import TOPIC, TXN, WRITE, allowed
 from ..log_validator import validate_keys
 from ..producer_errors import append_error_code
 from . import NO_RESPONSE, CloseConnection, Pending, handles, leader_partition
@@ -80,6 +81,15 @@ def _when_replicated(broker, results, timeout_ms):
     return respond()
 
 
+def _refusal(broker, header, req) -> int:
+    """Transactional records need WRITE on their transactional id (Kafka's check before any
+    topic's); the topics need WRITE each."""
+    txn = getattr(req, "transactional_id", None)
+    if txn is not None and not allowed(broker, header, WRITE, TXN, txn):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return 0
+
+
 @handles(ApiKey.PRODUCE, 3, 11)
 async def produce(broker, header, req):
     acks = req.acks
@@ -88,10 +98,16 @@ async def produce(broker, header, req):
             _partition_result(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in t.partition_data])
             for t in req.topic_data]
         return _RESP.cls(responses=results, throttle_time_ms=0)
+    refused = _refusal(broker, header, req)
     results = []
     for t in req.topic_data:
-        parts = [produce_to_partition(broker, t.name, p.index, p.records, acks)
-                 for p in t.partition_data]
+        code = refused or (0 if allowed(broker, header, WRITE, TOPIC, t.name)
+                           else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if code:
+            parts = [_partition_result(p.index, code) for p in t.partition_data]
+        else:
+            parts = [produce_to_partition(broker, t.name, p.index, p.records, acks)
+                     for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == -1 and broker.replicas is not None:
         for t in req.topic_data:  # appended: let the frame's buffer serve the next request

@@ -4,6 +4,8 @@ InitProducerId goes to the transaction coordinator (`txn_coordinator.py`)."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..producer_ids import ProducerIdsUnavailable
+from ..access import CLUSTER, IDEMPOTENT_WRITE, TOPIC, WRITE, allowed, \
+    allowed_on_any, txn_refusal
 from . import handles
 from .transactions import for_version
 
@@ -14,6 +16,10 @@ _ALLOCATE = response(ApiKey.ALLOCATE_PRODUCER_IDS)
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
 async def init_producer_id(broker, header, req):
     if req.transactional_id is not None:
+        refused = txn_refusal(broker, header, WRITE, req.transactional_id)
+        if refused:
+            return _PID.cls(throttle_time_ms=0, error_code=refused, producer_id=-1,
+                            producer_epoch=-1)
         txn = getattr(broker, "txn", None)
         if txn is None:
             return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -27,6 +33,10 @@ async def init_producer_id(broker, header, req):
     # Without a transactional id Kafka ignores any producer id and epoch sent (a KIP-360 bump
     # request included) and hands out a new id: bumping the one sent would let any client
     # fence any producer.
+    if not (allowed(broker, header, IDEMPOTENT_WRITE, CLUSTER)
+            or allowed_on_any(broker, header, WRITE, TOPIC)):  # Kafka's rule since KIP-679
+        return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        producer_id=-1, producer_epoch=-1)
     try:
         pid = await broker.producer_ids.next_id()
     except ProducerIdsUnavailable:

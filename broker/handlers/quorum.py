@@ -82,8 +82,9 @@ async def broker_registration(broker, header, req):
         return _REG.cls(throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
     if not req.listeners:
         return _REG.cls(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
-    listener = req.listeners[0]
-    epoch = controller.register(req.broker_id, listener.host, listener.port, req.rack)
+    listener = req.listeners[0]  # the primary one: where other brokers reach it
+    epoch = controller.register(req.broker_id, listener.host, listener.port, req.rack,
+                                {lst.name: (lst.host, lst.port) for lst in req.listeners})
     if not await broker.quorum.raft.wait_committed(epoch, 5.0):
         return _REG.cls(throttle_time_ms=0, error_code=ErrorCode.REQUEST_TIMED_OUT)
     return _REG.cls(throttle_time_ms=0, error_code=0, broker_epoch=epoch)

@@ -2,6 +2,7 @@
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..txn_coordinator import TRANSACTION_TOPIC, create_transaction_topic
+from ..access import DELETE, topic_refusal
 from . import handles, leader_partition
 
 _CREATE = response(ApiKey.CREATE_TOPICS)
@@ -83,9 +84,11 @@ async def delete_records(broker, header, req):
     topics = []
     for t in req.topics:
         parts = []
+        refused = topic_refusal(broker, header, DELETE, t.name)
         for p in t.partitions:
             # only the leader moves the log start; followers copy it from their fetches
-            partition, code = leader_partition(broker, t.name, p.partition_index)
+            partition, code = (None, refused) if refused else \
+                leader_partition(broker, t.name, p.partition_index)
             if partition is None:
                 parts.append(_RECORDS.make("topics", "partitions", partition_index=p.partition_index,
                                            low_watermark=-1, error_code=code))

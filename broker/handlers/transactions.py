@@ -12,6 +12,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from .. import txn_markers
 from ..group_records import OffsetAndMetadata
+from ..access import READ, WRITE, group_refusal, topic_refusal, txn_refusal
 from . import handles
 
 _ADD_PARTITIONS = response(ApiKey.ADD_PARTITIONS_TO_TXN)
@@ -36,11 +37,27 @@ def _coordinator(broker):
     return getattr(broker, "txn", None)
 
 
+def _add_partitions_refusals(broker, header, transactional_id, wanted) -> dict:
+    """Kafka's answer when the transactional id or a topic may not be written: the refused
+    partitions get their authorization error, the others OPERATION_NOT_ATTEMPTED."""
+    code = txn_refusal(broker, header, WRITE, transactional_id)
+    if code:
+        return dict.fromkeys(wanted, code)
+    topics = {t: topic_refusal(broker, header, WRITE, t) for t, _ in wanted}
+    if not any(topics.values()):
+        return {}
+    return {(t, i): topics[t] or ErrorCode.OPERATION_NOT_ATTEMPTED for t, i in wanted}
+
+
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
 async def add_partitions_to_txn(broker, header, req):
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     txn = _coordinator(broker)
-    if txn is None:
+    refused = _add_partitions_refusals(broker, header, req.v3_and_below_transactional_id,
+                                       wanted)
+    if refused:
+        results = refused
+    elif txn is None:
         results = dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         results = await txn.add_partitions(req.v3_and_below_transactional_id,
@@ -60,8 +77,11 @@ async def add_partitions_to_txn(broker, header, req):
 @handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def add_offsets_to_txn(broker, header, req):
     txn = _coordinator(broker)
-    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if txn is None else await txn.add_offsets(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+    code = txn_refusal(broker, header, WRITE, req.transactional_id) or \
+        group_refusal(broker, header, READ, req.group_id)
+    if not code:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if txn is None else await txn.add_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
     return _ADD_OFFSETS.cls(throttle_time_ms=0, error_code=for_version(
         code, ApiKey.ADD_OFFSETS_TO_TXN, header.api_version))
 
@@ -69,8 +89,10 @@ async def add_offsets_to_txn(broker, header, req):
 @handles(ApiKey.END_TXN, 0, 4)
 async def end_txn(broker, header, req):
     txn = _coordinator(broker)
-    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if txn is None else await txn.end_txn(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    code = txn_refusal(broker, header, WRITE, req.transactional_id)
+    if not code:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if txn is None else await txn.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
     return _END.cls(throttle_time_ms=0, error_code=for_version(code, ApiKey.END_TXN,
                                                                header.api_version))
 
@@ -78,19 +100,28 @@ async def end_txn(broker, header, req):
 @handles(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
 async def txn_offset_commit(broker, header, req):
     v = header.api_version
-    offsets = {}
+    offsets, refused = {}, {}
+    whole = txn_refusal(broker, header, WRITE, req.transactional_id) or \
+        group_refusal(broker, header, READ, req.group_id)
     for t in req.topics:
+        code = whole or topic_refusal(broker, header, READ, t.name)
         for p in t.partitions:
+            if code:
+                refused[(t.name, p.partition_index)] = code
+                continue
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
                 p.committed_metadata or "", time.time_ns() // 1_000_000, None)
-    if broker.groups is None:
+    if refused and not offsets:
+        results = {}
+    elif broker.groups is None:
         results = dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         results = await broker.groups.commit_txn_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
             req.generation_id if v >= 3 else -1, offsets)
+    results = {**results, **refused}
     return _TXN_COMMIT.cls(throttle_time_ms=0, topics=[_TXN_COMMIT.make(
         "topics", name=t.name, partitions=[_TXN_COMMIT.make(
             "topics", "partitions", partition_index=p.partition_index,

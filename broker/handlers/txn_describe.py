@@ -4,6 +4,7 @@ DescribeProducers (answered by a partition's leader from its producer state)."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from .. import txn_state
+from ..access import CLUSTER, DESCRIBE, READ, allowed, topic_refusal, txn_refusal
 from . import handles, leader_partition
 
 _DESCRIBE = response(ApiKey.DESCRIBE_TRANSACTIONS)
@@ -15,8 +16,10 @@ _PRODUCERS = response(ApiKey.DESCRIBE_PRODUCERS)
 async def describe_transactions(broker, header, req):
     out = []
     for txn_id in req.transactional_ids:
-        code, md = broker.txn.describe(txn_id) if broker.txn else \
-            (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+        code, md = txn_refusal(broker, header, DESCRIBE, txn_id), None
+        if not code:
+            code, md = broker.txn.describe(txn_id) if broker.txn else \
+                (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
         fields = {} if md is None else dict(
             transaction_state=md.state, transaction_timeout_ms=md.timeout_ms,
             transaction_start_time_ms=md.start_ms, producer_id=md.producer_id,
@@ -38,6 +41,9 @@ async def list_transactions(broker, header, req):
     duration = req.duration_filter if header.api_version >= 1 else -1
     found = [] if broker.txn is None else broker.txn.list(
         wanted, set(req.producer_id_filters or ()), duration)
+    if not allowed(broker, header, DESCRIBE, CLUSTER):  # only the ids it may describe
+        found = [md for md in found if not txn_refusal(broker, header, DESCRIBE,
+                                                       md.transactional_id)]
     return _LIST.cls(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
                      transaction_states=[_LIST.make(
                          "transaction_states", transactional_id=md.transactional_id,
@@ -50,8 +56,10 @@ async def describe_producers(broker, header, req):
     topics = []
     for t in req.topics:
         parts = []
+        refused = topic_refusal(broker, header, READ, t.name)
         for index in t.partition_indexes:
-            partition, code = leader_partition(broker, t.name, index)
+            partition, code = (None, refused) if refused else \
+                leader_partition(broker, t.name, index)
             active = [] if partition is None else [_PRODUCERS.make(
                 "topics", "partitions", "active_producers", producer_id=e.producer_id,
                 producer_epoch=e.epoch, last_sequence=e.last_sequence,

@@ -18,7 +18,7 @@ import time
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
-from . import admin_users
+from . import admin_acls, admin_users
 from .admin_groups import GroupAdmin
 from .admin_transactions import TransactionAdmin
 from .cluster import STALE_METADATA, Cluster
@@ -387,6 +387,29 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
             await admin_users.alter(await self._controller(), [], [change])
         await self._retry(attempt, timeout, "AlterUserScramCredentials")
 
+    # ---- ACLs (admin_acls.py) ------------------------------------------------------------
+    async def create_acls(self, acls, timeout=None):
+        """Create `AclBinding`s (connector/acl_types.py); creating an existing one is no error."""
+        async def attempt():
+            await admin_acls.create(await self._controller(), list(acls))
+        await self._retry(attempt, timeout, "CreateAcls")
+
+    async def describe_acls(self, timeout=None, **acl_filter):
+        """The ACLs matching the filter (`admin_acls.acl_filter`'s keywords; all by default)."""
+        fields = admin_acls.acl_filter(**acl_filter)
+
+        async def attempt():
+            return await admin_acls.describe(await self._controller(), fields)
+        return await self._retry(attempt, timeout, "DescribeAcls")
+
+    async def delete_acls(self, timeout=None, **acl_filter):
+        """Delete the ACLs matching the filter; the ACLs deleted."""
+        fields = admin_acls.acl_filter(**acl_filter)
+
+        async def attempt():
+            return await admin_acls.delete(await self._controller(), fields)
+        return await self._retry(attempt, timeout, "DeleteAcls")
+
     async def close(self):
         self._close_group_coordinators()
         self._cluster.close()
@@ -428,4 +451,5 @@ add_blocking_methods(AdminClient, AsyncAdminClient, (
     "incremental_alter_configs", "list_offsets", "delete_records", "describe_cluster",
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
     "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions",
-    "describe_user_scram_credentials", "upsert_scram_credential", "delete_scram_credential"))
+    "describe_user_scram_credentials", "upsert_scram_credential", "delete_scram_credential",
+    "create_acls", "describe_acls", "delete_acls"))

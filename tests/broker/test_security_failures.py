@@ -222,9 +222,9 @@ def test_the_principal_of_a_client_certificate_is_its_subject_as_kafka_writes_it
      "sasl.enabled.mechanisms"),
     ({"listeners": "INTERNAL://127.0.0.1:{port}"}, "listener.security.protocol.map"),
     ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "PLAIN",
-      "controller.quorum.voters": "1@127.0.0.1:{port}"}, "first listener"),
+      "controller.quorum.voters": "1@127.0.0.1:{port}"}, "sasl.mechanism.inter.broker.protocol"),
 ], ids=["no-certificate", "jks", "missing-file", "no-plain-users", "gssapi", "unmapped",
-        "secured-cluster-listener"])
+        "secured-cluster-listener-without-broker-login"])
 def test_a_broker_with_bad_security_settings_refuses_to_start_in_one_line(tmp_path, settings,
                                                                           says):
     port = free_port()
