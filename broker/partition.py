@@ -82,13 +82,16 @@ class Partition:
         A follower whose last fetched epoch ended earlier here has a tail the leader does not:
         it is told where to truncate instead of getting records. An epoch newer than any here
         is answered with this leader's latest epoch and log end, so the follower cuts what it
-        has of later epochs and at most down to this log's end, never to its start."""
+        has of later epochs and at most down to this log's end, never to its start. A divergence
+        before this log's start is answered as it is: the follower then fetches out of range."""
         if self.epoch_cache is not None and last_fetched_epoch >= 0:
             epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log_end_offset)
             if end < 0:
                 epoch, end = self.epoch_cache.latest_epoch, self.log_end_offset
             if epoch < last_fetched_epoch or end < fetch_offset:
-                return epoch, max(end, self.log_start_offset)
+                # Below this log's start too: the follower cuts there, and its next fetch is out
+                # of range, so it starts over at this log's start (KRaft: fetch the snapshot).
+                return epoch, end
         if fetch_offset > self.log_end_offset:
             # Ahead of this log with no epoch to compare (KIP-279's out-of-range case): cut
             # to this log's end, as Kafka's follower does, never to the high watermark.

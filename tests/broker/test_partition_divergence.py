@@ -1,8 +1,9 @@
 """A leader's answer to a follower whose log diverges, and the follower's truncation: never
 below what the leader has (KIP-101, KIP-279), tested on real logs without a server."""
+import pytest
 from minilog.broker.follower_tracker import FollowerTracker
 from minilog.broker.leader_epoch_cache import LeaderEpochCache
-from minilog.broker.log import Log
+from minilog.broker.log import Log, OffsetOutOfRange
 from minilog.broker.partition import Partition
 from minilog.connector.batch import split_batches
 from minilog.connector.records import encode_batch
@@ -59,3 +60,20 @@ def test_an_older_epoch_still_ends_where_the_next_began(tmp_path):
     leader = _leader(tmp_path / "leader", [(0, 5), (2, 5)])
     assert leader.follower_fetched(2, 8, 0) == (0, 5)
     assert leader.follower_fetched(2, 10, 2) is None
+
+
+def test_a_follower_whose_divergence_lies_before_the_leaders_log_start_starts_over(tmp_path):
+    """The follower led epoch 1 alone past where the leader's epoch 1 ended (offset 5); the
+    leader has since deleted its log before 12 (a snapshot, retention). The follower must cut to
+    5, then start over at the leader's log start. Told "diverging at 12" (the log start) it cut
+    nothing, having 12 records itself, and fetched the same answer forever."""
+    leader = _leader(tmp_path / "leader", [(0, 3), (1, 2), (2, 10)])
+    leader.log.delete_records_before(12)
+    follower = _replica(tmp_path / "follower", [(0, 3), (1, 9)])
+    diverging = leader.follower_fetched(2, follower.log_end_offset, 1)
+    assert diverging == (1, 5)
+    follower.truncate_for_divergence(*diverging)
+    assert follower.log_end_offset <= 5  # its batch 3..11 goes whole
+    assert leader.follower_fetched(2, follower.log_end_offset, 0) is None  # agrees below 3
+    with pytest.raises(OffsetOutOfRange):  # below the log start: it starts over at 12
+        leader.read(follower.log_end_offset, 1 << 20, committed_only=False)
