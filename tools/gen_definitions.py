@@ -20,7 +20,7 @@ SUPPORTED = {
     "CreateTopics": (2, 7), "DeleteTopics": (1, 6), "DeleteRecords": (0, 2),
     "InitProducerId": (0, 5), "DescribeConfigs": (1, 4), "DeleteGroups": (0, 2),
     "CreatePartitions": (0, 3), "IncrementalAlterConfigs": (0, 1), "OffsetDelete": (0, 0),
-    "DescribeCluster": (0, 1), "AlterConfigs": (0, 2),
+    "DescribeCluster": (0, 1), "AlterConfigs": (0, 2), "DescribeLogDirs": (0, 4),
     # Between brokers: the controller quorum (Raft), registration, ISR changes, truncation.
     "Vote": (0, 0), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
     "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 1),

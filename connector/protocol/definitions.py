@@ -505,6 +505,25 @@ AlterConfigsResponse 33 0-2 flex2
     error_message string null0+
     resource_type int8
     resource_name string
+DescribeLogDirsRequest 35 0-4 flex2
+  topics [] null0+
+    topic string
+    partitions []int32
+DescribeLogDirsResponse 35 0-4 flex2
+  throttle_time_ms int32
+  error_code int16 v3+
+  results []
+    error_code int16
+    log_dir string
+    topics []
+      name string
+      partitions []
+        partition_index int32
+        partition_size int64
+        offset_lag int64
+        is_future_key bool
+    total_bytes int64 v4+ =-1
+    usable_bytes int64 v4+ =-1
 VoteRequest 52 0-0 flex0
   cluster_id string null0+
   topics []
