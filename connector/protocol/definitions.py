@@ -94,7 +94,7 @@ FetchResponse 1 4-16 flex12
     host string v16+
     port int32 v16+
     rack string v16+ null16+
-ListOffsetsRequest 2 1-9 flex6
+ListOffsetsRequest 2 0-9 flex6
   replica_id int32
   isolation_level int8 v2+
   topics []
@@ -103,15 +103,17 @@ ListOffsetsRequest 2 1-9 flex6
       partition_index int32
       current_leader_epoch int32 v4+ =-1
       timestamp int64
-ListOffsetsResponse 2 1-9 flex6
+      max_num_offsets int32 v0 =1
+ListOffsetsResponse 2 0-9 flex6
   throttle_time_ms int32 v2+
   topics []
     name string
     partitions []
       partition_index int32
       error_code int16
-      timestamp int64 =-1
-      offset int64 =-1
+      old_style_offsets []int64 v0
+      timestamp int64 v1+ =-1
+      offset int64 v1+ =-1
       leader_epoch int32 v4+ =-1
 MetadataRequest 3 0-12 flex9
   topics [] null1+

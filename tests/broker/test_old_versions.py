@@ -1,0 +1,118 @@
+"""Old request versions that Kafka 3.9 still answers and deployed tools still send (Burrow's
+ListOffsets v0), sent with the codec on a bare connection and each answer checked field by
+field against Kafka's own message definitions (`../shared/kafka-protocol`)."""
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from wire import RawConnection
+
+from minilog.connector.protocol import ApiKey, request, response
+
+KAFKA_PROTOCOL = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
+LATEST, EARLIEST = -1, -2
+
+
+def kafka_fields(message, version):
+    """Names (snake case, as the codec's) of the top-level and nested fields Kafka's JSON
+    definition gives `message` at `version`: {path: {field names}}."""
+    import re
+    text = "\n".join(line for line in (KAFKA_PROTOCOL / f"{message}.json").read_text()
+                     .splitlines() if not line.strip().startswith("//"))
+
+    def valid(spec):
+        if spec == "none":
+            return False
+        if spec.endswith("+"):
+            return version >= int(spec[:-1])
+        lo, _, hi = spec.partition("-")
+        return int(lo) <= version <= int(hi or lo)
+
+    out = {}
+
+    def walk(fields, path):
+        names = out.setdefault(path, set())
+        for f in fields:
+            if valid(f["versions"]) and "taggedVersions" not in f:
+                name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", f["name"]).lower()
+                names.add(name)
+                if f.get("fields"):
+                    walk(f["fields"], f"{path}.{name}" if path else name)
+    walk(json.loads(text)["fields"], "")
+    return out
+
+
+def codec_fields(schema, version):
+    """The same for the codec's declaration: what goes on the wire at `version`."""
+    out = {}
+
+    def walk(struct, path):
+        names = out.setdefault(path, set())
+        for f in struct.fields:
+            if f.versions[0] <= version <= f.versions[1] and not f.tagged:
+                names.add(f.name)
+                if f.struct is not None:
+                    walk(f.struct, f"{path}.{f.name}" if path else f.name)
+    walk(schema, "")
+    return out
+
+
+@pytest.fixture(scope="module")
+def ten(broker):
+    """A topic whose one partition holds ten records."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("old-ten", 1, 1)])["old-ten"].result(10)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(10):
+        p.produce("old-ten", value=b"v%d" % i)
+    assert p.flush(10) == 0
+    return "old-ten"
+
+
+def list_offsets_v0(broker, topic, timestamp, max_num_offsets):
+    Req = request(ApiKey.LIST_OFFSETS)
+    conn = RawConnection(broker.bootstrap)
+    try:
+        return conn.call(ApiKey.LIST_OFFSETS, 0, Req.cls(replica_id=-1, topics=[
+            Req.make("topics", name=topic, partitions=[Req.make(
+                "topics", "partitions", partition_index=0, timestamp=timestamp,
+                max_num_offsets=max_num_offsets)])]))
+    finally:
+        conn.close()
+
+
+def test_api_versions_advertises_list_offsets_v0(broker):
+    conn = RawConnection(broker.bootstrap)
+    try:
+        resp = conn.call(ApiKey.API_VERSIONS, 0, request(ApiKey.API_VERSIONS).cls())
+    finally:
+        conn.close()
+    versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert versions[ApiKey.LIST_OFFSETS][0] == 0
+
+
+@pytest.mark.parametrize("timestamp, max_num, expected", [
+    (LATEST, 1, [10]), (EARLIEST, 1, [0]), (LATEST, 10, [10, 0])])
+def test_list_offsets_v0_answers_old_style_offsets(broker, ten, timestamp, max_num, expected):
+    """Kafka 3.9's legacyFetchOffsetsBefore: segment base offsets and the log end, largest
+    first; Burrow (sarama with kafka-version below 0.10.1) asks latest, one offset."""
+    resp = list_offsets_v0(broker, ten, timestamp, max_num)
+    [topic] = resp.topics
+    [part] = topic.partitions
+    assert (topic.name, part.partition_index, part.error_code) == (ten, 0, 0)
+    assert part.old_style_offsets == expected
+
+
+
+@pytest.mark.parametrize("message", ["ListOffsetsRequest", "ListOffsetsResponse"])
+def test_the_codec_declares_list_offsets_v0_as_kafka_does(message):
+    schema = (request if message.endswith("Request") else response)(ApiKey.LIST_OFFSETS)
+    assert codec_fields(schema, 0) == kafka_fields(message, 0)
+
+
+def test_list_offsets_v0_for_an_unknown_topic_names_the_error(broker):
+    [topic] = list_offsets_v0(broker, "no-such-topic-v0", LATEST, 1).topics
+    assert topic.partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert topic.partitions[0].old_style_offsets == []
