@@ -332,7 +332,7 @@ ApiVersionsResponse 18 0-4 flex3
     max_version_level int16 v3+
     min_version_level int16 v3+
   zk_migration_ready bool v3+ tag3@3+
-CreateTopicsRequest 19 2-7 flex5
+CreateTopicsRequest 19 0-7 flex5
   topics []
     name string
     num_partitions int32
@@ -342,16 +342,16 @@ CreateTopicsRequest 19 2-7 flex5
       broker_ids []int32
     configs []
       name string
-      value string null2+
+      value string null0+
   timeout_ms int32 =60000
-  validate_only bool
-CreateTopicsResponse 19 2-7 flex5
-  throttle_time_ms int32
+  validate_only bool v1+
+CreateTopicsResponse 19 0-7 flex5
+  throttle_time_ms int32 v2+
   topics []
     name string
     topic_id uuid v7+
     error_code int16
-    error_message string null2+
+    error_message string v1+ null0+
     topic_config_error_code int16 v5+ tag0@5+
     num_partitions int32 v5+ =-1
     replication_factor int16 v5+ =-1
@@ -361,14 +361,14 @@ CreateTopicsResponse 19 2-7 flex5
       read_only bool v5+
       config_source int8 v5+ =-1
       is_sensitive bool v5+
-DeleteTopicsRequest 20 1-6 flex4
+DeleteTopicsRequest 20 0-6 flex4
   topics [] v6+
     name string v6+ null6+
     topic_id uuid v6+
-  topic_names []string v1-5
+  topic_names []string v0-5
   timeout_ms int32
-DeleteTopicsResponse 20 1-6 flex4
-  throttle_time_ms int32
+DeleteTopicsResponse 20 0-6 flex4
+  throttle_time_ms int32 v1+
   responses []
     name string null6+
     topic_id uuid v6+
@@ -399,32 +399,33 @@ InitProducerIdResponse 22 0-5 flex2
   error_code int16
   producer_id int64 =-1
   producer_epoch int16
-DescribeConfigsRequest 32 1-4 flex4
+DescribeConfigsRequest 32 0-4 flex4
   resources []
     resource_type int8
     resource_name string
-    configuration_keys []string null1+
-  include_synonyms bool
+    configuration_keys []string null0+
+  include_synonyms bool v1+
   include_documentation bool v3+
-DescribeConfigsResponse 32 1-4 flex4
+DescribeConfigsResponse 32 0-4 flex4
   throttle_time_ms int32
   results []
     error_code int16
-    error_message string null1+
+    error_message string null0+
     resource_type int8
     resource_name string
     configs []
       name string
-      value string null1+
+      value string null0+
       read_only bool
-      config_source int8 =-1
+      is_default bool v0
+      config_source int8 v1+ =-1
       is_sensitive bool
-      synonyms []
-        name string
-        value string null1+
-        source int8
+      synonyms [] v1+
+        name string v1+
+        value string v1+ null0+
+        source int8 v1+
       config_type int8 v3+
-      documentation string v3+ null1+
+      documentation string v3+ null0+
 DeleteGroupsRequest 42 0-2 flex2
   groups_names []string
 DeleteGroupsResponse 42 0-2 flex2

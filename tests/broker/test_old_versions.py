@@ -106,10 +106,63 @@ def test_list_offsets_v0_answers_old_style_offsets(broker, ten, timestamp, max_n
 
 
 
-@pytest.mark.parametrize("message", ["ListOffsetsRequest", "ListOffsetsResponse"])
-def test_the_codec_declares_list_offsets_v0_as_kafka_does(message):
-    schema = (request if message.endswith("Request") else response)(ApiKey.LIST_OFFSETS)
-    assert codec_fields(schema, 0) == kafka_fields(message, 0)
+# The versions below minilog's former minimum, now answered as Kafka 3.9 answers them.
+OLD = [(ApiKey.LIST_OFFSETS, 0), (ApiKey.CREATE_TOPICS, 0), (ApiKey.CREATE_TOPICS, 1),
+       (ApiKey.DELETE_TOPICS, 0), (ApiKey.DESCRIBE_CONFIGS, 0),
+       *((ApiKey.DESCRIBE_LOG_DIRS, v) for v in range(5))]
+
+
+@pytest.mark.parametrize("api, version", OLD)
+@pytest.mark.parametrize("kind", ["Request", "Response"])
+def test_the_codec_declares_each_old_version_as_kafka_does(api, version, kind):
+    schema = (request if kind == "Request" else response)(api)
+    assert codec_fields(schema, version) == kafka_fields(schema.name, version)
+
+
+def test_api_versions_advertises_kafka_39s_minimum_for_each_old_version(broker):
+    conn = RawConnection(broker.bootstrap)
+    try:
+        resp = conn.call(ApiKey.API_VERSIONS, 3, request(ApiKey.API_VERSIONS).cls(
+            client_software_name="old", client_software_version="1"))
+    finally:
+        conn.close()
+    versions = {k.api_key: k.min_version for k in resp.api_keys}
+    assert {api: versions[api] for api, _ in OLD} == {api: 0 for api, _ in OLD}
+
+
+def call(broker, api, version, **body):
+    conn = RawConnection(broker.bootstrap)
+    try:
+        return conn.call(api, version, request(api).cls(**body))
+    finally:
+        conn.close()
+
+
+def test_create_and_delete_topics_v0(broker):
+    """CreateTopics v0 (no validate_only, no error message) and DeleteTopics v0 (names)."""
+    req = request(ApiKey.CREATE_TOPICS)
+    created = call(broker, ApiKey.CREATE_TOPICS, 0, timeout_ms=10000, topics=[
+        req.make("topics", name="v0-topic", num_partitions=2, replication_factor=1,
+                 assignments=[], configs=[req.make("topics", "configs", name="retention.ms",
+                                                   value="60000")])])
+    assert [(t.name, t.error_code) for t in created.topics] == [("v0-topic", 0)]
+    again = call(broker, ApiKey.CREATE_TOPICS, 0, timeout_ms=10000, topics=[
+        req.make("topics", name="v0-topic", num_partitions=2, replication_factor=1,
+                 assignments=[], configs=[])])
+    assert [t.error_code for t in again.topics] == [36]  # TOPIC_ALREADY_EXISTS
+    deleted = call(broker, ApiKey.DELETE_TOPICS, 0, topic_names=["v0-topic"], timeout_ms=10000)
+    assert [(r.name, r.error_code) for r in deleted.responses] == [("v0-topic", 0)]
+
+
+def test_describe_configs_v0_says_is_default(broker, ten):
+    """v0 has `is_default` where later versions have `config_source`."""
+    req = request(ApiKey.DESCRIBE_CONFIGS)
+    resp = call(broker, ApiKey.DESCRIBE_CONFIGS, 0, resources=[req.make(
+        "resources", resource_type=2, resource_name=ten, configuration_keys=None)])
+    [result] = resp.results
+    configs = {c.name: c for c in result.configs}
+    assert result.error_code == 0
+    assert configs["retention.ms"].is_default and configs["retention.ms"].value == "604800000"
 
 
 def test_list_offsets_v0_for_an_unknown_topic_names_the_error(broker):
