@@ -1,7 +1,6 @@
 """Where `format("minilog")` once behaved differently from Spark's `format("kafka")`, each
 compared with Spark's own source (KafkaSourceProvider, KafkaWriter, KafkaWriteTask) or docs,
 in a real Spark session against a real broker."""
-import json
 import logging
 
 import pytest
@@ -321,12 +320,10 @@ def mixed(broker):
 
 def value_bytes_per_batch(progress):
     """(records, value bytes) each batch of a query over `mixed` read, from its offsets."""
+    from minilog.datasource import offsets_read
     out = []
     for p in progress:
-        source = p["sources"][0]
-        [end] = json.loads(source["endOffset"]).values()
-        start = next(iter((json.loads(source["startOffset"] or "null") or {0: {}}).values()))
-        n = {int(k): v - start.get(k, 0) for k, v in end.items()}
+        n = {partition: count for (_, partition), count in offsets_read(p["sources"][0]).items()}
         if sum(n.values()):
             out.append((sum(n.values()), n.get(0, 0) * BIG + n.get(1, 0) * SMALL))
     return out
