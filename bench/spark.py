@@ -44,7 +44,7 @@ WRITERS = ("minilog sink", "confluent foreachPartition")
 POOL = {"pool on": "minilog", "pool off": "minilog_nopool"}
 MASTER = "local[2,4]"
 BYTES_SIZES = (100, 300, 1000, 3000)   # value bytes in each partition of the "bytes" topic
-BYTES_RECORDS, QUICK_BYTES_RECORDS = 8_000, 2_000   # per partition
+BYTES_RECORDS, QUICK_BYTES_RECORDS = 8_000, 500   # per partition
 BYTES_ASKED = (256 * 1024, 1024 * 1024)
 
 
