@@ -129,14 +129,36 @@ def _get(url):
         return None  # 404 until Burrow has seen the group
 
 
-def test_burrow_reports_the_lag_of_a_confluent_kafka_group(broker, burrow):
-    topic, group = f"burrow-{uuid.uuid4().hex[:8]}", f"burrowed-{uuid.uuid4().hex[:8]}"
+def _topic_of(broker, records_per_partition):
+    """A new topic of two partitions holding `records_per_partition` records each."""
+    topic = f"burrow-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(10)
+    _produce(broker, topic, records_per_partition)
+    return topic
+
+
+def _produce(broker, topic, per_partition):
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(100):
+    for i in range(2 * per_partition):
         p.produce(topic, value=b"x", partition=i % 2)
     assert p.flush(10) == 0
+
+
+def _burrow_lag(burrow, group, topic, total):
+    """{partition: (committed offset, lag)} once Burrow reports `total` lag for the group."""
+    def lag():
+        answer = _get(f"{burrow}/consumer/{group}/lag")
+        if not answer or answer["error"] or answer["status"]["totallag"] != total:
+            return None
+        return answer["status"]
+    status = wait_until(lag, 120, what=f"Burrow to report a lag of {total} for {group}")
+    return {p["partition"]: (p["end"]["offset"], p["current_lag"])
+            for p in status["partitions"] if p["topic"] == topic}
+
+
+def test_burrow_reports_the_lag_of_a_confluent_kafka_group(broker, burrow):
+    topic, group = _topic_of(broker, 50), f"burrowed-{uuid.uuid4().hex[:8]}"
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                   "enable.auto.commit": False})
     try:
@@ -144,15 +166,18 @@ def test_burrow_reports_the_lag_of_a_confluent_kafka_group(broker, burrow):
                  asynchronous=False)
     finally:
         c.close()
+    assert _burrow_lag(burrow, group, topic, 50) == {0: (20, 30), 1: (30, 20)}
+    assert _get(f"{burrow}/topic/{topic}")["offsets"] == [50, 50]
 
-    def lag():
-        answer = _get(f"{burrow}/consumer/{group}/lag")
-        if not answer or answer["error"] or answer["status"]["totallag"] != 50:
-            return None
-        return answer["status"]
-    status = wait_until(lag, 120, what="Burrow to report the group's lag")
-    parts = {p["partition"]: (p["end"]["offset"], p["current_lag"])
-             for p in status["partitions"] if p["topic"] == topic}
-    assert parts == {0: (20, 30), 1: (30, 20)}
-    topics = _get(f"{burrow}/topic/{topic}")
-    assert topics["offsets"] == [50, 50]
+
+def test_burrow_reports_the_lag_of_a_spark_querys_group(spark, broker, burrow, tmp_path):
+    """A `format("minilog")` query commits its progress to its group (commitOffsetsToGroup):
+    Burrow sees the group at the end of what the query read, and behind by what came after."""
+    from sparktools import run_available_now
+    topic, group = _topic_of(broker, 10), f"spark-burrowed-{uuid.uuid4().hex[:8]}"
+    df = (spark.readStream.format("minilog").option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("subscribe", topic).option("startingOffsets", "earliest")
+          .option("kafka.group.id", group).load())
+    run_available_now(df, tmp_path / "cp", sink="noop")
+    _produce(broker, topic, 3)
+    assert _burrow_lag(burrow, group, topic, 6) == {0: (10, 3), 1: (10, 3)}
