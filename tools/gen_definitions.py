@@ -13,7 +13,7 @@ from pathlib import Path
 
 # API name -> (min version, max version) that minilog declares.
 SUPPORTED = {
-    "Produce": (3, 11), "Fetch": (4, 16), "ListOffsets": (0, 9), "Metadata": (0, 12),
+    "Produce": (3, 11), "Fetch": (0, 16), "ListOffsets": (0, 9), "Metadata": (0, 12),
     "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "FindCoordinator": (0, 6),
     "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
     "DescribeGroups": (0, 5), "ListGroups": (0, 5), "ApiVersions": (0, 4),

@@ -35,20 +35,20 @@ ProduceResponse 0 3-11 flex9
     host string v10+
     port int32 v10+
     rack string v10+ null10+
-FetchRequest 1 4-16 flex12
+FetchRequest 1 0-16 flex12
   cluster_id string v12+ null12+ tag0@12+
-  replica_id int32 v4-14 =-1
+  replica_id int32 v0-14 =-1
   replica_state {} v15+ tag1@15+
     replica_id int32 v15+ =-1
     replica_epoch int64 v15+ =-1
   max_wait_ms int32
   min_bytes int32
-  max_bytes int32 =0x7fffffff
-  isolation_level int8
+  max_bytes int32 v3+ =0x7fffffff
+  isolation_level int8 v4+
   session_id int32 v7+
   session_epoch int32 v7+ =-1
   topics []
-    topic string v4-12
+    topic string v0-12
     topic_id uuid v13+
     partitions []
       partition int32
@@ -62,18 +62,18 @@ FetchRequest 1 4-16 flex12
     topic_id uuid v13+
     partitions []int32 v7+
   rack_id string v11+
-FetchResponse 1 4-16 flex12
-  throttle_time_ms int32
+FetchResponse 1 0-16 flex12
+  throttle_time_ms int32 v1+
   error_code int16 v7+
   session_id int32 v7+
   responses []
-    topic string v4-12
+    topic string v0-12
     topic_id uuid v13+
     partitions []
       partition_index int32
       error_code int16
       high_watermark int64
-      last_stable_offset int64 =-1
+      last_stable_offset int64 v4+ =-1
       log_start_offset int64 v5+ =-1
       diverging_epoch {} v12+ tag0@12+
         epoch int32 v12+ =-1
@@ -84,11 +84,11 @@ FetchResponse 1 4-16 flex12
       snapshot_id {} v12+ tag2@12+
         end_offset int64 =-1
         epoch int32 =-1
-      aborted_transactions [] null4+
-        producer_id int64
-        first_offset int64
+      aborted_transactions [] v4+ null4+
+        producer_id int64 v4+
+        first_offset int64 v4+
       preferred_read_replica int32 v11+ =-1
-      records records null4+
+      records records null0+
   node_endpoints [] v16+ tag0@16+
     node_id int32 v16+
     host string v16+

@@ -109,6 +109,7 @@ def test_list_offsets_v0_answers_old_style_offsets(broker, ten, timestamp, max_n
 # The versions below minilog's former minimum, now answered as Kafka 3.9 answers them.
 OLD = [(ApiKey.LIST_OFFSETS, 0), (ApiKey.CREATE_TOPICS, 0), (ApiKey.CREATE_TOPICS, 1),
        (ApiKey.DELETE_TOPICS, 0), (ApiKey.DESCRIBE_CONFIGS, 0),
+       *((ApiKey.FETCH, v) for v in range(4)),
        *((ApiKey.DESCRIBE_LOG_DIRS, v) for v in range(5))]
 
 
@@ -169,3 +170,47 @@ def test_list_offsets_v0_for_an_unknown_topic_names_the_error(broker):
     [topic] = list_offsets_v0(broker, "no-such-topic-v0", LATEST, 1).topics
     assert topic.partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert topic.partitions[0].old_style_offsets == []
+
+
+def _message_set(data):
+    """[(offset, magic, crc ok, timestamp or None, key, value)] of a v0/v1 message set."""
+    import struct
+    import zlib
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        offset, size = struct.unpack_from(">qi", data, pos)
+        body = data[pos + 12:pos + 12 + size]
+        crc, magic, _attributes = struct.unpack_from(">Ibb", body)
+        at = 6
+        timestamp = None
+        if magic == 1:
+            (timestamp,) = struct.unpack_from(">q", body, at)
+            at += 8
+        fields = []
+        for _ in range(2):
+            (n,) = struct.unpack_from(">i", body, at)
+            at += 4
+            fields.append(None if n < 0 else body[at:at + n])
+            at += max(n, 0)
+        out.append((offset, magic, crc == zlib.crc32(body[4:]), timestamp, *fields))
+        pos += 12 + size
+    return out
+
+
+@pytest.mark.parametrize("version, magic", [(0, 0), (1, 0), (2, 1), (3, 1)])
+def test_fetch_v0_to_v3_down_converts_to_message_formats_v0_and_v1(broker, ten, version,
+                                                                     magic):
+    """Kafka 3.9 down-converts for Fetch v0-v3 (v0/v1: message format v0; v2/v3: v1), one
+    uncompressed message per record from the fetch offset on, CRC32 over the message."""
+    req = request(ApiKey.FETCH)
+    resp = call(broker, ApiKey.FETCH, version, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                topics=[req.make("topics", topic=ten, partitions=[req.make(
+                    "topics", "partitions", partition=0, fetch_offset=3,
+                    partition_max_bytes=1 << 20)])])
+    [topic] = resp.responses
+    [part] = topic.partitions
+    assert (part.error_code, part.high_watermark) == (0, 10)
+    messages = _message_set(bytes(part.records))
+    assert [(m[0], m[1], m[2], m[4], m[5]) for m in messages] == [
+        (i, magic, True, None, b"v%d" % i) for i in range(3, 10)]
+    assert all((m[3] is None) == (magic == 0) for m in messages)
