@@ -83,16 +83,6 @@ def list_offsets_v0(broker, topic, timestamp, max_num_offsets):
         conn.close()
 
 
-def test_api_versions_advertises_list_offsets_v0(broker):
-    conn = RawConnection(broker.bootstrap)
-    try:
-        resp = conn.call(ApiKey.API_VERSIONS, 0, request(ApiKey.API_VERSIONS).cls())
-    finally:
-        conn.close()
-    versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert versions[ApiKey.LIST_OFFSETS][0] == 0
-
-
 @pytest.mark.parametrize("timestamp, max_num, expected", [
     (LATEST, 1, [10]), (EARLIEST, 1, [0]), (LATEST, 10, [10, 0])])
 def test_list_offsets_v0_answers_old_style_offsets(broker, ten, timestamp, max_num, expected):
