@@ -17,6 +17,10 @@ interleaved, median kept:
   `environment`: Spark starts separate Python workers with that environment for it (checked:
   `spark.executorEnv.*` and the driver's environment at start also reach the workers, but for
   the whole session).
+- **bytes**: `maxBytesPerTrigger` against `maxOffsetsPerTrigger` asking the same bytes (the
+  record count that holds them), on partitions of different record sizes: the bytes each
+  micro-batch obtained against those asked, and the time per micro-batch (the byte bound adds
+  one DescribeLogDirs per trigger).
 - **write**: rows/s of `df.write.format("minilog")...mode("append").save()` against a
   `foreachPartition` writer on confluent-kafka's Producer (same producer settings), each run
   into a new topic, its record count checked, the topic deleted after.
@@ -39,6 +43,9 @@ READERS = ("minilog", "synthetic", "naive confluent")
 WRITERS = ("minilog sink", "confluent foreachPartition")
 POOL = {"pool on": "minilog", "pool off": "minilog_nopool"}
 MASTER = "local[2,4]"
+BYTES_SIZES = (100, 300, 1000, 3000)   # value bytes in each partition of the "bytes" topic
+BYTES_RECORDS, QUICK_BYTES_RECORDS = 8_000, 500   # per partition
+BYTES_ASKED = (256 * 1024, 1024 * 1024)
 
 
 def start_spark():
@@ -172,6 +179,53 @@ def measure_pool(rep, spark, bootstrap, n, repeats, warmup):
     return rows
 
 
+def _fill_sized(bootstrap, topic, per_partition):
+    from minilog.connector.client import Producer
+    cluster.create_topic(bootstrap, topic, len(BYTES_SIZES))
+    with Producer(clients.producer_config(bootstrap)) as prod:
+        for p, size in enumerate(BYTES_SIZES):
+            for _ in range(per_partition):
+                prod.send(topic, value=b"b" * size, partition=p)
+        prod.flush()
+
+
+def _value_bytes(progress):
+    """Value bytes each micro-batch read, from its start and end offsets."""
+    from minilog.datasource import offsets_read
+    return [sum(n * BYTES_SIZES[partition] for (_, partition), n in
+                offsets_read(p["sources"][0]).items()) for p in progress]
+
+
+def measure_bytes(rep, spark, bootstrap, per_partition, repeats, warmup):
+    _fill_sized(bootstrap, "bytes", per_partition)
+    n = per_partition * len(BYTES_SIZES)
+    per_record = sum(BYTES_SIZES) / len(BYTES_SIZES)
+    base = {"kafka.bootstrap.servers": bootstrap, "subscribe": "bytes",
+            "startingOffsets": "earliest"}
+    rows = []
+    for asked in BYTES_ASKED:
+        variants = {"maxBytesPerTrigger": {**base, "maxBytesPerTrigger": str(asked)},
+                    "maxOffsetsPerTrigger": {**base, "maxOffsetsPerTrigger":
+                                             str(int(asked / per_record))}}
+        runs = interleaved({name: (lambda o=opts: stream(spark, "minilog", o, n)[1])
+                            for name, opts in variants.items()}, repeats, warmup)
+        for name, progresses in runs.items():
+            batches = [p for progress in progresses for p in progress]
+            got = _value_bytes(batches)
+            full = got[:-1] or got  # the last batch takes what is left
+            row = {"what": name, "asked_kib": asked // 1024, "batches": len(got) // repeats,
+                   "median_kib": median(full) / 1024, "max_kib": max(full) / 1024,
+                   "max_over_asked": max(full) / asked,
+                   "trigger_ms": median([p["durationMs"]["triggerExecution"] for p in batches]),
+                   "latest_ms": median([p["durationMs"].get("latestOffset", 0)
+                                        for p in batches])}
+            rows.append(row)
+            rep.log(f"bytes {name:22} asked {asked // 1024:5} KiB: median {row['median_kib']:7.1f}"
+                    f" KiB, max {row['max_kib']:7.1f} KiB over {row['batches']} batches, "
+                    f"{row['trigger_ms']:.0f} ms/batch ({row['latest_ms']:.0f} in latestOffset)")
+    return rows
+
+
 def measure_write(rep, spark, bootstrap, n, repeats, warmup):
     from pyspark.sql import functions as F
     value = clients.value_of(SIZE)
@@ -225,10 +279,12 @@ def run(args):
     repeats = args.repeats or (1 if quick else 3)
     n = QUICK_RECORDS if quick else RECORDS
     pool_n = QUICK_POOL_RECORDS if quick else POOL_RECORDS
+    bytes_n = QUICK_BYTES_RECORDS if quick else BYTES_RECORDS
     rep = Report("spark", quick, args.out, {
         "records": n, "value_bytes": SIZE, "partitions": PARTITIONS, "repeats": repeats,
         "master": MASTER, "pyspark": pyspark.__version__,
-        "pool_records": pool_n, "maxOffsetsPerTrigger": POOL_TRIGGER})
+        "pool_records": pool_n, "maxOffsetsPerTrigger": POOL_TRIGGER,
+        "bytes_records_per_partition": bytes_n, "bytes_value_sizes": list(BYTES_SIZES)})
     t0 = time.perf_counter()
     spark = start_spark()
     rep.log(f"Spark session started in {time.perf_counter() - t0:.1f} s")
@@ -236,13 +292,14 @@ def run(args):
         with cluster.running("minilog") as broker:
             read = measure_read(rep, spark, broker.bootstrap, n, repeats, not quick)
             pool = measure_pool(rep, spark, broker.bootstrap, pool_n, repeats, not quick)
+            by_bytes = measure_bytes(rep, spark, broker.bootstrap, bytes_n, repeats, not quick)
             write = measure_write(rep, spark, broker.bootstrap, n, repeats, not quick)
     finally:
         spark.stop()
-    report(rep, n, read, pool, write)
+    report(rep, n, read, pool, by_bytes, write)
 
 
-def report(rep, n, read, pool, write):
+def report(rep, n, read, pool, by_bytes, write):
     columns = [("what", "source"), ("rows_s", "rows/s"), ("min", "min"), ("max", "max"),
                ("seconds", "s"), ("mb_s", "MB/s")]
     rep.section(f"Read: availableNow query into noop, {n:,} rows of {SIZE} B, {PARTITIONS} "
@@ -252,6 +309,14 @@ def report(rep, n, read, pool, write):
                 pool, [("what", "minilog"), ("batches", "micro-batches"),
                        ("rows_batch", "rows/batch"), ("trigger_ms", "ms/batch"),
                        ("add_batch_ms", "ms in addBatch")])
+    rep.section("Byte-bounded micro-batches (maxBytesPerTrigger) against record-bounded ones "
+                f"asking the same bytes: value sizes {'/'.join(map(str, BYTES_SIZES))} B by "
+                "partition; KiB of values per micro-batch (the last left out) and time per "
+                "micro-batch (median triggerExecution)",
+                by_bytes, [("what", "bound"), ("asked_kib", "asked KiB"),
+                           ("batches", "micro-batches"), ("median_kib", "median KiB"),
+                           ("max_kib", "max KiB"), ("max_over_asked", "max/asked"),
+                           ("trigger_ms", "ms/batch"), ("latest_ms", "ms in latestOffset")])
     rep.section(f"Write: {n:,} rows of {SIZE} B from {PARTITIONS} partitions (rows/s)", write,
                 [("what", "writer")] + columns[1:])
     got = {r["what"]: r["rows_s"] for r in read + write}
@@ -260,6 +325,10 @@ def report(rep, n, read, pool, write):
     rep.ratio("spark read naive confluent/synthetic", got["naive confluent"], got["synthetic"])
     rep.ratio("spark micro-batch time pool on/off", per_batch["pool on"], per_batch["pool off"],
               "< 1: the pool saves time")
+    cost = {r["what"]: r["trigger_ms"] for r in by_bytes if r["asked_kib"] == 1024}
+    rep.ratio("spark micro-batch time maxBytesPerTrigger/maxOffsetsPerTrigger (1 MiB)",
+              cost["maxBytesPerTrigger"], cost["maxOffsetsPerTrigger"],
+              "the byte bound's cost")
     rep.ratio("spark write minilog sink/confluent foreachPartition", got["minilog sink"],
               got["confluent foreachPartition"], "target > 1")
     rep.plot("throughput", lambda plt: bars(

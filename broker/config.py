@@ -108,6 +108,14 @@ NO_EFFECT_KEYS = frozenset({
     "replica.socket.timeout.ms", "controller.socket.timeout.ms",
 }) - set(BROKER_KEYS)  # those minilog implements take effect
 
+# Broker settings Kafka 3.9 still accepts and ignores with a warning, removed in Kafka 4.0:
+# {name: why it is ignored}.
+DEPRECATED_KEYS = {
+    "log.message.format.version": "Kafka 3.0 and later always write message format v2",
+    "log.message.timestamp.difference.max.ms":
+        "replaced by log.message.timestamp.before.max.ms and log.message.timestamp.after.max.ms",
+}
+
 log = logging.getLogger("minilog.broker.config")
 
 
@@ -141,7 +149,7 @@ def _check_keys(props):
     in one line, about Kafka settings that have no effect here."""
     known = [*BROKER_KEYS, *NO_EFFECT_KEYS]
     unknown = [k for k in props if k not in BROKER_KEYS and k not in NO_EFFECT_KEYS
-               and not is_listener_setting(k)]
+               and k not in DEPRECATED_KEYS and not is_listener_setting(k)]
     if unknown:
         described = []
         for key in unknown:
@@ -152,6 +160,10 @@ def _check_keys(props):
     ignored = sorted(k for k in props if k in NO_EFFECT_KEYS)
     if ignored:
         log.warning("Kafka settings with no effect in minilog, ignored: %s", ", ".join(ignored))
+    deprecated = sorted(k for k in props if k in DEPRECATED_KEYS)
+    if deprecated:
+        log.warning("Deprecated Kafka settings, ignored as Kafka 3.9 ignores them (removed in "
+                    "Kafka 4.0): %s", "; ".join(f"{k} ({DEPRECATED_KEYS[k]})" for k in deprecated))
 
 
 @dataclass

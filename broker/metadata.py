@@ -23,6 +23,14 @@ TOPIC_CONFIG_KEYS = frozenset({
     "min.compaction.lag.ms", "min.cleanable.dirty.ratio", "compression.type",
     "unclean.leader.election.enable",
 })
+# Kafka 3.9 still accepts these, ignores them and warns; Kafka 4.0 removed them (KIP-724,
+# KIP-937). librdkafka's test 0092 sets message.format.version. {name: why it is ignored}
+DEPRECATED_TOPIC_CONFIGS = {
+    "message.format.version": "Kafka 3.0 and later always write message format v2",
+    "message.timestamp.difference.max.ms":
+        "replaced by message.timestamp.before.max.ms and message.timestamp.after.max.ms",
+}
+TOPIC_CONFIG_KEYS |= frozenset(DEPRECATED_TOPIC_CONFIGS)
 
 
 def topic_name_error(name, allow_internal=False):

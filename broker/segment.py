@@ -101,6 +101,11 @@ class LogSegment:
         """Timestamp retention.ms compares with: max timestamp, else the file's mtime."""
         if self._max_ts >= 0:
             return self._max_ts
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self):
+        """The `.log` file's mtime: what ListOffsets v0 answers by, as Kafka 3.9."""
         return os.fstat(self._fd).st_mtime_ns // 1_000_000
 
     @property

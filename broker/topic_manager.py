@@ -6,11 +6,15 @@ this runs on the active controller: requests are validated against its working v
 holds its own not yet committed decisions), and logs open and close on every broker only as
 the committed metadata reaches its replica manager.
 """
+import logging
+
 from minilog.connector.protocol import ErrorCode
 
 from .log import LogConfig
-from .metadata import TOPIC_CONFIG_KEYS, topic_name_error
+from .metadata import DEPRECATED_TOPIC_CONFIGS, TOPIC_CONFIG_KEYS, topic_name_error
 from .partition import Partition
+
+log = logging.getLogger("minilog.broker.topics")
 
 # config_source values reported by DescribeConfigs
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
@@ -52,6 +56,14 @@ class TopicManager:
             return str(e)
         return None
 
+    @staticmethod
+    def _warn_deprecated(name, configs, before=None):
+        """One line per deprecated setting a request sets, as Kafka 3.9's broker logs it."""
+        for key, why in DEPRECATED_TOPIC_CONFIGS.items():
+            if key in configs and configs[key] != (before or {}).get(key):
+                log.warning("Topic %s: configuration %s=%s is deprecated and ignored (%s; "
+                            "removed in Kafka 4.0)", name, key, configs[key], why)
+
     # ---- lifecycle ---------------------------------------------------------------------------
     def create(self, name, num_partitions, replication_factor, configs, validate_only=False,
                assignments=(), internal=False):
@@ -82,6 +94,7 @@ class TopicManager:
             return ErrorCode.INVALID_CONFIG, error, None
         if validate_only:
             return 0, None, None
+        self._warn_deprecated(name, configs)
         wanted = {a.partition_index: list(a.broker_ids) for a in assignments}
         ts = self.store.create_topic(name, partitions, rf, configs, internal=internal,
                                      assignment=wanted)
@@ -186,6 +199,7 @@ class TopicManager:
         if error:
             return ErrorCode.INVALID_CONFIG, error
         if not validate_only:
+            self._warn_deprecated(name, new_configs, self.image.topics[name].configs)
             self.store.set_topic_configs(name, new_configs)
             if self.broker.quorum is not None:
                 return 0, None  # replicas adopt it as the committed record reaches them

@@ -9,8 +9,8 @@ same explicitly.
 """
 from .batches import register, write_each_batch
 from .errors import OptionError
-from .progress import offsets_behind_latest
+from .progress import offsets_behind_latest, offsets_read
 from .source import MinilogDataSource, kafka_schema
 
 __all__ = ["MinilogDataSource", "OptionError", "kafka_schema", "offsets_behind_latest",
-           "register", "write_each_batch"]
+           "offsets_read", "register", "write_each_batch"]

@@ -72,6 +72,7 @@ class SourceOptions:
     max_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None  # a soft bound, estimated per partition
     max_trigger_delay: float = 900.0  # seconds (Spark's default: 15m)
     group_id: str | None = None
     commit_group: str | None = None   # where the query's progress is committed (None: nowhere)
@@ -179,6 +180,22 @@ def _int(opts, name, minimum=None):
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.I)
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, None: 0.001}
+
+
+_BYTES = re.compile(r"^\s*(\d+)\s*([kmgt]?)b?\s*$", re.I)
+_BINARY_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+
+
+def _bytes(opts, name):
+    """A positive byte count, plain or with a binary suffix as Spark's byte strings (64m)."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    m = _BYTES.match(str(raw))
+    if not m or int(m.group(1)) < 1:
+        raise OptionError(f"Option '{name}' must be a positive number of bytes such as "
+                          f"1048576 or 64m, got '{raw}'")
+    return int(m.group(1)) << _BINARY_SHIFT[m.group(2).lower()]
 
 
 def _duration(opts, name, default):
@@ -343,6 +360,7 @@ def source_options(options, streaming):
         min_partitions=_int(opts, "minPartitions", 1),
         max_records_per_partition=_int(opts, "maxRecordsPerPartition", 1),
         max_offsets_per_trigger=max_per, min_offsets_per_trigger=min_per,
+        max_bytes_per_trigger=_bytes(opts, "maxBytesPerTrigger"),
         max_trigger_delay=_duration(opts, "maxTriggerDelay", 900.0),
         group_id=group_id, commit_group=_commit_group(opts, group_id),
         poll_timeout=None if poll_ms is None else poll_ms / 1000,

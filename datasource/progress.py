@@ -11,11 +11,23 @@ import json
 
 
 def _offsets(value) -> dict:
-    if value is None:
-        return {}
     if isinstance(value, str):
         value = json.loads(value)
+    if value is None:
+        return {}
     return {(t, int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
+
+
+def _getter(source):
+    return source.get if isinstance(source, dict) else (lambda k: getattr(source, k, None))
+
+
+def offsets_read(source) -> dict[tuple[str, int], int]:
+    """{(topic, partition): offsets the micro-batch read} for one source's progress: its
+    `endOffset` less its `startOffset` (0 where the batch started a partition)."""
+    get = _getter(source)
+    start, end = _offsets(get("startOffset")), _offsets(get("endOffset"))
+    return {tp: off - start.get(tp, 0) for tp, off in end.items()}
 
 
 def offsets_behind_latest(source) -> dict[str, str]:
@@ -23,7 +35,7 @@ def offsets_behind_latest(source) -> dict[str, str]:
     it, or its dict from `query.lastProgress["sources"]`), as Spark computes them: for each
     partition, its latest offset less the offset consumed (0 when none was); {} when the
     progress has no latest offsets."""
-    get = source.get if isinstance(source, dict) else (lambda k: getattr(source, k, None))
+    get = _getter(source)
     latest, consumed = _offsets(get("latestOffset")), _offsets(get("endOffset"))
     behind = [off - consumed.get(tp, 0) for tp, off in latest.items()]
     if not behind:

@@ -3,8 +3,8 @@
 Spark keeps one instance of this reader on the driver for the life of a query and checkpoints
 the offsets it returns. Each micro-batch: `latestOffset(start, limit)` finds the partitions
 read now (new partitions and new topics matching a pattern included), their log end offsets,
-and caps them by maxOffsetsPerTrigger / minOffsetsPerTrigger + maxTriggerDelay, or by the
-target fixed for `availableNow`; `partitions` turns the batch into offset ranges read on the
+and caps them by maxOffsetsPerTrigger / maxBytesPerTrigger (the tighter wins) /
+minOffsetsPerTrigger + maxTriggerDelay, and by the target fixed for `availableNow`; `partitions` turns the batch into offset ranges read on the
 executors; `commit(end)` records the progress in the consumer group `commitOffsetsToGroup`
 (by default `kafka.group.id`).
 """
@@ -13,10 +13,13 @@ import time
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
+    ReadMaxBytes,
     ReadMaxRows,
     ReadMinRows,
     SupportsTriggerAvailableNow,
 )
+
+from minilog.connector.client import KafkaError
 
 from . import clients
 from .errors import OptionError
@@ -30,6 +33,7 @@ from .offsets import (
     resolve,
     to_json,
 )
+from .log_sizes import LogSizeMap, ends_within_bytes
 from .reader import plan, read_range
 
 
@@ -43,6 +47,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch = time.monotonic()
         self._missing = set()       # the topics said to be missing, to say so once
         self._group_checked = False  # commit_group seen to have no members of its own
+        self._sizes = LogSizeMap()   # maxBytesPerTrigger: bytes per offset range, learnt
 
     @property
     def admin(self):
@@ -70,6 +75,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         o = self.options
         if o.max_offsets_per_trigger is not None:
             return ReadMaxRows(o.max_offsets_per_trigger)
+        if o.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(o.max_bytes_per_trigger)
         if o.min_offsets_per_trigger is not None:
             return ReadMinRows(o.min_offsets_per_trigger)
         return ReadAllAvailable()
@@ -91,6 +98,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
         earliest, latest = self._log_ends(tps)
+        if self._max_bytes(limit) is not None:
+            self._observe_sizes(earliest, latest)
         if self._target is not None:
             latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
         self._latest = latest
@@ -103,8 +112,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch = time.monotonic()
         return to_json(end)
 
+    def _max_bytes(self, limit):
+        if isinstance(limit, ReadAllAvailable):
+            return None
+        return limit.max_bytes if isinstance(limit, ReadMaxBytes) else \
+            self.options.max_bytes_per_trigger
+
     def _admit(self, begin, latest, limit):
-        """The end offsets this batch may read, as the trigger's read limit allows."""
+        """The end offsets this batch may read, as the trigger's read limit allows: the
+        tighter of maxOffsetsPerTrigger and maxBytesPerTrigger, partition by partition."""
         o = self.options
         if isinstance(limit, ReadAllAvailable):
             return dict(latest)
@@ -115,7 +131,25 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             waited = time.monotonic() - self._last_batch
             if available < min_rows and waited < o.max_trigger_delay:
                 return dict(begin)
-        return rate_limit(begin, latest, max_rows) if max_rows is not None else dict(latest)
+        end = rate_limit(begin, latest, max_rows) if max_rows is not None else dict(latest)
+        max_bytes = self._max_bytes(limit)
+        by_bytes = None if max_bytes is None else \
+            ends_within_bytes(begin, latest, max_bytes, self._sizes)
+        return end if by_bytes is None else {tp: min(end[tp], by_bytes[tp]) for tp in end}
+
+    def _observe_sizes(self, earliest, latest):
+        """Each log's size now, with its ends (see log_sizes.py): one DescribeLogDirs per
+        leader, answered from segment lengths (no data is read)."""
+        tps = [tp for tp in latest if latest[tp] > earliest[tp]]
+        if not tps:
+            return
+        try:
+            sizes = self.admin.partition_sizes(tps)
+        except KafkaError as e:
+            raise OptionError("Option 'maxBytesPerTrigger' needs the partitions' sizes "
+                              f"(DescribeLogDirs), which the cluster refused: {e}") from None
+        for tp in tps:
+            self._sizes.observe(tp, earliest[tp], latest[tp], sizes[tp])
 
     def reportLatestOffset(self):
         return None if self._latest is None else to_json(self._latest)

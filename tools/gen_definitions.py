@@ -13,14 +13,14 @@ from pathlib import Path
 
 # API name -> (min version, max version) that minilog declares.
 SUPPORTED = {
-    "Produce": (3, 11), "Fetch": (4, 16), "ListOffsets": (1, 9), "Metadata": (0, 12),
+    "Produce": (3, 11), "Fetch": (0, 16), "ListOffsets": (0, 9), "Metadata": (0, 12),
     "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "FindCoordinator": (0, 6),
     "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
     "DescribeGroups": (0, 5), "ListGroups": (0, 5), "ApiVersions": (0, 4),
-    "CreateTopics": (2, 7), "DeleteTopics": (1, 6), "DeleteRecords": (0, 2),
-    "InitProducerId": (0, 5), "DescribeConfigs": (1, 4), "DeleteGroups": (0, 2),
+    "CreateTopics": (0, 7), "DeleteTopics": (0, 6), "DeleteRecords": (0, 2),
+    "InitProducerId": (0, 5), "DescribeConfigs": (0, 4), "DeleteGroups": (0, 2),
     "CreatePartitions": (0, 3), "IncrementalAlterConfigs": (0, 1), "OffsetDelete": (0, 0),
-    "DescribeCluster": (0, 1), "AlterConfigs": (0, 2),
+    "DescribeCluster": (0, 1), "AlterConfigs": (0, 2), "DescribeLogDirs": (0, 4),
     # Between brokers: the controller quorum (Raft), registration, ISR changes, truncation.
     "Vote": (0, 0), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
     "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 3),

@@ -97,6 +97,7 @@ from . import (  # noqa: F401
     groups,
     leader_epochs,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producer_ids,

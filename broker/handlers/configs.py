@@ -17,6 +17,7 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 def _config_entry(name, value, source, read_only=False):
     return _DESCRIBE.make("results", "configs", name=name, value=None if value is None else str(value),
                           read_only=read_only, config_source=source, is_sensitive=False,
+                          is_default=source == DEFAULT_CONFIG,  # v0's form of config_source
                           synonyms=[], config_type=_type_of(value))
 
 
@@ -60,7 +61,7 @@ def _describe_one(broker, header, r):
                           configs=configs)
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
+@handles(ApiKey.DESCRIBE_CONFIGS, 0, 4)
 async def describe_configs(broker, header, req):
     return _DESCRIBE.cls(throttle_time_ms=0, results=[_describe_one(broker, header, r)
                                                   for r in req.resources])

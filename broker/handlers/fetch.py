@@ -16,6 +16,7 @@ import asyncio
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..access import CLUSTER, CLUSTER_ACTION, READ, TOPIC, allowed
+from ..down_convert import down_convert, message_format
 from ..file_region import FileRegion
 from ..log import OffsetOutOfRange
 from ..partition import wait_for_any
@@ -134,7 +135,23 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed
     return topics, total, waiting_on, errors, regions
 
 
-@handles(ApiKey.FETCH, 4, 16)
+def _down_convert(topics, version, wanted):
+    """Fetch v0-v3 read message formats v0/v1 (broker/down_convert.py)."""
+    offsets = {(key, p.partition): p.fetch_offset for key, _, _, parts in wanted for p in parts}
+    magic = message_format(version)
+    for t in topics:
+        for p in t.partitions:
+            data = p.records
+            if isinstance(data, FileRegion):
+                try:
+                    data = data.read()
+                finally:
+                    p.records.close()
+            p.records = down_convert(data, magic, offsets[(t.topic, p.partition_index)]) \
+                if data else b""
+
+
+@handles(ApiKey.FETCH, 0, 16)
 async def fetch(broker, header, req):
     version = header.api_version
     if version >= 7 and req.session_id != 0:
@@ -176,6 +193,8 @@ async def fetch(broker, header, req):
         for region in regions:
             region.close()
         await wait_for_any(partitions, remaining)
+    if version < 4:
+        _down_convert(topics, version, wanted)
     return _RESP.cls(throttle_time_ms=0, error_code=0, session_id=0,
                      responses=refused + topics)
 

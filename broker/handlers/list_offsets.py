@@ -3,6 +3,8 @@
 The log answers at batch granularity without decoding; the one batch it points at is then
 decoded here so the answer names the exact record, as Kafka's does.
 """
+import time
+
 from minilog.connector.batch import read_header
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 from minilog.connector.records import decode_batches
@@ -46,6 +48,31 @@ def lookup(partition, timestamp, committed_only=True, stable_only=False):
     return found[1], found[0], epoch
 
 
+def legacy_offsets(partition, timestamp, max_num_offsets, from_consumer=True):
+    """ListOffsets v0's `old_style_offsets`, as Kafka 3.9's `legacyFetchOffsetsBefore`: the
+    base offset of each segment (and the log end, after a non-empty last segment), each with
+    the segment's last-modified time; from the one `timestamp` names (the last for latest,
+    the first for earliest, else the last modified at or before it) back to the first, at most
+    `max_num_offsets`, largest first. A consumer's answer stops at the high watermark."""
+    log = partition.log
+    start = log.log_start_offset
+    points = [(max(seg.base_offset, start), seg.last_modified_ms) for seg in log.segments]
+    if log.active_segment.size > 0:
+        points.append((log.log_end_offset, int(time.time() * 1000)))
+    if timestamp == LATEST:
+        index = len(points) - 1
+    elif timestamp == EARLIEST:
+        index = 0
+    else:
+        index = max((i for i, (_, ts) in enumerate(points) if ts <= timestamp), default=-1)
+    offsets = sorted((o for o, _ in points[max(0, index + 1 - max_num_offsets):index + 1]),
+                     reverse=True)
+    hw = partition.high_watermark
+    if from_consumer and any(o > hw for o in offsets):
+        offsets = [hw] + [o for o in offsets if o <= hw]
+    return offsets
+
+
 def _batch_at(partition, offset):
     """(leader epoch, records at or above the log start) of the batch holding `offset`."""
     data = partition.log.read(offset, 1, min_one=True)
@@ -60,7 +87,7 @@ def _epoch_of_batch_at(partition, offset, default):
     return epoch
 
 
-@handles(ApiKey.LIST_OFFSETS, 1, 9)
+@handles(ApiKey.LIST_OFFSETS, 0, 9)
 async def list_offsets(broker, header, req):
     topics = []
     for t in req.topics:
@@ -78,6 +105,12 @@ async def list_offsets(broker, header, req):
                         else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
                                         error_code=code))
+                continue
+            if header.api_version == 0:
+                parts.append(_RESP.make("topics", "partitions", partition_index=p.partition_index,
+                                        error_code=0, old_style_offsets=legacy_offsets(
+                                            partition, p.timestamp, p.max_num_offsets,
+                                            from_consumer=req.replica_id < 0)))
                 continue
             ts, offset, epoch = lookup(partition, p.timestamp, committed_only=req.replica_id < 0,
                                        stable_only=req.replica_id < 0 and req.isolation_level == 1)

@@ -11,7 +11,7 @@ _PARTS = response(ApiKey.CREATE_PARTITIONS)
 _RECORDS = response(ApiKey.DELETE_RECORDS)
 
 
-@handles(ApiKey.CREATE_TOPICS, 2, 7)
+@handles(ApiKey.CREATE_TOPICS, 0, 7)
 async def create_topics(broker, header, req):
     results = []
     seen = set()
@@ -49,7 +49,7 @@ async def create_topics(broker, header, req):
     return _CREATE.cls(throttle_time_ms=0, topics=results)
 
 
-@handles(ApiKey.DELETE_TOPICS, 1, 6)
+@handles(ApiKey.DELETE_TOPICS, 0, 6)
 async def delete_topics(broker, header, req):
     if header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]

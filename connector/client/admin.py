@@ -348,6 +348,37 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
         return await by_leader(self._cluster, offsets, send, self._deadline(timeout),
                                "DeleteRecords")
 
+    async def partition_sizes(self, tps, timeout=None):
+        """{tp: bytes its leader's log segments hold}, from DescribeLogDirs (Kafka's
+        `kafka-log-dirs.sh`): the broker answers from its segment lengths, reading no data."""
+        Req, T = _m(ApiKey.DESCRIBE_LOG_DIRS), _m(ApiKey.DESCRIBE_LOG_DIRS, "topics")
+        wanted = [TopicPartition(*tp) for tp in tps]
+
+        async def send(conn, tps):
+            if not conn.supports(ApiKey.DESCRIBE_LOG_DIRS):
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                                 "the broker does not answer DescribeLogDirs")
+            topics = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            resp = await conn.send(ApiKey.DESCRIBE_LOG_DIRS, Req(
+                topics=[T(topic=t, partitions=p) for t, p in topics.items()]))
+            sizes = {}
+            for result in resp.results:
+                if result.error_code:
+                    raise _error(result.error_code, f"DescribeLogDirs {result.log_dir}")
+                for t in result.topics:
+                    for p in t.partitions:
+                        if not p.is_future_key:
+                            tp = TopicPartition(t.name, p.partition_index)
+                            sizes[tp] = sizes.get(tp, 0) + p.partition_size
+            # a partition the broker no longer holds moved: ask its new leader
+            return {tp: (0, sizes[tp]) if tp in sizes else
+                    (ErrorCode.NOT_LEADER_OR_FOLLOWER, None) for tp in tps}
+        await self._cluster.ensure_bootstrapped()
+        return await by_leader(self._cluster, wanted, send, self._deadline(timeout),
+                               "DescribeLogDirs")
+
     # ---- the cluster ---------------------------------------------------------------------
     async def describe_cluster(self, timeout=None):
         async def attempt():
@@ -448,7 +479,8 @@ class AdminClient:
 add_blocking_methods(AdminClient, AsyncAdminClient, (
     "create_topics", "create_topic", "delete_topics", "delete_topic", "list_topics",
     "describe_topics", "create_partitions", "describe_configs", "alter_configs",
-    "incremental_alter_configs", "list_offsets", "delete_records", "describe_cluster",
+    "incremental_alter_configs", "list_offsets", "delete_records", "partition_sizes",
+    "describe_cluster",
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
     "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions",
     "describe_user_scram_credentials", "upsert_scram_credential", "delete_scram_credential",

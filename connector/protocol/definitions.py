@@ -35,20 +35,20 @@ ProduceResponse 0 3-11 flex9
     host string v10+
     port int32 v10+
     rack string v10+ null10+
-FetchRequest 1 4-16 flex12
+FetchRequest 1 0-16 flex12
   cluster_id string v12+ null12+ tag0@12+
-  replica_id int32 v4-14 =-1
+  replica_id int32 v0-14 =-1
   replica_state {} v15+ tag1@15+
     replica_id int32 v15+ =-1
     replica_epoch int64 v15+ =-1
   max_wait_ms int32
   min_bytes int32
-  max_bytes int32 =0x7fffffff
-  isolation_level int8
+  max_bytes int32 v3+ =0x7fffffff
+  isolation_level int8 v4+
   session_id int32 v7+
   session_epoch int32 v7+ =-1
   topics []
-    topic string v4-12
+    topic string v0-12
     topic_id uuid v13+
     partitions []
       partition int32
@@ -62,18 +62,18 @@ FetchRequest 1 4-16 flex12
     topic_id uuid v13+
     partitions []int32 v7+
   rack_id string v11+
-FetchResponse 1 4-16 flex12
-  throttle_time_ms int32
+FetchResponse 1 0-16 flex12
+  throttle_time_ms int32 v1+
   error_code int16 v7+
   session_id int32 v7+
   responses []
-    topic string v4-12
+    topic string v0-12
     topic_id uuid v13+
     partitions []
       partition_index int32
       error_code int16
       high_watermark int64
-      last_stable_offset int64 =-1
+      last_stable_offset int64 v4+ =-1
       log_start_offset int64 v5+ =-1
       diverging_epoch {} v12+ tag0@12+
         epoch int32 v12+ =-1
@@ -84,17 +84,17 @@ FetchResponse 1 4-16 flex12
       snapshot_id {} v12+ tag2@12+
         end_offset int64 =-1
         epoch int32 =-1
-      aborted_transactions [] null4+
-        producer_id int64
-        first_offset int64
+      aborted_transactions [] v4+ null4+
+        producer_id int64 v4+
+        first_offset int64 v4+
       preferred_read_replica int32 v11+ =-1
-      records records null4+
+      records records null0+
   node_endpoints [] v16+ tag0@16+
     node_id int32 v16+
     host string v16+
     port int32 v16+
     rack string v16+ null16+
-ListOffsetsRequest 2 1-9 flex6
+ListOffsetsRequest 2 0-9 flex6
   replica_id int32
   isolation_level int8 v2+
   topics []
@@ -103,15 +103,17 @@ ListOffsetsRequest 2 1-9 flex6
       partition_index int32
       current_leader_epoch int32 v4+ =-1
       timestamp int64
-ListOffsetsResponse 2 1-9 flex6
+      max_num_offsets int32 v0 =1
+ListOffsetsResponse 2 0-9 flex6
   throttle_time_ms int32 v2+
   topics []
     name string
     partitions []
       partition_index int32
       error_code int16
-      timestamp int64 =-1
-      offset int64 =-1
+      old_style_offsets []int64 v0
+      timestamp int64 v1+ =-1
+      offset int64 v1+ =-1
       leader_epoch int32 v4+ =-1
 MetadataRequest 3 0-12 flex9
   topics [] null1+
@@ -330,7 +332,7 @@ ApiVersionsResponse 18 0-4 flex3
     max_version_level int16 v3+
     min_version_level int16 v3+
   zk_migration_ready bool v3+ tag3@3+
-CreateTopicsRequest 19 2-7 flex5
+CreateTopicsRequest 19 0-7 flex5
   topics []
     name string
     num_partitions int32
@@ -340,16 +342,16 @@ CreateTopicsRequest 19 2-7 flex5
       broker_ids []int32
     configs []
       name string
-      value string null2+
+      value string null0+
   timeout_ms int32 =60000
-  validate_only bool
-CreateTopicsResponse 19 2-7 flex5
-  throttle_time_ms int32
+  validate_only bool v1+
+CreateTopicsResponse 19 0-7 flex5
+  throttle_time_ms int32 v2+
   topics []
     name string
     topic_id uuid v7+
     error_code int16
-    error_message string null2+
+    error_message string v1+ null0+
     topic_config_error_code int16 v5+ tag0@5+
     num_partitions int32 v5+ =-1
     replication_factor int16 v5+ =-1
@@ -359,14 +361,14 @@ CreateTopicsResponse 19 2-7 flex5
       read_only bool v5+
       config_source int8 v5+ =-1
       is_sensitive bool v5+
-DeleteTopicsRequest 20 1-6 flex4
+DeleteTopicsRequest 20 0-6 flex4
   topics [] v6+
     name string v6+ null6+
     topic_id uuid v6+
-  topic_names []string v1-5
+  topic_names []string v0-5
   timeout_ms int32
-DeleteTopicsResponse 20 1-6 flex4
-  throttle_time_ms int32
+DeleteTopicsResponse 20 0-6 flex4
+  throttle_time_ms int32 v1+
   responses []
     name string null6+
     topic_id uuid v6+
@@ -397,32 +399,33 @@ InitProducerIdResponse 22 0-5 flex2
   error_code int16
   producer_id int64 =-1
   producer_epoch int16
-DescribeConfigsRequest 32 1-4 flex4
+DescribeConfigsRequest 32 0-4 flex4
   resources []
     resource_type int8
     resource_name string
-    configuration_keys []string null1+
-  include_synonyms bool
+    configuration_keys []string null0+
+  include_synonyms bool v1+
   include_documentation bool v3+
-DescribeConfigsResponse 32 1-4 flex4
+DescribeConfigsResponse 32 0-4 flex4
   throttle_time_ms int32
   results []
     error_code int16
-    error_message string null1+
+    error_message string null0+
     resource_type int8
     resource_name string
     configs []
       name string
-      value string null1+
+      value string null0+
       read_only bool
-      config_source int8 =-1
+      is_default bool v0
+      config_source int8 v1+ =-1
       is_sensitive bool
-      synonyms []
-        name string
-        value string null1+
-        source int8
+      synonyms [] v1+
+        name string v1+
+        value string v1+ null0+
+        source int8 v1+
       config_type int8 v3+
-      documentation string v3+ null1+
+      documentation string v3+ null0+
 DeleteGroupsRequest 42 0-2 flex2
   groups_names []string
 DeleteGroupsResponse 42 0-2 flex2
@@ -505,6 +508,25 @@ AlterConfigsResponse 33 0-2 flex2
     error_message string null0+
     resource_type int8
     resource_name string
+DescribeLogDirsRequest 35 0-4 flex2
+  topics [] null0+
+    topic string
+    partitions []int32
+DescribeLogDirsResponse 35 0-4 flex2
+  throttle_time_ms int32
+  error_code int16 v3+
+  results []
+    error_code int16
+    log_dir string
+    topics []
+      name string
+      partitions []
+        partition_index int32
+        partition_size int64
+        offset_lag int64
+        is_future_key bool
+    total_bytes int64 v4+ =-1
+    usable_bytes int64 v4+ =-1
 VoteRequest 52 0-0 flex0
   cluster_id string null0+
   topics []

@@ -141,3 +141,30 @@ def test_kafka_python_admin_client(broker):
         assert "kp-admin" not in admin.list_topics()
     finally:
         admin.close()
+
+
+def test_describe_log_dirs_gives_each_partition_size(admin, broker):
+    """kafka-python's describe_log_dirs (all topics, as kafka-log-dirs.sh asks) and minilog's
+    admin client (named partitions) see the bytes the segments hold: empty is 0, and two
+    batches of 1000-byte values are at least 2000 bytes."""
+    from kafka.admin import KafkaAdminClient
+
+    from minilog.connector.client import AdminClient as MinilogAdmin
+    admin.create_topics([NewTopic("sized", 2, 1)])["sized"].result(10)
+    _produce(broker.bootstrap, "sized", [b"x" * 1000, b"y" * 1000])
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        answer = kp.describe_log_dirs()
+    finally:
+        kp.close()
+    [(log_dir,)] = [b["log_dirs"] for b in answer]
+    theirs = {p["partition_index"]: p["partition_size"] for t in log_dir["topics"]
+              if t["name"] == "sized" for p in t["partitions"]}
+    ours = MinilogAdmin({"bootstrap.servers": broker.bootstrap})
+    try:
+        sizes = ours.partition_sizes([("sized", 0), ("sized", 1)])
+    finally:
+        ours.close()
+    assert log_dir["error_code"] == 0
+    assert 2000 < sizes[("sized", 0)] < 2400 and sizes[("sized", 1)] == 0
+    assert theirs == {0: sizes[("sized", 0)], 1: 0}

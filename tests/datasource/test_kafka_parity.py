@@ -302,3 +302,54 @@ def test_offsets_behind_latest_follow_from_each_progress(spark, broker, tmp_path
     last = offsets_behind_latest(progress[-1]["sources"][0])
     assert last["maxOffsetsBehindLatest"] == "0"
     assert first in heard
+
+
+# ---- maxBytesPerTrigger, beyond Spark ---------------------------------------------------------
+
+BIG, SMALL = 2000, 200
+
+
+@pytest.fixture(scope="module")
+def mixed(broker):
+    """Partition 0: 40 records of 2000 bytes; partition 1: 40 of 200."""
+    name = create_topic(broker.bootstrap, unique("mixed"), 2)
+    produce(broker.bootstrap, name, [(p, None, b"v" * (BIG if p == 0 else SMALL), None)
+                                     for p in range(2) for _ in range(40)])
+    return name
+
+
+def value_bytes_per_batch(progress):
+    """(records, value bytes) each batch of a query over `mixed` read, from its offsets."""
+    from minilog.datasource import offsets_read
+    out = []
+    for p in progress:
+        n = {partition: count for (_, partition), count in offsets_read(p["sources"][0]).items()}
+        if sum(n.values()):
+            out.append((sum(n.values()), n.get(0, 0) * BIG + n.get(1, 0) * SMALL))
+    return out
+
+
+def test_max_bytes_per_trigger_bounds_each_batch_in_bytes(spark, broker, mixed, tmp_path):
+    """Spark's Kafka source bounds a batch only in records (maxOffsetsPerTrigger); ours also
+    in bytes, shared among partitions as Spark shares records (each the same fraction of what
+    it has), as a soft bound like the file source's: about the bytes asked, never fewer than
+    one record. 88 kB of values in 22 kB batches: four full batches."""
+    progress = stream_to_end(spark, broker.bootstrap, mixed, tmp_path / "cp",
+                             maxBytesPerTrigger="24k")
+    batches = value_bytes_per_batch(progress)
+    assert sum(n for n, _ in batches) == 80
+    assert all(b <= 24 * 1024 for _, b in batches), batches
+    assert all(b >= 0.7 * 24 * 1024 for _, b in batches[:-1]), batches
+    assert len(batches) == 4, batches
+
+
+@pytest.mark.parametrize("max_offsets, max_records, max_bytes", [
+    ("8", 8, 8 * (BIG + SMALL) // 2),    # 8 records (8.8 kB) are fewer bytes than 24k
+    ("30", 22, 24 * 1024)])              # 30 records (33 kB) are more
+def test_the_tighter_of_max_offsets_and_max_bytes_wins(spark, broker, mixed, tmp_path,
+                                                       max_offsets, max_records, max_bytes):
+    progress = stream_to_end(spark, broker.bootstrap, mixed, tmp_path / "cp",
+                             maxBytesPerTrigger="24k", maxOffsetsPerTrigger=max_offsets)
+    batches = value_bytes_per_batch(progress)
+    assert sum(n for n, _ in batches) == 80, batches
+    assert all(n <= max_records and b <= max_bytes for n, b in batches), batches
