@@ -58,6 +58,7 @@ setup(
         "pyspark==4.3.*",     # the Spark connector and the jobs run on it
         "pandas>=2.2,<3",     # imported by pyspark's Arrow and Python-worker paths
         "scramp>=1.4",        # SCRAM-SHA-256/512 (RFC 5802/7677), broker and client sides
+        "prometheus-client>=0.20",  # the broker's /metrics (metrics.listener)
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",

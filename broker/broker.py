@@ -20,6 +20,8 @@ from .controller_router import ControllerRouter
 from .group_coordinator import GroupCoordinator
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
+from .metrics import NO_METRICS, BrokerMetrics
+from .metrics_http import MetricsServer
 from .peer_channel import PeerChannel
 from .peer_connections import PeerConnections
 from .producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
@@ -66,6 +68,8 @@ class Broker:
         self.server = None  # the primary (first) listener's; `servers` has every listener's
         self.servers = []
         self.groups = self.cleaner = self.txn = None
+        self.metrics = BrokerMetrics(self) if config.metrics_address else NO_METRICS
+        self.metrics_server = None
         self._tasks = []
         self._stopped = None
 
@@ -104,6 +108,9 @@ class Broker:
             sock = self._listener if i == 0 else None
             self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
         self.server = self.servers[0]
+        if self.metrics.enabled:
+            self.metrics_server = await MetricsServer(self.metrics,
+                                                      *self.config.metrics_address).start()
         if port == 0:  # ephemeral listener: advertise the port actually bound
             adv_host, _ = self.config.advertised_address
             self.store.register_broker(BrokerEndpoint(self.config.node_id, adv_host, self.server.port))
@@ -170,6 +177,8 @@ class Broker:
             await self.cleaner.stop()
         for server in self.servers:
             await server.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         self.logs.close()
         if self.quorum is not None:
             self.quorum.close()

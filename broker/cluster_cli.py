@@ -93,6 +93,7 @@ def _up(args, out):
             raise _UserError(f"minilog cluster: the cluster in {data_dir} is already running")
         brokers, controllers = len(state["brokers"]), len(state.get("controllers", []))
         ports = [b["port"] for b in nodes]
+        metrics_ports = [b.get("metrics_port") for b in nodes]
         extra = state.get("extra", []) + extra
         replicated = state.get("replicated", True)
     else:
@@ -102,9 +103,11 @@ def _up(args, out):
             raise _UserError("minilog cluster: --controllers must be 0 (combined mode) or more")
         brokers, controllers = args.brokers, args.controllers
         ports = [args.port + i for i in range(brokers + controllers)] if args.port else None
+        metrics_ports = None  # free ports: every node serves /metrics
         replicated = True
     cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
-                           replicated=replicated, controllers=controllers)
+                           replicated=replicated, controllers=controllers, metrics=True,
+                           metrics_ports=metrics_ports)
     pids = dict(running)
     try:
         for b in cluster.nodes:
@@ -118,8 +121,9 @@ def _up(args, out):
     for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
         for b in nodes:
             how = "already running" if b.node_id in running else "listening"
+            metrics = f", metrics {b.metrics_url}" if b.metrics_url else ""
             out.write(f"{role} {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
-                      f"log {b.log_path})\n")
+                      f"log {b.log_path}{metrics})\n")
     out.write(f"bootstrap servers: {cluster.bootstrap}\n")
     if not cluster.wait_until_live(JOIN_TIMEOUT_S):
         out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "

@@ -43,17 +43,23 @@ def wait_for_port(port, timeout=20.0, proc=None):
 class BrokerProcess:
     """One broker process; `bootstrap` is its host:port. Restartable on the same port and data."""
 
-    def __init__(self, data_dir, port=None, node_id=1, extra=(), listener="PLAINTEXT"):
+    def __init__(self, data_dir, port=None, node_id=1, extra=(), listener="PLAINTEXT",
+                 metrics_port=None):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.node_id = node_id
         self.extra = list(extra)
         self.listener = listener  # CONTROLLER for a controller-only node
+        self.metrics_port = metrics_port  # serves Prometheus's /metrics there when set
         self.proc = None
 
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self):
+        return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
     @property
     def log_path(self):
@@ -67,9 +73,11 @@ class BrokerProcess:
     def argv(self):
         listen = (["--listen", self.bootstrap] if self.listener == "PLAINTEXT" else
                   ["-o", f"listeners={self.listener}://{self.bootstrap}"])
+        metrics = ["-o", f"metrics.listener=http://127.0.0.1:{self.metrics_port}"] \
+            if self.metrics_port else []
         return [sys.executable, "-m", "minilog.broker", "start", *listen,
                 "--data-dir", str(self.log_dir), "--node-id", str(self.node_id),
-                *self.extra]
+                *metrics, *self.extra]
 
     def start(self, timeout=20.0):
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -112,10 +120,12 @@ class LocalCluster:
     """`with LocalCluster() as cluster:` starts brokers; leaving the block stops and cleans up.
 
     Brokers are nodes 1..size; dedicated controllers (`controllers=N`) are the nodes after them.
+    `metrics_ports` (one per node, in that order; None for free ports when `metrics`) turn on
+    each node's Prometheus endpoint (`metrics.listener`).
     """
 
     def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None,
-                 controllers=0):
+                 controllers=0, metrics=False, metrics_ports=None):
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="minilog-cluster-")
@@ -125,6 +135,9 @@ class LocalCluster:
         if replicated is None:
             replicated = size > 1 or controllers > 0
         self.replicated, self.extra = replicated, list(extra)
+        if metrics and not metrics_ports:
+            metrics_ports = [free_port() for _ in range(size + controllers)]
+        metrics_ports = list(metrics_ports or [None] * (size + controllers))
         ids = range(1, size + controllers + 1)
         voters = list(zip(ids, ports))[size:] if controllers else list(zip(ids, ports))
         common = ["-o", "controller.quorum.voters=" +
@@ -136,11 +149,13 @@ class LocalCluster:
             roles = {"broker": ["-o", "process.roles=broker"],
                      "controller": ["-o", "process.roles=controller"]}
         self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],
-                                      node_id=i + 1, extra=[*common, *roles["broker"], *extra])
+                                      node_id=i + 1, extra=[*common, *roles["broker"], *extra],
+                                      metrics_port=metrics_ports[i])
                         for i in range(size)]
         self.controllers = [BrokerProcess(self.data_dir / f"controller-{n}", port=p, node_id=n,
                                           extra=[*common, *roles["controller"], *extra],
-                                          listener="CONTROLLER")
+                                          listener="CONTROLLER",
+                                          metrics_port=metrics_ports[n - 1])
                             for n, p in voters] if controllers else []
 
     @property
@@ -184,8 +199,8 @@ class LocalCluster:
             pids = {b.node_id: b.proc.pid for b in self.nodes if b.proc and b.proc.poll() is None}
 
         def saved(nodes):
-            return [{"node_id": b.node_id, "port": b.port, "pid": pids.get(b.node_id)}
-                    for b in nodes]
+            return [{"node_id": b.node_id, "port": b.port, "pid": pids.get(b.node_id),
+                     "metrics_port": b.metrics_port} for b in nodes]
         state = {"brokers": saved(self.brokers), "controllers": saved(self.controllers),
                  "extra": self.extra, "replicated": self.replicated}
         self.data_dir.mkdir(parents=True, exist_ok=True)
