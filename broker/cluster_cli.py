@@ -7,7 +7,9 @@
 `up` starts one broker process per node (free ports, or P, P+1, ...), every one a voter of the
 controller quorum (combined mode), or with `--controllers N` N dedicated controller processes
 (DIR/controller-N) beside brokers that are only brokers; each broker is in DIR/broker-N with its
-log in DIR/broker-N/broker.log. It prints a line per node saying where it listens and returns
+log in DIR/broker-N/broker.log, and every node serves Prometheus metrics. Beside them runs the
+web console (`minilog console`, DIR/console.log; not with --no-console). It prints a line per
+node saying where it listens and where its metrics are, and the console's URL, and returns
 while they keep running. DIR/cluster.json remembers nodes, ports and process ids, so `up` on the
 same DIR restarts the same cluster, `status` reports the nodes and their roles, the active
 controller, under-replicated and offline partitions, and `down` stops the processes (SIGTERM:
@@ -17,12 +19,15 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .local_cluster import STATE_FILE as STATE
-from .local_cluster import LocalCluster
+from .local_cluster import LocalCluster, free_port
+
+CONSOLE_LOG = "console.log"
 JOIN_TIMEOUT_S = 60
 
 
@@ -46,6 +51,8 @@ def build_parser(prog="minilog cluster"):
     up.add_argument("--port", type=int, metavar="P", help="first port (default: free ports)")
     up.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker property for every broker (repeatable)")
+    up.add_argument("--no-console", action="store_true",
+                    help="do not start the web console (minilog console) beside the cluster")
     for name, text in (("status", "brokers, controller, under-replicated and offline partitions"),
                        ("down", "stop the brokers")):
         p = sub.add_parser(name, help=text)
@@ -85,8 +92,10 @@ def _up(args, out):
     path = data_dir / STATE
     extra = [x for item in args.override for x in ("-o", item)]
     running = {}
+    console = None if args.no_console else {}
     if path.exists():
         state = json.loads(path.read_text())
+        console = state.get("console") if console is not None else None
         nodes = _nodes(state)
         running = {b["node_id"]: b["pid"] for b in nodes if b.get("pid") and _alive(b["pid"])}
         if len(running) == len(nodes):
@@ -118,6 +127,10 @@ def _up(args, out):
             b.kill()
         raise _UserError(f"minilog cluster: {e}") from None
     cluster.save_state(pids)
+    if console is not None:
+        console = _console(data_dir, cluster.bootstrap, console)
+        saved = json.loads(path.read_text())
+        path.write_text(json.dumps({**saved, "console": console}, indent=1))
     for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
         for b in nodes:
             how = "already running" if b.node_id in running else "listening"
@@ -125,9 +138,25 @@ def _up(args, out):
             out.write(f"{role} {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
                       f"log {b.log_path}{metrics})\n")
     out.write(f"bootstrap servers: {cluster.bootstrap}\n")
+    if console is not None:
+        out.write(f"console: http://127.0.0.1:{console['port']}/ (log {data_dir / CONSOLE_LOG})\n")
     if not cluster.wait_until_live(JOIN_TIMEOUT_S):
         out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "
                   f"see `minilog cluster status` and the broker logs\n")
+
+
+def _console(data_dir, bootstrap, previous):
+    """The web console of the cluster (`minilog console`, its own process, DIR/console.log),
+    started unless `previous` ({"pid", "port"} from cluster.json) still runs; on its old port
+    when it had one. {"pid", "port"}."""
+    if previous and previous.get("pid") and _alive(previous["pid"]):
+        return previous
+    port = (previous or {}).get("port") or free_port()
+    with open(data_dir / CONSOLE_LOG, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "minilog.connector.cli", "-b", bootstrap,
+                                 "console", "--listen", f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return {"pid": proc.pid, "port": port}
 
 
 def _status(args, out):
@@ -156,6 +185,9 @@ def _status(args, out):
             roles = role if dedicated else "broker,controller"
             out.write(f"{role} {b['node_id']}\t127.0.0.1:{b['port']}\t{roles}\t"
                       f"{_process_and_controller(b, role, running, live)}\n")
+    console = state.get("console")
+    if console and console.get("pid") and _alive(console["pid"]):
+        out.write(f"console: http://127.0.0.1:{console['port']}/\n")
     if not bootstrap:
         out.write("no broker is running\n")
         return 1
@@ -217,6 +249,17 @@ def _down(args, out):
                 out.write(f"{role} {node} did not stop in time: killed\n")
             else:
                 out.write(f"{role} {node} stopped\n")
+    console = state.get("console")
+    if console and console.get("pid") and _alive(console["pid"]):
+        os.kill(console["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _alive(console["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(console["pid"]):
+            os.killpg(console["pid"], signal.SIGKILL)
+        out.write("console stopped\n")
+    if console:
+        console["pid"] = None
     for b in _nodes(state):
         b["pid"] = None
     (Path(args.data_dir) / STATE).write_text(json.dumps(state, indent=1))

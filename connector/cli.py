@@ -9,6 +9,7 @@
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
     minilog transactions list|describe                 transactions (see cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
+    minilog console [--listen HOST:PORT]       the web console (minilog.console)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -149,6 +150,12 @@ def build_parser():
     cli_groups.add_parser(sub, common)
     cli_transactions.add_parser(sub, common)
     cli_users.add_parser(sub, common)
+    p = sub.add_parser("console", parents=[common],
+                       help="the web console: brokers, topics, groups and lag, records")
+    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                   help="where the console serves its pages (default 127.0.0.1:8080)")
+    p.add_argument("--lag-interval", type=float, default=5.0, metavar="SECONDS",
+                   help="how often each group's lag is sampled for its history (default 5)")
     return parser
 
 
@@ -438,11 +445,22 @@ def _users(args, out):
     cli_users.run(args, out, _settings(args))
 
 
+def _console(args, out):
+    from minilog.console.server import serve
+    if args.lag_interval <= 0:
+        raise UserError("minilog console: --lag-interval must be positive")
+    try:
+        serve(_settings(args), args.listen, out, args.lag_interval)
+    except ValueError as e:
+        raise UserError(f"minilog console: {e}") from None
+
+
 DELEGATED = ("broker", "cluster", "demo")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
                 "cluster": "a local cluster's brokers are found through its --data-dir"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
-            "groups": _groups, "transactions": _transactions, "users": _users}
+            "groups": _groups, "transactions": _transactions, "users": _users,
+            "console": _console}
 
 
 def _global_flags_end(argv):
