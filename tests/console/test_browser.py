@@ -2,6 +2,7 @@
 real three-broker cluster: what a person would see on each page, checked against the cluster
 itself (`minilog groups describe`, kill -9 of a broker). Screenshots of every page go to
 CONSOLE_SCREENSHOTS (default: the test's temporary directory)."""
+import json
 import os
 import shutil
 import signal
@@ -115,6 +116,19 @@ def test_a_groups_lag_is_the_number_groups_describe_prints(cluster, console, bro
     shown(browser, f"{console}/groups", "#group-auditors .lag", lambda t: t == expected,
           "the groups page to show the same lag")
     browser.save_screenshot(str(shots / "console-groups.png"))
+
+
+def test_a_group_committed_by_a_spark_query_is_shown_as_one(cluster, console, browser):
+    """format("minilog") commits with metadata naming itself (datasource/stream.py)."""
+    cluster.create_topic("clicks", partitions=1, rf=3)
+    spark = json.dumps({"spark": {"source": "format(minilog)", "reader": "5f3a"}})
+    with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+        admin.alter_group_offsets("a-spark-query", {("clicks", 0): (0, spark)}, timeout=30)
+        admin.alter_group_offsets("plain-consumers", {("clicks", 0): 0}, timeout=30)
+    shown(browser, f"{console}/groups", "#groups", lambda t: "plain-consumers" in t,
+          "both groups listed")
+    assert "Spark query" in text_of(browser, "#group-a-spark-query")
+    assert "Spark query" not in text_of(browser, "#group-plain-consumers")
 
 
 def test_the_record_browser_pretty_prints_json_with_headers(cluster, console, browser, shots):
