@@ -45,12 +45,21 @@ class ConsoleState:
         self.history = LagHistory()
 
     async def sample_lag_forever(self) -> None:
+        """Samples every `sample_interval` s; a failure is logged when it starts or changes,
+        and once when sampling works again, not at every round."""
+        failing = None
         while True:
             try:
                 for view in await cluster_view.group_list(self.admin):
                     self.history.record(view.group_id, view.total_lag)
+                if failing is not None:
+                    log.warning("lag sampling works again")
+                failing = None
             except KafkaError as e:
-                log.warning("lag sample failed: %s", e)
+                if str(e) != failing:
+                    log.warning("lag sampling failed (retried every %g s): %s",
+                                self.sample_interval, e)
+                failing = str(e)
             await asyncio.sleep(self.sample_interval)
 
 
