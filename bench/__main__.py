@@ -5,7 +5,7 @@ import time
 import traceback
 
 BENCHMARKS = ("produce", "consume", "latency", "constant_cost", "scale", "replication", "spark")
-EXTRA = ("profile", "kernel", "security")  # on request only: a diagnosis (profile) and a micro-benchmark
+EXTRA = ("profile", "kernel", "security", "metrics")  # on request only: a diagnosis (profile) and a micro-benchmark
 USAGE = (f"usage: python -m bench {{{'|'.join(BENCHMARKS + EXTRA)}|all}} "
          "[--quick] [--out DIR] [--repeats N]")
 

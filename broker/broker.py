@@ -23,6 +23,8 @@ from .group_coordinator import GroupCoordinator
 from .inter_broker import inter_broker_security
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
+from .metrics import NO_METRICS, BrokerMetrics
+from .metrics_http import MetricsServer
 from .peer_channel import PeerChannel
 from .peer_connections import PeerConnections
 from .producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
@@ -71,6 +73,8 @@ class Broker:
         self.server = None  # the primary (first) listener's; `servers` has every listener's
         self.servers = []
         self.groups = self.cleaner = self.txn = None
+        self.metrics = BrokerMetrics(self) if config.metrics_address else NO_METRICS
+        self.metrics_server = None
         self._tasks = []
         self._stopped = None
 
@@ -110,6 +114,9 @@ class Broker:
             self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
         self.server = self.servers[0]
         self.store.register_broker(self._endpoint())
+        if self.metrics.enabled:
+            self.metrics_server = await MetricsServer(self.metrics,
+                                                      *self.config.metrics_address).start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         if self.quorum is not None:
             self._join_cluster()
@@ -180,6 +187,8 @@ class Broker:
             await self.cleaner.stop()
         for server in self.servers:
             await server.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         self.logs.close()
         if self.quorum is not None:
             self.quorum.close()

@@ -8,7 +8,9 @@
 `up` starts one broker process per node (free ports, or P, P+1, ...), every one a voter of the
 controller quorum (combined mode), or with `--controllers N` N dedicated controller processes
 (DIR/controller-N) beside brokers that are only brokers; each broker is in DIR/broker-N with its
-log in DIR/broker-N/broker.log. It prints a line per node saying where it listens and returns
+log in DIR/broker-N/broker.log, and every node serves Prometheus metrics. Beside them runs the
+web console (`minilog console`, DIR/console.log; not with --no-console). It prints a line per
+node saying where it listens and where its metrics are, and the console's URL, and returns
 while they keep running. DIR/cluster.json remembers nodes, ports and process ids, so `up` on the
 same DIR restarts the same cluster, `status` reports the nodes and their roles, the active
 controller, under-replicated and offline partitions, and `down` stops the processes (SIGTERM:
@@ -18,12 +20,13 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .local_cluster import STATE_FILE as STATE
-from .local_cluster import LocalCluster
+from .local_cluster import LocalCluster, free_port
 from .secure_cluster import (
     CLIENT_PROPERTIES,
     LISTENER,
@@ -32,6 +35,8 @@ from .secure_cluster import (
     secure_settings,
     write_client_properties,
 )
+
+CONSOLE_LOG = "console.log"
 JOIN_TIMEOUT_S = 60
 
 
@@ -58,6 +63,8 @@ def build_parser(prog="minilog cluster"):
     up.add_argument("--secure", action="store_true",
                     help="SASL_SSL only (TLS with a generated CA, SCRAM-SHA-512), ACLs on, an "
                          "admin user whose settings go to DIR/client.properties")
+    up.add_argument("--no-console", action="store_true",
+                    help="do not start the web console (minilog console) beside the cluster")
     for name, text in (("status", "brokers, controller, under-replicated and offline partitions"),
                        ("down", "stop the brokers")):
         p = sub.add_parser(name, help=text)
@@ -109,14 +116,17 @@ def _up(args, out):
     path = data_dir / STATE
     extra = [x for item in args.override for x in ("-o", item)]
     running = {}
+    console = None if args.no_console else {}
     if path.exists():
         state = json.loads(path.read_text())
+        console = state.get("console") if console is not None else None
         nodes = _nodes(state)
         running = {b["node_id"]: b["pid"] for b in nodes if b.get("pid") and _alive(b["pid"])}
         if len(running) == len(nodes):
             raise _UserError(f"minilog cluster: the cluster in {data_dir} is already running")
         brokers, controllers = len(state["brokers"]), len(state.get("controllers", []))
         ports = [b["port"] for b in nodes]
+        metrics_ports = [b.get("metrics_port") for b in nodes]
         extra = state.get("extra", []) + extra
         replicated = state.get("replicated", True)
         listener, client = state.get("listener", "PLAINTEXT"), client_settings(data_dir)
@@ -127,13 +137,15 @@ def _up(args, out):
             raise _UserError("minilog cluster: --controllers must be 0 (combined mode) or more")
         brokers, controllers = args.brokers, args.controllers
         ports = [args.port + i for i in range(brokers + controllers)] if args.port else None
+        metrics_ports = None  # free ports: every node serves /metrics
         replicated = True
         listener, client = "PLAINTEXT", {}
         if args.secure:
             listener, settings, client = _secured(args, data_dir)
             extra = [x for k, v in settings.items() for x in ("-o", f"{k}={v}")] + extra
     cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
-                           replicated=replicated, controllers=controllers, listener=listener)
+                           replicated=replicated, controllers=controllers, listener=listener,
+                           metrics=True, metrics_ports=metrics_ports)
     if client and not path.exists():
         write_client_properties(data_dir, client, cluster.bootstrap)
     pids = dict(running)
@@ -146,11 +158,17 @@ def _up(args, out):
             b.kill()
         raise _UserError(f"minilog cluster: {e}") from None
     cluster.save_state(pids)
+    if console is not None:
+        console = _console(data_dir, cluster.bootstrap, console,
+                           data_dir / CLIENT_PROPERTIES if client else None)
+        saved = json.loads(path.read_text())
+        path.write_text(json.dumps({**saved, "console": console}, indent=1))
     for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
         for b in nodes:
             how = "already running" if b.node_id in running else "listening"
+            metrics = f", metrics {b.metrics_url}" if b.metrics_url else ""
             out.write(f"{role} {b.node_id} {how} on {b.bootstrap} (pid {pids[b.node_id]}, "
-                      f"log {b.log_path})\n")
+                      f"log {b.log_path}{metrics})\n")
     out.write(f"bootstrap servers: {cluster.bootstrap}\n")
     if client:
         properties = data_dir / CLIENT_PROPERTIES
@@ -158,9 +176,26 @@ def _up(args, out):
                   f"client settings are in {properties}\n"
                   f"  minilog topics list --command-config {properties}\n"
                   f"  kcat -F {properties} -L\n")
+    if console is not None:
+        out.write(f"console: http://127.0.0.1:{console['port']}/ (log {data_dir / CONSOLE_LOG})\n")
     if not cluster.wait_until_live(JOIN_TIMEOUT_S, client):
         out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "
                   f"see `minilog cluster status` and the broker logs\n")
+
+
+def _console(data_dir, bootstrap, previous, properties=None):
+    """The web console of the cluster (`minilog console`, its own process, DIR/console.log),
+    started unless `previous` ({"pid", "port"} from cluster.json) still runs; on its old port
+    when it had one; a secured cluster's with the admin's client `properties`. {"pid", "port"}."""
+    if previous and previous.get("pid") and _alive(previous["pid"]):
+        return previous
+    port = (previous or {}).get("port") or free_port()
+    with open(data_dir / CONSOLE_LOG, "ab") as log:
+        secured = ["--command-config", str(properties)] if properties else []
+        proc = subprocess.Popen([sys.executable, "-m", "minilog.connector.cli", "-b", bootstrap,
+                                 *secured, "console", "--listen", f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return {"pid": proc.pid, "port": port}
 
 
 def _status(args, out):
@@ -189,6 +224,9 @@ def _status(args, out):
             roles = role if dedicated else "broker,controller"
             out.write(f"{role} {b['node_id']}\t127.0.0.1:{b['port']}\t{roles}\t"
                       f"{_process_and_controller(b, role, running, live)}\n")
+    console = state.get("console")
+    if console and console.get("pid") and _alive(console["pid"]):
+        out.write(f"console: http://127.0.0.1:{console['port']}/\n")
     if not bootstrap:
         out.write("no broker is running\n")
         return 1
@@ -250,6 +288,17 @@ def _down(args, out):
                 out.write(f"{role} {node} did not stop in time: killed\n")
             else:
                 out.write(f"{role} {node} stopped\n")
+    console = state.get("console")
+    if console and console.get("pid") and _alive(console["pid"]):
+        os.kill(console["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _alive(console["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(console["pid"]):
+            os.killpg(console["pid"], signal.SIGKILL)
+        out.write("console stopped\n")
+    if console:
+        console["pid"] = None
     for b in _nodes(state):
         b["pid"] = None
     (Path(args.data_dir) / STATE).write_text(json.dumps(state, indent=1))

@@ -11,6 +11,7 @@ import difflib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from minilog.connector.properties import PropertiesError
 from minilog.connector.properties import read_properties as _read_properties
@@ -83,6 +84,7 @@ BROKER_KEYS = {
     "auto.leader.rebalance.enable": (bool, True),
     "leader.imbalance.check.interval.seconds": (int, 300),
     "metadata.log.max.record.bytes.between.snapshots": (int, 20 * 1024 * 1024),
+    "metrics.listener": (str, None),  # http://HOST:PORT serves Prometheus's /metrics; off unset
     **SECURITY_KEYS,
     # ACLs (broker/authorizer.py): Kafka's StandardAuthorizer class name turns them on.
     "authorizer.class.name": (str, ""),
@@ -190,6 +192,7 @@ class BrokerConfig:
         cfg = cls(values)
         _ = cfg.listeners  # parsing them validates `listeners` and `advertised.listeners`
         cfg._check_roles()
+        _ = cfg.metrics_address  # validates metrics.listener
         return cfg
 
     def _check_roles(self):
@@ -266,6 +269,22 @@ class BrokerConfig:
             return parse_voters(spec)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """(host, port) of `metrics.listener` (http://HOST:PORT), None when metrics are off."""
+        value = self.values["metrics.listener"]
+        if not value:
+            return None
+        url = urlsplit(value)
+        try:
+            port = url.port
+        except ValueError:
+            port = None
+        if url.scheme != "http" or not url.hostname or port is None or url.path not in ("", "/"):
+            raise ConfigError(f"metrics.listener must look like http://127.0.0.1:9404, "
+                              f"got {value!r}")
+        return url.hostname, port
 
     @property
     def listen_address(self):

@@ -43,18 +43,24 @@ def wait_for_port(port, timeout=20.0, proc=None):
 class BrokerProcess:
     """One broker process; `bootstrap` is its host:port. Restartable on the same port and data."""
 
-    def __init__(self, data_dir, port=None, node_id=1, extra=(), listener="PLAINTEXT"):
+    def __init__(self, data_dir, port=None, node_id=1, extra=(), listener="PLAINTEXT",
+                 metrics_port=None):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.node_id = node_id
         self.extra = list(extra)
         self.listener = listener  # CONTROLLER for a controller-only node
         self.more_listeners = ""  # e.g. "SASL_SSL://127.0.0.1:9093": served beside the first
+        self.metrics_port = metrics_port  # serves Prometheus's /metrics there when set
         self.proc = None
 
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self):
+        return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
     @property
     def log_path(self):
@@ -68,11 +74,13 @@ class BrokerProcess:
     def argv(self):
         listen = (["--listen", self.bootstrap] if self.listener == "PLAINTEXT" else
                   ["-o", f"listeners={self.listener}://{self.bootstrap}"])
+        metrics = ["-o", f"metrics.listener=http://127.0.0.1:{self.metrics_port}"] \
+            if self.metrics_port else []
         if self.more_listeners:
             listen = ["-o", f"listeners={self.listener}://{self.bootstrap},{self.more_listeners}"]
         return [sys.executable, "-m", "minilog.broker", "start", *listen,
                 "--data-dir", str(self.log_dir), "--node-id", str(self.node_id),
-                *self.extra]
+                *metrics, *self.extra]
 
     def start(self, timeout=20.0):
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -115,10 +123,12 @@ class LocalCluster:
     """`with LocalCluster() as cluster:` starts brokers; leaving the block stops and cleans up.
 
     Brokers are nodes 1..size; dedicated controllers (`controllers=N`) are the nodes after them.
+    `metrics_ports` (one per node, in that order; None for free ports when `metrics`) turn on
+    each node's Prometheus endpoint (`metrics.listener`).
     """
 
     def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None,
-                 controllers=0, listener="PLAINTEXT"):
+                 controllers=0, listener="PLAINTEXT", metrics=False, metrics_ports=None):
         """`listener`: the brokers' one listener's protocol (SASL_SSL for a secured cluster,
         whose settings are in `extra`)."""
         self._tmp = None
@@ -130,6 +140,9 @@ class LocalCluster:
         if replicated is None:
             replicated = size > 1 or controllers > 0
         self.replicated, self.extra, self.listener = replicated, list(extra), listener
+        if metrics and not metrics_ports:
+            metrics_ports = [free_port() for _ in range(size + controllers)]
+        metrics_ports = list(metrics_ports or [None] * (size + controllers))
         ids = range(1, size + controllers + 1)
         voters = list(zip(ids, ports))[size:] if controllers else list(zip(ids, ports))
         common = ["-o", "controller.quorum.voters=" +
@@ -142,11 +155,12 @@ class LocalCluster:
                      "controller": ["-o", "process.roles=controller"]}
         self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],
                                       node_id=i + 1, extra=[*common, *roles["broker"], *extra],
-                                      listener=listener)
+                                      listener=listener, metrics_port=metrics_ports[i])
                         for i in range(size)]
         self.controllers = [BrokerProcess(self.data_dir / f"controller-{n}", port=p, node_id=n,
                                           extra=[*common, *roles["controller"], *extra],
-                                          listener="CONTROLLER")
+                                          listener="CONTROLLER",
+                                          metrics_port=metrics_ports[n - 1])
                             for n, p in voters] if controllers else []
 
     @property
@@ -191,8 +205,8 @@ class LocalCluster:
             pids = {b.node_id: b.proc.pid for b in self.nodes if b.proc and b.proc.poll() is None}
 
         def saved(nodes):
-            return [{"node_id": b.node_id, "port": b.port, "pid": pids.get(b.node_id)}
-                    for b in nodes]
+            return [{"node_id": b.node_id, "port": b.port, "pid": pids.get(b.node_id),
+                     "metrics_port": b.metrics_port} for b in nodes]
         state = {"brokers": saved(self.brokers), "controllers": saved(self.controllers),
                  "extra": self.extra, "replicated": self.replicated, "listener": self.listener}
         self.data_dir.mkdir(parents=True, exist_ok=True)

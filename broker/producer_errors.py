@@ -4,7 +4,10 @@ import logging
 from minilog.connector.batch import InvalidBatch
 from minilog.connector.protocol import ErrorCode
 
+from .log_throttle import RepeatLimiter, repeats_note
+
 log = logging.getLogger("minilog.broker.produce")
+_STORAGE_ERRORS = RepeatLimiter(60.0)  # a full disk refuses every request: one line a minute
 
 
 def append_error_code(exc):
@@ -12,7 +15,9 @@ def append_error_code(exc):
     if isinstance(exc, InvalidBatch) or (isinstance(code, int) and code > 0):
         return code, str(exc) or None
     if isinstance(exc, OSError):
-        log.error("storage error on append: %s", exc)
+        left_out = _STORAGE_ERRORS.admit((type(exc), exc.errno))
+        if left_out is not None:
+            log.error("storage error on append: %s%s", exc, repeats_note(left_out, 60.0))
         return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
     log.exception("unexpected append failure")
     return ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)

@@ -13,6 +13,7 @@ may stamp in place.
 import asyncio
 import collections
 import logging
+import time
 
 from minilog.connector.framed_protocol import FramedProtocol
 from minilog.connector.protocol import (
@@ -73,6 +74,7 @@ class BrokerServer:
         """The response chunks to one request frame, None when it gets no response; `closed`
         is a future done when the frame's connection closes; `session` is a secured
         listener's (`secure_connection.Session`)."""
+        started = time.perf_counter()
         try:
             header, body_reader = decode_request_header(frame)
         except CorruptMessage as e:
@@ -107,16 +109,18 @@ class BrokerServer:
             call = entry.handler(self.broker, header, request)
         if refused is not None:
             call = _with_refusals(call, key, refused)
-        return await self._answer(call, header, request, peer)
+        return await self._answer(call, header, request, peer, started)
 
-    async def _answer(self, call, header, request, peer):
+    async def _answer(self, call, header, request, peer, started):
         """Encoded response chunks of a handler's `call`, or, when the handler answers
         `Pending`, a task that gives them once it is ready."""
         key, version = header.api_key, header.api_version
         try:
             response = await call
             if isinstance(response, Pending):
-                return asyncio.ensure_future(self._answer(response.rest, header, request, peer))
+                return asyncio.ensure_future(self._answer(response.rest, header, request, peer,
+                                                          started))
+            self.broker.metrics.request_done(key, started)
             if response is NO_RESPONSE:
                 return None
             return encode_response(key, version, header.correlation_id, response)

@@ -10,6 +10,7 @@
     minilog transactions list|describe                 transactions (see cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
+    minilog console [--listen HOST:PORT]       the web console (minilog.console)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -151,6 +152,12 @@ def build_parser():
     cli_transactions.add_parser(sub, common)
     cli_users.add_parser(sub, common)
     cli_acls.add_parser(sub, common)
+    p = sub.add_parser("console", parents=[common],
+                       help="the web console: brokers, topics, groups and lag, records")
+    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                   help="where the console serves its pages (default 127.0.0.1:8080)")
+    p.add_argument("--lag-interval", type=float, default=5.0, metavar="SECONDS",
+                   help="how often each group's lag is sampled for its history (default 5)")
     return parser
 
 
@@ -444,12 +451,23 @@ def _acls(args, out):
     cli_acls.run(args, out, _settings(args), lambda message: UserError(f"minilog acls: {message}"))
 
 
+def _console(args, out):
+    from minilog.console.server import serve
+    if args.lag_interval <= 0:
+        raise UserError("minilog console: --lag-interval must be positive")
+    try:
+        serve(_settings(args), args.listen, out, args.lag_interval)
+    except ValueError as e:
+        raise UserError(f"minilog console: {e}") from None
+
+
 DELEGATED = ("broker", "cluster", "demo")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
                 "cluster": "a local cluster's brokers are found through its --data-dir"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
-            "acls": _acls}
+            "acls": _acls,
+            "console": _console}
 
 
 def _global_flags_end(argv):

@@ -8,7 +8,9 @@ minOffsetsPerTrigger + maxTriggerDelay, and by the target fixed for `availableNo
 executors; `commit(end)` records the progress in the consumer group `commitOffsetsToGroup`
 (by default `kafka.group.id`).
 """
+import json
 import time
+import uuid
 
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
@@ -48,6 +50,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._missing = set()       # the topics said to be missing, to say so once
         self._group_checked = False  # commit_group seen to have no members of its own
         self._sizes = LogSizeMap()   # maxBytesPerTrigger: bytes per offset range, learnt
+        # Commit metadata saying a Spark query commits this group (the console shows it as
+        # one): pyspark gives a Python reader no query id, so each run of a reader has its own.
+        self._commit_metadata = json.dumps({"spark": {"source": "format(minilog)",
+                                                      "reader": uuid.uuid4().hex[:12]}})
 
     @property
     def admin(self):
@@ -191,7 +197,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not group or not position or position == self._committed:
             return
         try:
-            self.admin.alter_group_offsets(group, position)
+            self.admin.alter_group_offsets(group, {tp: (offset, self._commit_metadata)
+                                                   for tp, offset in position.items()})
             self._committed = dict(position)
         except Exception as e:  # noqa: BLE001 - progress is checkpointed; the group is a view
             log.warning("Could not commit the offsets of group %r: %s", group, e)

@@ -265,7 +265,9 @@ def run(bootstrap, args, out=sys.stdout):
 def start_cluster(cluster, out=sys.stdout):
     cluster.start()
     for b in cluster.brokers:
-        print(f"started minilog broker {b.node_id} at {b.bootstrap}", file=out, flush=True)
+        metrics = f" (Prometheus metrics at {b.metrics_url})" if b.metrics_url else ""
+        print(f"started minilog broker {b.node_id} at {b.bootstrap}{metrics}", file=out,
+              flush=True)
     if len(cluster.brokers) > 1:
         if not cluster.wait_until_live(60):
             raise RuntimeError(f"the brokers did not form a cluster within 60s; see the logs "
@@ -284,6 +286,7 @@ the cluster keeps running at {b} (data in {cluster.data_dir}); connect with:
   minilog -b {b} consume {BALANCES} --from-beginning --exit
   minilog -b {b} groups describe {GROUP}
   minilog cluster status --data-dir {cluster.data_dir}
+  minilog -b {b} console --listen 127.0.0.1:8080          (the web console, then open http://127.0.0.1:8080/)
   spark.readStream.format("minilog").option("kafka.bootstrap.servers", "{b}").option("subscribe", "{TRANSACTIONS}").load()
 or with other Kafka clients, once installed:
   kcat -b {b} -C -t {BALANCES} -e          (kcat: `apt-get install kcat` or `brew install kcat`)
@@ -333,7 +336,7 @@ def main(argv=None):
     if not 1 <= args.replication_factor <= args.brokers:
         parser.error(f"--replication-factor must be between 1 and the {args.brokers} brokers")
     cluster = LocalCluster(args.brokers, data_dir=tempfile.mkdtemp(prefix="minilog-demo-")
-                           if args.keep else None)
+                           if args.keep else None, metrics=True)
     keep = False
     try:
         start_cluster(cluster)

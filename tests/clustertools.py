@@ -50,11 +50,11 @@ def _all_led(placement):
 class TestCluster(LocalCluster):
     __test__ = False
 
-    def __init__(self, size, data_dir, overrides, controllers=0):
+    def __init__(self, size, data_dir, overrides, controllers=0, metrics=False):
         settings = {**FAST, **overrides}
         extra = [x for k, v in settings.items() for x in ("-o", f"{k}={v}")]
         super().__init__(size, data_dir=data_dir, extra=extra, replicated=True,
-                         controllers=controllers)
+                         controllers=controllers, metrics=metrics)
 
     def start(self):
         super().start()

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import urllib.request
 import uuid
 
 import pytest
@@ -31,8 +32,10 @@ def cluster(tmp_path_factory):
     """(data dir, bootstrap, topic with RECORDS records on 3 partitions x 3 replicas)."""
     data = tmp_path_factory.mktemp("cluster") / "c"
     up = run("cluster", "up", "--brokers", 3, "--data-dir", data, *SLOW_FENCE, timeout=300)
-    pids = [b["pid"] for b in json.loads((data / "cluster.json").read_text())["brokers"]] \
-        if (data / "cluster.json").exists() else []
+    state = json.loads((data / "cluster.json").read_text()) \
+        if (data / "cluster.json").exists() else {"brokers": []}
+    pids = [b["pid"] for b in state["brokers"]] + \
+        ([state["console"]["pid"]] if state.get("console") else [])
     try:
         assert up.returncode == 0 and b"warning" not in up.stdout, up.stdout + up.stderr
         bootstrap = re.search(r"bootstrap servers: (\S+)", up.stdout.decode()).group(1)
@@ -47,7 +50,31 @@ def cluster(tmp_path_factory):
         left = [pid for pid in pids if _alive(pid)]
         for pid in left:
             os.killpg(pid, signal.SIGKILL)
-        assert not left, f"brokers left running: {left}"
+        assert not left, f"brokers or console left running: {left}"
+
+
+def _get(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def test_up_serves_each_nodes_metrics_and_the_console_at_the_urls_it_printed(cluster):
+    data, bootstrap, topic = cluster
+    state = json.loads((data / "cluster.json").read_text())
+    for b in state["brokers"]:
+        assert "kafka_server_replicamanager_leadercount" in \
+            _get(f"http://127.0.0.1:{b['metrics_port']}/metrics")
+    console = f"http://127.0.0.1:{state['console']['port']}"
+    page = wait_until(lambda: _try_get(f"{console}/topics"), 60, "the console to answer")
+    assert topic in page
+    assert f"console: {console}/" in ok("cluster", "status", "--data-dir", data, timeout=120)
+
+
+def _try_get(url):
+    try:
+        return _get(url)
+    except OSError:
+        return None
 
 
 def _kill_broker(data, node_id):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"connector": "minilog.connector", "broker": "minilog.broker",
-            "datasource": "minilog.datasource", "jobs": "minilog.jobs"}
+            "datasource": "minilog.datasource", "jobs": "minilog.jobs",
+            "console": "minilog.console"}
 
 
 def _modules():

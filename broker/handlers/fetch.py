@@ -125,6 +125,8 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed
                 errors += 1
                 continue
             total += len(data)
+            if data and not follower:
+                broker.metrics.fetched(name, len(data))
             if isinstance(data, FileRegion):
                 regions.append(data)
             waiting_on.append(partition)

@@ -58,6 +58,7 @@ def produce_to_partition(broker, topic, index, records, acks):
     except Exception as e:  # noqa: BLE001 - mapped to Kafka's codes below
         code, message = append_error_code(e)
         return _partition_result(index, code, message=message)
+    broker.metrics.produced(topic, len(records), sum(h.record_count for _, h in batches))
     return _partition_result(index, 0, result.first_offset, result.log_append_time,
                              partition.log_start_offset)
 

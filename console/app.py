@@ -1,0 +1,199 @@
+"""The console's web application: Starlette routes rendering Jinja2 templates, server side.
+
+Pages: `/` overview, `/topics`, `/topics/<name>`, `/topics/<name>/records`, `/groups`,
+`/groups/<id>`. Changes (create, delete, alter a topic) are POSTed forms answered first by a
+confirmation page that re-posts them with `confirmed=yes`. Live parts refresh with plain
+`fetch` (see base.html). One `AsyncAdminClient` serves every page, on the server's event loop;
+a background task samples each group's lag into the in-memory `LagHistory`.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from minilog.connector.client import AsyncAdminClient, KafkaError, NewTopic
+
+from . import cluster_view, record_browser
+from .lag_history import LagHistory, svg_chart
+
+log = logging.getLogger("minilog.console")
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+LAG_SAMPLE_INTERVAL_S = 5.0
+
+
+class ConsoleState:
+    """What the console keeps for its lifetime: the admin client, the brokers it has seen (a
+    broker DescribeCluster stops listing shows as down) and each group's lag history."""
+
+    def __init__(self, config: dict[str, Any], sample_interval: float) -> None:
+        self.config = config
+        self.sample_interval = sample_interval
+        self.admin: AsyncAdminClient | None = None
+        self.seen_brokers: dict[int, str] = {}
+        self.history = LagHistory()
+
+    async def sample_lag_forever(self) -> None:
+        """Samples every `sample_interval` s; a failure is logged when it starts or changes,
+        and once when sampling works again, not at every round."""
+        failing = None
+        while True:
+            try:
+                for view in await cluster_view.group_list(self.admin):
+                    self.history.record(view.group_id, view.total_lag)
+                if failing is not None:
+                    log.warning("lag sampling works again")
+                failing = None
+            except KafkaError as e:
+                if str(e) != failing:
+                    log.warning("lag sampling failed (retried every %g s): %s",
+                                self.sample_interval, e)
+                failing = str(e)
+            await asyncio.sleep(self.sample_interval)
+
+
+def _page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    return TEMPLATES.TemplateResponse(request, template, context, status_code=status)
+
+
+def _state(request: Request) -> ConsoleState:
+    return request.app.state.console
+
+
+async def overview(request: Request) -> Response:
+    return _page(request, "overview.html",
+                 **await cluster_view.overview(_state(request).admin,
+                                               _state(request).seen_brokers))
+
+
+async def topics(request: Request) -> Response:
+    return _page(request, "topics.html", topics=await cluster_view.topic_list(_state(request).admin))
+
+
+async def topic(request: Request) -> Response:
+    return _page(request, "topic.html",
+                 **await cluster_view.topic(_state(request).admin, request.path_params["name"]))
+
+
+async def groups(request: Request) -> Response:
+    state = _state(request)
+    views = await cluster_view.group_list(state.admin)
+    return _page(request, "groups.html", groups=views)
+
+
+async def group(request: Request) -> Response:
+    state = _state(request)
+    view = await cluster_view.group(state.admin, request.path_params["group_id"])
+    state.history.record(view.group_id, view.total_lag)
+    return _page(request, "group.html", group=view,
+                 chart=svg_chart(state.history.points(view.group_id)))
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value not in (None, "") else None
+
+
+async def records(request: Request) -> Response:
+    state, q, name = _state(request), request.query_params, request.path_params["name"]
+    described = await cluster_view.topic(state.admin, name)
+    form = {"partition": q.get("partition", "0"), "offset": q.get("offset", ""),
+            "timestamp": q.get("timestamp", ""), "limit": q.get("limit", "50"),
+            "avro_schema": q.get("avro_schema", "")}
+    try:
+        shown = await record_browser.read(
+            state.config, name, int(form["partition"]), offset=_int(form["offset"]),
+            timestamp=_int(form["timestamp"]), limit=int(form["limit"]),
+            avro_schema=form["avro_schema"] or None)
+        error = None
+    except ValueError as e:
+        shown, error = [], f"bad input: {e}"
+    return _page(request, "records.html", topic=described, form=form, records=shown,
+                 error=error, status=400 if error else 200)
+
+
+# -- changes, each behind a confirmation --------------------------------------------------------
+def _describe_change(form: dict[str, str]) -> str:
+    action, name = form.get("action"), form.get("name", "")
+    if action == "create":
+        return (f"create topic {name} with {form.get('partitions', '1')} partition(s), "
+                f"replication factor {form.get('replication_factor') or 'the default'}")
+    if action == "delete":
+        return f"delete topic {name} and all its records"
+    if action == "alter":
+        return f"set {form.get('config_key')}={form.get('config_value')} on topic {name}"
+    raise ValueError(f"unknown action {action!r}")
+
+
+async def _apply_change(admin: AsyncAdminClient, form: dict[str, str]) -> str:
+    """Performs a confirmed change; the page to go to afterwards."""
+    action, name = form["action"], form["name"]
+    if action == "create":
+        rf = int(form.get("replication_factor") or -1)
+        await admin.create_topics([NewTopic(name, int(form.get("partitions") or 1), rf)])
+        return f"/topics/{name}"
+    if action == "delete":
+        await admin.delete_topic(name)
+        return "/topics"
+    await admin.incremental_alter_configs("topic", name,
+                                          {form["config_key"]: form["config_value"]})
+    return f"/topics/{name}"
+
+
+async def change(request: Request) -> Response:
+    # The console's forms are url-encoded: the standard library parses them (Starlette's
+    # request.form() would need python-multipart for nothing else).
+    form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+    try:
+        what = _describe_change(form)
+    except ValueError as e:
+        return _page(request, "error.html", status=400, message=str(e))
+    if form.get("confirmed") != "yes":
+        return _page(request, "confirm.html", what=what,
+                     fields={k: v for k, v in form.items() if k != "confirmed"})
+    try:
+        target = await _apply_change(_state(request).admin, form)
+    except ValueError as e:
+        return _page(request, "error.html", status=400, message=f"bad input: {e}")
+    return RedirectResponse(target, status_code=303)
+
+
+async def _kafka_error(request: Request, exc: Exception) -> Response:
+    status = 404 if isinstance(exc, KafkaError) and exc.name in (
+        "UNKNOWN_TOPIC_OR_PARTITION", "GROUP_ID_NOT_FOUND") else 502
+    return _page(request, "error.html", status=status, message=str(exc))
+
+
+def create_app(config: dict[str, Any],
+               sample_interval: float = LAG_SAMPLE_INTERVAL_S) -> Starlette:
+    """The console for the cluster `config` (client settings, Kafka's names) reaches."""
+    state = ConsoleState(config, sample_interval)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.admin = AsyncAdminClient(config)
+        sampler = asyncio.ensure_future(state.sample_lag_forever())
+        try:
+            yield
+        finally:
+            sampler.cancel()
+            await asyncio.gather(sampler, return_exceptions=True)
+            await state.admin.close()
+
+    app = Starlette(routes=[
+        Route("/", overview), Route("/topics", topics), Route("/topics/{name}", topic),
+        Route("/topics/{name}/records", records), Route("/groups", groups),
+        Route("/groups/{group_id}", group), Route("/change", change, methods=["POST"]),
+    ], lifespan=lifespan, exception_handlers={KafkaError: _kafka_error})
+    app.state.console = state
+    return app
