@@ -79,6 +79,12 @@ class SourceOptions:
     values: object = None             # a values.ValueFormat, or None for binary values
     extra: dict = field(default_factory=dict)
 
+    @property
+    def isolation_level(self) -> str:
+        """`kafka.isolation.level`: read_uncommitted (Kafka's and Spark's default) or
+        read_committed (ranges end at the last stable offset; aborted records are skipped)."""
+        return str(self.client.get("isolation.level", "read_uncommitted"))
+
 
 def _lower(options):
     return {str(k).lower(): v for k, v in dict(options).items()}
