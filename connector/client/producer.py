@@ -207,6 +207,10 @@ class AsyncProducer(ProducerCore):
         await self._transactions().send_offsets_to_transaction(
             _offsets_dict(offsets), group_metadata, self._api_timeout(timeout))
 
+    async def prepare_transaction(self, timeout=None):
+        """KIP-939: flush the transaction and leave it open; its PreparedTxnState."""
+        return await self._transactions().prepare_transaction(self._api_timeout(timeout))
+
     async def commit_transaction(self, timeout=None):
         await self._transactions().commit_transaction(self._api_timeout(timeout))
 
@@ -422,6 +426,12 @@ class Producer:
 
     def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
         self._loop.run(self._core.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def prepare_transaction(self, timeout=None):
+        async def prepare():
+            self._hand_over()
+            return await self._core.prepare_transaction(timeout)
+        return self._loop.run(prepare())
 
     def commit_transaction(self, timeout=None):
         async def commit():

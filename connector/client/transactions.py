@@ -7,6 +7,12 @@ to it (AddPartitionsToTxn; the sender asks `ready(tp)` and waits), sends consume
 the transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator) and ends it
 (EndTxn, after every record of the transaction is acknowledged).
 
+Two-phase commit (KIP-939's client calls): `prepare_transaction` flushes every record of the
+open transaction and leaves it open, returning its `PreparedTxnState`; another process that
+holds that state completes it (`AdminClient.complete_transaction`: EndTxn under the prepared
+producer id and epoch). A newer `init_transactions` with the same transactional.id fences the
+preparing producer and aborts what it prepared, unless that was completed first.
+
 Errors are classified as librdkafka does: *fatal* (fenced by a newer instance, an invalid
 timeout, no authorization: the producer cannot go on, make a new one), *abortable* (a record
 or a partition failed: `abort_transaction()` and begin again), or retried here within the
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
 
@@ -26,6 +33,7 @@ from .types import KafkaTimeoutError, TopicPartition
 log = logging.getLogger("minilog.client")
 
 READY, IN_TRANSACTION, COMMITTING, ABORTING = "ready", "in transaction", "committing", "aborting"
+PREPARED = "prepared"
 UNINITIALIZED, ABORTABLE, FATAL = "uninitialized", "abortable error", "fatal error"
 _SENDING = (IN_TRANSACTION, COMMITTING, ABORTING)  # records of the transaction may leave
 
@@ -36,6 +44,22 @@ FATAL_CODES = frozenset({
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT})
 RETRIED = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.OPERATION_NOT_ATTEMPTED})
+
+
+@dataclass(frozen=True)
+class PreparedTxnState:
+    """A prepared transaction's identity (KIP-939's PreparedTxnState): what another process
+    needs to commit or abort it. `str()` is Java's form, "producerId:epoch"."""
+    producer_id: int
+    epoch: int
+
+    def __str__(self) -> str:
+        return f"{self.producer_id}:{self.epoch}"
+
+    @classmethod
+    def parse(cls, text: str) -> PreparedTxnState:
+        pid, epoch = str(text).split(":")
+        return cls(int(pid), int(epoch))
 
 
 class TransactionError(KafkaError):
@@ -190,7 +214,7 @@ class Transactions:
 
     # -- the public calls (confluent-kafka's names) ---------------------------------------------
     async def init_transactions(self, timeout: float) -> None:
-        if self.state not in (UNINITIALIZED, READY):
+        if self.state not in (UNINITIALIZED, READY, PREPARED):
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"init_transactions in state {self.state}")
         deadline = time.monotonic() + timeout
@@ -204,7 +228,7 @@ class Transactions:
             self._set_error(err)
             raise err from None
         self.core._set_producer_id(pid, epoch)
-        self.state = READY
+        self._finish()
 
     def begin_transaction(self) -> None:
         if self.state != READY:
@@ -231,13 +255,23 @@ class Transactions:
             self._set_error(classify(e, "send_offsets_to_transaction"))
             raise self.error from None
 
-    async def commit_transaction(self, timeout: float) -> None:
+    async def prepare_transaction(self, timeout: float) -> PreparedTxnState:
+        """The first phase of a two-phase commit: every record of the transaction is
+        acknowledged, the transaction stays open; its identity is returned for whoever
+        completes it (this producer's commit/abort_transaction, or another process's
+        `AdminClient.complete_transaction`)."""
         if self.state == ABORTABLE or self.state == FATAL:
             raise self.error
         if self.state != IN_TRANSACTION:
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
-                                   f"commit_transaction in state {self.state}")
-        deadline = time.monotonic() + timeout
+                                   f"prepare_transaction in state {self.state}")
+        await self._flush_all(time.monotonic() + timeout)
+        self.state = PREPARED
+        return PreparedTxnState(self.core._pid, self.core._epoch)
+
+    async def _flush_all(self, deadline: float) -> None:
+        """Deliver every record of the transaction (no new ones are taken meanwhile), or
+        raise: a timeout leaves the transaction open, a failed record makes it abortable."""
         self.state = COMMITTING
         left = await self.core.flush(max(0.0, deadline - time.monotonic()))
         if left:
@@ -245,12 +279,24 @@ class Transactions:
             raise KafkaTimeoutError(f"{left} record(s) of the transaction not yet delivered")
         if self.error is not None:
             raise self.error  # a record failed during the flush: abort
+
+    async def commit_transaction(self, timeout: float) -> None:
+        if self.state == ABORTABLE or self.state == FATAL:
+            raise self.error
+        if self.state == PREPARED:
+            await self._end(True, time.monotonic() + timeout)
+            return
+        if self.state != IN_TRANSACTION:
+            raise TransactionError(ErrorCode.INVALID_TXN_STATE,
+                                   f"commit_transaction in state {self.state}")
+        deadline = time.monotonic() + timeout
+        await self._flush_all(deadline)
         await self._end(True, deadline)
 
     async def abort_transaction(self, timeout: float) -> None:
         if self.state == FATAL:
             raise self.error
-        if self.state not in (IN_TRANSACTION, ABORTABLE, ABORTING):
+        if self.state not in (IN_TRANSACTION, ABORTABLE, ABORTING, PREPARED):
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"abort_transaction in state {self.state}")
         deadline = time.monotonic() + timeout
