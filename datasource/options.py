@@ -408,5 +408,6 @@ def sink_options(options):
                               "exactly-once")
     if guarantee == EXACTLY_ONCE:
         client.setdefault("transaction.timeout.ms", SINK_TRANSACTION_TIMEOUT_MS)
+        _checked({**client, "transactional.id": "-"}, "sink")  # as the tasks' producers
     return SinkOptions(client=client, topic=topic, values=value_format(opts),
                        exactly_once=guarantee == EXACTLY_ONCE, transactional_id_prefix=prefix)

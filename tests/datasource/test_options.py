@@ -86,6 +86,8 @@ SINK_ERRORS = [
      "Option 'transactionalIdPrefix' needs deliveryGuarantee exactly-once"),
     ("value string", {"topic": "t", "deliveryGuarantee": "exactly-once",
                       "transactionalIdPrefix": " "}, "Option 'transactionalIdPrefix' is empty"),
+    ("value string", {"topic": "t", "deliveryGuarantee": "exactly-once", "kafka.acks": "1"},
+     "Invalid Kafka option: enable.idempotence=true requires acks=all"),
 ]
 
 
