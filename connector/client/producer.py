@@ -194,8 +194,13 @@ class AsyncProducer(ProducerCore):
             raise KafkaError(ErrorCode.INVALID_TXN_STATE, "the producer has no transactional.id")
         return self._txn
 
-    async def init_transactions(self, timeout=None):
-        await self._transactions().init_transactions(self._api_timeout(timeout))
+    async def init_transactions(self, timeout=None, keep_prepared_txn=False):
+        await self._transactions().init_transactions(self._api_timeout(timeout),
+                                                     keep_prepared_txn)
+
+    async def complete_transaction(self, prepared, timeout=None):
+        """KIP-939: commit the kept transaction if `prepared` names it, else abort it."""
+        await self._transactions().complete_transaction(prepared, self._api_timeout(timeout))
 
     def begin_transaction(self):
         self._transactions().begin_transaction()
@@ -418,8 +423,11 @@ class Producer:
         return self._loop.run(self._core.partitions_for(topic))
 
     # ---- transactions: confluent-kafka's methods (see connector/client/transactions.py) ----
-    def init_transactions(self, timeout=None):
-        self._loop.run(self._core.init_transactions(timeout))
+    def init_transactions(self, timeout=None, keep_prepared_txn=False):
+        self._loop.run(self._core.init_transactions(timeout, keep_prepared_txn))
+
+    def complete_transaction(self, prepared, timeout=None):
+        self._loop.run(self._core.complete_transaction(prepared, timeout))
 
     def begin_transaction(self):
         self._loop.run(_call(self._core.begin_transaction))

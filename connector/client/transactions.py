@@ -79,8 +79,10 @@ def classify(e: KafkaError, what: str) -> TransactionError:
 
 
 class Transactions:
-    def __init__(self, core, transactional_id: str, timeout_ms: int):
+    def __init__(self, core, transactional_id: str, timeout_ms: int, two_phase: bool = False):
         self.core, self.transactional_id, self.timeout_ms = core, transactional_id, timeout_ms
+        self.two_phase = two_phase  # KIP-939: transactions that never time out
+        self.kept: PreparedTxnState | None = None  # the open transaction init kept
         self.coordinator = Coordinator(core._cluster, transactional_id, TXN_KEY_TYPE)
         self.state = UNINITIALIZED
         self.error: TransactionError | None = None
@@ -170,14 +172,22 @@ class Transactions:
                           what, e)
                 await asyncio.sleep(backoff)
 
-    async def _init_once(self, conn) -> tuple[int, int]:
+    async def _init_once(self, conn, keep_prepared: bool) -> tuple[int, int, PreparedTxnState | None]:
         Req = _m(ApiKey.INIT_PRODUCER_ID)
+        version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
+        if (self.two_phase or keep_prepared) and version < 6:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "two-phase commit (KIP-939) needs "
+                             "InitProducerId v6, which the coordinator does not support")
         resp = await conn.send(ApiKey.INIT_PRODUCER_ID, Req(
             transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
-            producer_id=-1, producer_epoch=-1))
+            producer_id=-1, producer_epoch=-1, enable2_pc=self.two_phase or keep_prepared,
+            keep_prepared_txn=keep_prepared), version)
         if resp.error_code:
             raise KafkaError(resp.error_code, "InitProducerId")
-        return resp.producer_id, resp.producer_epoch
+        kept = None
+        if keep_prepared and resp.ongoing_txn_producer_id >= 0:
+            kept = PreparedTxnState(resp.ongoing_txn_producer_id, resp.ongoing_txn_producer_epoch)
+        return resp.producer_id, resp.producer_epoch, kept
 
     async def _end_once(self, conn, commit: bool) -> None:
         resp = await conn.send(ApiKey.END_TXN, _m(ApiKey.END_TXN)(
@@ -213,13 +223,17 @@ class Transactions:
             raise KafkaError(code, "TxnOffsetCommit")
 
     # -- the public calls (confluent-kafka's names) ---------------------------------------------
-    async def init_transactions(self, timeout: float) -> None:
+    async def init_transactions(self, timeout: float, keep_prepared_txn: bool = False) -> None:
+        """Get the producer id and epoch, fencing older instances. An open transaction of the
+        id is aborted, unless `keep_prepared_txn` (KIP-939): then it is kept, this producer is
+        in the prepared state, and `complete_transaction` (or commit/abort) ends it."""
         if self.state not in (UNINITIALIZED, READY, PREPARED):
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"init_transactions in state {self.state}")
         deadline = time.monotonic() + timeout
         try:
-            pid, epoch = await self._call(self._init_once, deadline, "InitProducerId")
+            pid, epoch, kept = await self._call(
+                lambda conn: self._init_once(conn, keep_prepared_txn), deadline, "InitProducerId")
         except KafkaTimeoutError:
             raise
         except KafkaError as e:
@@ -229,7 +243,20 @@ class Transactions:
             raise err from None
         self.core._set_producer_id(pid, epoch)
         self._finish()
+        if kept is not None:
+            self.kept, self.state = kept, PREPARED
+            self._offsets_sent = True  # the coordinator has the transaction: EndTxn ends it
 
+    async def complete_transaction(self, prepared: PreparedTxnState, timeout: float) -> None:
+        """KIP-939's second phase, after `init_transactions(keep_prepared_txn=True)`: commit
+        the kept transaction if it is the one `prepared` names, else abort it (a newer attempt
+        prepared it, or `prepared` was already completed). Nothing kept: nothing to do."""
+        if self.kept is None:
+            return
+        deadline = time.monotonic() + timeout
+        await self._end(self.kept == prepared, deadline)
+        # the kept transaction's epoch has sent records: a new epoch for this producer's own
+        await self.init_transactions(max(0.0, deadline - time.monotonic()))
     def begin_transaction(self) -> None:
         if self.state != READY:
             raise self.error if self.state == FATAL else TransactionError(
@@ -319,6 +346,7 @@ class Transactions:
         self._finish()
 
     def _finish(self) -> None:
+        self.kept = None
         self.added.clear()
         self.error = None
         self.state = READY
