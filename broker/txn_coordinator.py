@@ -83,6 +83,7 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
         self.two_phase_enabled = cfg["transaction.two.phase.commit.enable"]
+        self.expiration_ms = cfg["transactional.id.expiration.ms"]
         self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self._owned: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
         self._loading: set[int] = set()
@@ -367,6 +368,28 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(self.abort_interval_ms / 1000)
             await self.abort_timed_out(now_ms())
+            await self.expire_transactional_ids(now_ms())
+
+    async def expire_transactional_ids(self, now: int) -> None:
+        """Forget the transactional ids with no open transaction and no request for longer than
+        `transactional.id.expiration.ms` (Kafka's default: 7 days): a tombstone in
+        `__transaction_state`, so no coordinator loads them again. The next InitProducerId of
+        such an id starts it afresh, under a new producer id."""
+        for md in list(self.txns.values()):
+            txn_id = md.transactional_id
+            if md.state not in (s.EMPTY, s.COMPLETE_COMMIT, s.COMPLETE_ABORT) or \
+                    md.pending is not None or now - md.update_ms <= self.expiration_ms or \
+                    self.validate(txn_id):
+                continue
+            md.pending = s.DEAD
+            try:
+                code, _ = await self.store.write(self.store.partition_for(txn_id),
+                                                 [(txn_key(txn_id), None)])
+            finally:
+                md.pending = None
+            if code == 0 and self.txns.get(txn_id) is md:
+                log.info("transactional id %r expired", txn_id)
+                del self.txns[txn_id]
 
     async def abort_timed_out(self, now: int) -> None:
         """Abort every open transaction past its timeout, under a bumped epoch so that its
