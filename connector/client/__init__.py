@@ -44,5 +44,6 @@ __all__ = ["AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncProducer", 
            "GroupListing",
            "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "LogTruncationError",
            "MemberDescription",
-           "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "PreparedTxnState", "Producer",
-           "RecordMetadata", "TopicDescription", "TransactionError", "TopicPartition", "murmur2", "murmur2_partition"]
+           "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo",
+           "PreparedTxnState", "Producer", "RecordMetadata", "TopicDescription",
+           "TopicPartition", "TransactionError", "murmur2", "murmur2_partition"]

@@ -1,6 +1,7 @@
 """Transaction administration: list and describe transactions (what `kafka-transactions.sh`
-does), and complete a transaction another process prepared (KIP-939's second phase). A mixin of `AsyncAdminClient`, like `admin_groups.py`: ListTransactions goes to every
-broker (each lists the transactional ids it coordinates), DescribeTransactions to each id's
+does), and complete a transaction another process prepared (KIP-939's second phase). A mixin
+of `AsyncAdminClient`, like `admin_groups.py`: ListTransactions goes to every broker (each
+lists the transactional ids it coordinates), DescribeTransactions and EndTxn to each id's
 transaction coordinator (FindCoordinator key type 1)."""
 import asyncio
 import time

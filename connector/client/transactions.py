@@ -172,7 +172,8 @@ class Transactions:
                           what, e)
                 await asyncio.sleep(backoff)
 
-    async def _init_once(self, conn, keep_prepared: bool) -> tuple[int, int, PreparedTxnState | None]:
+    async def _init_once(self, conn,
+                         keep_prepared: bool) -> tuple[int, int, PreparedTxnState | None]:
         Req = _m(ApiKey.INIT_PRODUCER_ID)
         version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
         if (self.two_phase or keep_prepared) and version < 6:
