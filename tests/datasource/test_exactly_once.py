@@ -16,7 +16,7 @@ ROWS = 30  # per input partition
 
 @pytest.fixture(scope="module")
 def txn_broker():
-    b = MinilogBroker(extra=SMALL).start()
+    b = MinilogBroker(extra=SMALL + ["-o", "transaction.two.phase.commit.enable=true"]).start()
     yield b
     b.cleanup()
 
@@ -51,41 +51,43 @@ def forget_last_commit(checkpoint):
     return int(commits[-1].name)
 
 
-def test_exactly_once_stream_writes_every_row_once_in_committed_transactions(
-        spark, txn_broker, source, tmp_path):
-    out = create_topic(txn_broker.bootstrap, unique("eos-out"), 2)
-    progress = copy(spark, txn_broker, source, out, tmp_path / "ck", "exactly-once",
-                    transactionalIdPrefix=f"{out}-txn")
-    assert len(progress) >= 3  # several micro-batches, each its own transactions
-    assert sorted(read_all(txn_broker.bootstrap, out, "read_committed", 2 * ROWS,
-                           partitions=2)) == INPUT
-    with AdminClient({"bootstrap.servers": txn_broker.bootstrap}) as admin:
-        states = {t.transactional_id: t.state for t in admin.list_transactions()
-                  if t.transactional_id.startswith(f"{out}-txn-")}
-    assert states and set(states.values()) == {"CompleteCommit"}, states
-
-
 @pytest.mark.parametrize("guarantee,copies", [("exactly-once", 1), ("at-least-once", 2)])
 def test_a_batch_replayed_after_the_sinks_commit_is_written_once(spark, txn_broker, source,
                                                                  tmp_path, guarantee, copies):
+    """Three micro-batches of 20 offsets, the last one run twice."""
     out = create_topic(txn_broker.bootstrap, unique("eos-replay"), 2)
-    checkpoint = tmp_path / "ck"
-    copy(spark, txn_broker, source, out, checkpoint, guarantee)
+    checkpoint, prefix = tmp_path / "ck", f"{out}-txn"
+    sink = {"transactionalIdPrefix": prefix} if guarantee == "exactly-once" else {}
+    first = copy(spark, txn_broker, source, out, checkpoint, guarantee, **sink)
+    assert [p["numInputRows"] for p in first if p["numInputRows"]] == [20, 20, 20]
     replayed = forget_last_commit(checkpoint)
-    progress = copy(spark, txn_broker, source, out, checkpoint, guarantee)
+    progress = copy(spark, txn_broker, source, out, checkpoint, guarantee, **sink)
     assert [p["batchId"] for p in progress][:1] == [replayed]  # Spark did run it again
     got = read_all(txn_broker.bootstrap, out, "read_committed", 2 * ROWS, partitions=2)
     last = {f"v{p}-{i}".encode() for p in range(2) for i in range(ROWS - 10, ROWS)}
     expected = sorted(INPUT + [v for v in INPUT if v in last] * (copies - 1))
     assert sorted(got) == expected
+    if sink:  # every transaction of the sink ended: committed, or the replay's aborted
+        with AdminClient({"bootstrap.servers": txn_broker.bootstrap}) as admin:
+            states = {t.transactional_id: t.state for t in admin.list_transactions()
+                      if t.transactional_id.startswith(f"{prefix}-")}
+        assert len(states) == 2 and set(states.values()) <= {"CompleteCommit",
+                                                              "CompleteAbort"}, states
 
 
 def test_exactly_once_batch_write_commits_when_every_task_succeeded(spark, txn_broker,
                                                                    tmp_path):
+    """With KIP-939's two-phase commit on: the prepared transactions would never time out."""
     out = create_topic(txn_broker.bootstrap, unique("eos-batch"), 2)
     rows = [(f"b{i}",) for i in range(40)]
     (spark.createDataFrame(rows, "value string").repartition(3).write.format("minilog")
      .option("kafka.bootstrap.servers", txn_broker.bootstrap).option("topic", out)
-     .option("deliveryGuarantee", "exactly-once").mode("append").save())
+     .option("deliveryGuarantee", "exactly-once")
+     .option("kafka.transaction.two.phase.commit.enable", "true").mode("append").save())
     got = read_all(txn_broker.bootstrap, out, "read_committed", 40, partitions=2)
     assert sorted(got) == sorted(f"b{i}".encode() for i in range(40))
+    with AdminClient({"bootstrap.servers": txn_broker.bootstrap}) as admin:
+        ids = [t.transactional_id for t in admin.list_transactions()
+               if t.transactional_id.startswith("minilog-sink-batch-")]
+        timeouts = {d.timeout_ms for d in admin.describe_transactions(ids).values()}
+    assert ids and timeouts == {2**31 - 1}  # two-phase: never timed out by the broker
