@@ -37,6 +37,8 @@ log = logging.getLogger("minilog.datasource")
 # Spark's local properties of a micro-batch's tasks (StreamExecution, MicroBatchExecution).
 _QUERY_ID, _BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
 _MARKER = "minilog exactly-once sink, query "  # the marker's metadata, then the query id
+_ALREADY_ENDED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+                  ErrorCode.INVALID_PRODUCER_ID_MAPPING)
 
 
 @dataclass
@@ -76,7 +78,7 @@ def write_prepared(batches, options, send, batch_prefix: str) -> Prepared:
         deliveries, rows, topic = send(producer, batches)
         if rows == 0:
             producer.abort_transaction()
-            clients.release(producer)
+            _put_back(producer, batch_id)
             return Prepared(0)
         if batch_id is not None:
             producer.send_offsets_to_transaction(
@@ -87,8 +89,14 @@ def write_prepared(batches, options, send, batch_prefix: str) -> Prepared:
     except BaseException:
         _abandon(producer)
         raise
-    clients.release(producer)
+    _put_back(producer, batch_id)
     return Prepared(rows, txn_id, str(state), query_id)
+
+
+def _put_back(producer, batch_id: int | None) -> None:
+    """A stream's transactional ids come back every micro-batch: its producer is kept for the
+    next; a batch write's ids are its own, never used again: its producer is closed."""
+    (clients.release if batch_id is not None else clients.discard)(producer)
 
 
 def _abandon(producer) -> None:
@@ -116,32 +124,38 @@ class Completer:
         return self._admin
 
     def commit(self, messages, batch_id: int | None) -> None:
-        """Commit every prepared transaction of `messages`, except those of a replayed batch
-        whose transactional id committed `batch_id` already: those are aborted."""
+        """Commit every prepared transaction of `messages` (all at once), except those of a
+        replayed batch whose transactional id committed `batch_id` already: those are
+        aborted."""
+        ends = {}
         for m in _prepared(messages):
-            if batch_id is not None and self._committed_batch(m) >= batch_id:
+            replay = batch_id is not None and self._committed_batch(m) >= batch_id
+            if replay:
                 log.info("batch %d of %s was committed before: the replay's rows are dropped",
                          batch_id, m.transactional_id)
-                self._end(m, commit=False)
-                continue
-            self.admin.complete_transaction(m.transactional_id,
-                                            PreparedTxnState.parse(m.state), commit=True)
-            if batch_id is not None:
-                self._done[m.transactional_id] = batch_id
+            ends[m.transactional_id] = (PreparedTxnState.parse(m.state), not replay)
+        failed = self._end(ends)
+        if failed:  # some may have committed: what the markers say is read again next time
+            for t in ends:
+                self._done.pop(t, None)
+            raise failed[0]
+        if batch_id is not None:
+            self._done.update((t, batch_id) for t, (_, commit) in ends.items() if commit)
 
     def abort(self, messages) -> None:
-        for m in _prepared(messages):
-            self._end(m, commit=False)
+        failed = self._end({m.transactional_id: (PreparedTxnState.parse(m.state), False)
+                            for m in _prepared(messages)})
+        if failed:
+            raise failed[0]
 
-    def _end(self, m: Prepared, commit: bool) -> None:
-        try:
-            self.admin.complete_transaction(m.transactional_id, PreparedTxnState.parse(m.state),
-                                            commit=commit)
-        except KafkaError as e:
-            if e.code not in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
-                              ErrorCode.INVALID_PRODUCER_ID_MAPPING):
-                raise
-            log.info("transaction of %s already ended: %s", m.transactional_id, e)
+    def _end(self, ends: dict) -> list[KafkaError]:
+        """Complete `ends` ({transactional id: (state, commit)}); the errors that matter. An
+        abort of a transaction already ended (fenced, completed) is no error."""
+        if not ends:
+            return []
+        results = self.admin.complete_transactions(ends)
+        return [e for t, e in results.items() if e is not None and
+                (ends[t][1] or e.code not in _ALREADY_ENDED)]
 
     def _committed_batch(self, m: Prepared) -> int:
         """The last batch id that `m`'s transactional id committed for its query (-1: none),

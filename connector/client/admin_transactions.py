@@ -112,3 +112,15 @@ class TransactionAdmin:
                     await asyncio.sleep(backoff)
         finally:
             coordinator.close()
+
+    async def complete_transactions(self, prepared: dict, timeout: float | None = None) -> dict:
+        """Complete several prepared transactions at once: {transactional id: (PreparedTxnState,
+        commit)} -> {transactional id: None, or the KafkaError that one raised}."""
+        ids = list(prepared)
+        results = await asyncio.gather(*(
+            self.complete_transaction(i, *prepared[i], timeout=timeout) for i in ids),
+            return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, KafkaError):
+                raise r
+        return dict(zip(ids, results))
