@@ -1,7 +1,8 @@
 """The exactly-once sink under the fault it exists for: the Spark driver killed with SIGKILL.
 
 A streaming copy job (its own driver process: Python, JVM, Python workers) is killed at a seeded
-random moment (between micro-batches, mid-write, mid-commit), restarted from its checkpoint,
+moment (a random pause after a micro-batch: between micro-batches, mid-write, mid-commit; or
+as soon as a micro-batch's first records reach the log), restarted from its checkpoint,
 then run to the end (`EOS_FAULT_KILLS=3` kills it three times; each kill costs a Spark start,
 over a minute on a loaded machine, so the default suite kills once). A read_committed consumer
 must then see every input record exactly once. The seed is printed on failure; rerun one with
@@ -24,6 +25,7 @@ from sparktools import create_topic, produce, unique
 from txntools import SMALL, read_all
 
 from brokers import MinilogBroker
+from minilog.connector.client import Consumer, TopicPartition
 
 JOB = Path(__file__).with_name("eos_copy_job.py")
 RECORDS = 200  # per input partition; micro-batches of 40 offsets: 10 batches
@@ -33,6 +35,13 @@ KILLS = int(os.environ.get("EOS_FAULT_KILLS", 1))
 def commits(checkpoint):
     d = checkpoint / "commits"
     return len([f for f in d.iterdir() if f.name.isdigit()]) if d.exists() else 0
+
+
+def log_end(bootstrap, topic):
+    """The sum of the topic's high watermarks: records written, committed or not."""
+    with Consumer({"bootstrap.servers": bootstrap}) as c:
+        tps = [TopicPartition(topic, p) for p in range(2)]
+        return sum(c.end_offsets(tps).values())
 
 
 def tail(log, chars=3000):
@@ -77,9 +86,17 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
                 assert time.monotonic() < end, f"seed {seed}: no progress\n{tail(log)}"
                 time.sleep(0.05)
             assert job.poll() is None, f"seed {seed}: the job stopped\n{tail(log)}"
-            pause = rng.uniform(0.0, 1.5)
-            time.sleep(pause)
-            kills.append((commits(checkpoint), round(pause, 2)))
+            if rng.random() < 0.5:  # at a random moment
+                pause = rng.uniform(0.0, 1.5)
+                time.sleep(pause)
+                moment = f"{pause:.2f} s later"
+            else:  # once the next micro-batch's first records are in the log, mid-write
+                before = log_end(broker.bootstrap, out)
+                while log_end(broker.bootstrap, out) == before and job.poll() is None:
+                    assert time.monotonic() < end, f"seed {seed}: no new records\n{tail(log)}"
+                    time.sleep(0.01)
+                moment = "mid-write"
+            kills.append((commits(checkpoint), moment))
             kill_9(mark)
             job.wait(30)
             print(f"killed at {time.monotonic() - t0:.1f}s after {kills[-1]}")
@@ -90,7 +107,7 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
         expected = sorted(f"{p}-{i}".encode() for p in range(2) for i in range(RECORDS))
         dups = len(got) - len(set(got))
         assert sorted(got) == expected, (
-            f"seed {seed} ({guarantee}, killed after commits/pause {kills}): {len(got)} "
+            f"seed {seed} ({guarantee}, killed (commits, moment) {kills}): {len(got)} "
             f"records read, {dups} duplicates, {len(set(expected) - set(got))} missing")
     finally:
         kill_marked(mark)
