@@ -40,7 +40,8 @@ RECORDS, QUICK_RECORDS = 1_000_000, 50_000
 PARTITIONS, SIZE = 4, 100
 POOL_RECORDS, QUICK_POOL_RECORDS, POOL_TRIGGER = 60_000, 6_000, 2_000
 READERS = ("minilog", "synthetic", "naive confluent")
-WRITERS = ("minilog sink", "confluent foreachPartition")
+WRITERS = ("minilog sink", "confluent foreachPartition", "minilog sink acks=all",
+           "minilog sink exactly-once")
 POOL = {"pool on": "minilog", "pool off": "minilog_nopool"}
 MASTER = "local[2,4]"
 BYTES_SIZES = (100, 300, 1000, 3000)   # value bytes in each partition of the "bytes" topic
@@ -242,26 +243,38 @@ def measure_write(rep, spark, bootstrap, n, repeats, warmup):
         _check_and_delete(bootstrap, topic, n)
         return seconds
 
-    def sink(topic):
+    def sink(topic, acks=settings["acks"], guarantee="at-least-once"):
         (df.write.format("minilog").option("kafka.bootstrap.servers", bootstrap)
-         .options(**{f"kafka.{k}": str(v) for k, v in settings.items()})
-         .option("topic", topic).mode("append").save())
+         .options(**{f"kafka.{k}": str(v) for k, v in {**settings, "acks": acks}.items()})
+         .option("deliveryGuarantee", guarantee).option("topic", topic).mode("append").save())
 
     def by_hand(topic):
         df.foreachPartition(spark_sources.confluent_writer(bootstrap, topic, settings))
 
+    # exactly-once needs acks=all (an idempotent producer): compared with the sink at acks=all
     times = interleaved({"minilog sink": lambda: into_new_topic(sink),
-                         "confluent foreachPartition": lambda: into_new_topic(by_hand)},
+                         "confluent foreachPartition": lambda: into_new_topic(by_hand),
+                         "minilog sink acks=all": lambda: into_new_topic(
+                             lambda t: sink(t, "all")),
+                         "minilog sink exactly-once": lambda: into_new_topic(
+                             lambda t: sink(t, "all", "exactly-once"))},
                         repeats, warmup)
     return throughput_rows(rep, "write", times, n)
 
 
+def _count_committed(consumer, tps):
+    """The records a read_committed consumer reads (transaction markers take offsets)."""
+    ends = consumer.end_offsets(tps)
+    return sum(b.num_rows for tp in tps
+               for b in consumer.fetch_range_arrow(tp, 0, ends[tp], include_headers=False))
+
+
 def _check_and_delete(bootstrap, topic, n):
     from minilog.connector.client import AdminClient, Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap})
+    c = Consumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed"})
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        got = sum(c.end_offsets(tps).values())
+        got = _count_committed(c, tps)
     finally:
         c.close()
     if got != n:
@@ -331,6 +344,8 @@ def report(rep, n, read, pool, by_bytes, write):
               "the byte bound's cost")
     rep.ratio("spark write minilog sink/confluent foreachPartition", got["minilog sink"],
               got["confluent foreachPartition"], "target > 1")
+    rep.ratio("spark write exactly-once/at-least-once sink (acks=all)",
+              got["minilog sink exactly-once"], got["minilog sink acks=all"], "target >= 0.85")
     rep.plot("throughput", lambda plt: bars(
         plt, ["read", "write"],
         {"minilog": [got["minilog"], got["minilog sink"]],

@@ -79,6 +79,8 @@ BROKER_KEYS = {
     "transaction.state.log.replication.factor": (int, 3),
     "transaction.state.log.min.isr": (int, 2),
     "transaction.max.timeout.ms": (int, 900000),
+    "transaction.two.phase.commit.enable": (bool, False),  # KIP-939
+    "transactional.id.expiration.ms": (int, 604800000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
     "metadata.log.segment.bytes": (int, 8 * 1024 * 1024),
     "auto.leader.rebalance.enable": (bool, True),

@@ -71,6 +71,10 @@ def create_transaction_topic(broker) -> tuple[int, str | None, object]:
     return code, message, ts
 
 
+# A two-phase (KIP-939) transaction's timeout: it waits for its external coordinator forever.
+TWO_PHASE_TIMEOUT_MS = 2**31 - 1
+
+
 class TransactionCoordinator:
     def __init__(self, broker):
         cfg = broker.config
@@ -78,6 +82,8 @@ class TransactionCoordinator:
         self.store = TransactionStateTopic(broker)
         self.txns: dict[str, TxnMetadata] = {}
         self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
+        self.two_phase_enabled = cfg["transaction.two.phase.commit.enable"]
+        self.expiration_ms = cfg["transactional.id.expiration.ms"]
         self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self._owned: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
         self._loading: set[int] = set()
@@ -213,13 +219,36 @@ class TransactionCoordinator:
 
     # -- InitProducerId -------------------------------------------------------------------------
     async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int,
-                               epoch: int) -> tuple[int, int, int]:
-        """(error, producer id, epoch) for a transactional producer starting (or bumping its
-        epoch after an abortable error, KIP-360: `producer_id` >= 0)."""
+                               epoch: int, two_phase: bool = False,
+                               keep_prepared: bool = False) -> tuple[int, int, int, tuple]:
+        """(error, producer id, epoch, the kept transaction's (producer id, epoch) or (-1, -1))
+        for a transactional producer starting (or bumping its epoch after an abortable error,
+        KIP-360: `producer_id` >= 0).
+
+        KIP-939: `two_phase` (Enable2Pc, refused unless transaction.two.phase.commit.enable)
+        makes this producer's transactions never time out; `keep_prepared` (KeepPreparedTxn)
+        keeps an open transaction instead of aborting it, and answers its producer id and
+        epoch, under which the new instance may commit or abort it. Kept, it is not fenced by
+        an epoch bump: the two-phase coordinator decides its fate."""
+        code, pid, epoch_ = await self._init_producer_id(txn_id, timeout_ms, producer_id, epoch,
+                                                         two_phase, keep_prepared)
+        kept = (pid, epoch_) if code == 0 and keep_prepared and \
+            self.txns[txn_id].state == s.ONGOING else (-1, -1)
+        return code, pid, epoch_, kept
+
+    async def _init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int,
+                                epoch: int, two_phase: bool,
+                                keep_prepared: bool) -> tuple[int, int, int]:
         error = self.validate(txn_id)
         if error:
             return error, -1, -1
-        if not 0 < timeout_ms <= self.max_timeout_ms:
+        if (two_phase or keep_prepared) and not self.two_phase_enabled:
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1
+        if keep_prepared and not two_phase:
+            return ErrorCode.INVALID_REQUEST, -1, -1
+        if two_phase:
+            timeout_ms = TWO_PHASE_TIMEOUT_MS
+        elif not 0 < timeout_ms <= self.max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
         md = self.txns.get(txn_id)
         now = now_ms()
@@ -239,6 +268,8 @@ class TransactionCoordinator:
                 return 0, md.producer_id, md.producer_epoch  # a retried bump: already done
             if producer_id != md.producer_id or epoch != md.producer_epoch:
                 return ErrorCode.PRODUCER_FENCED, -1, -1
+        if md.state == s.ONGOING and keep_prepared:
+            return 0, md.producer_id, md.producer_epoch
         if md.state == s.ONGOING:
             # A new producer instance fences the old one: its transaction is aborted under a
             # new epoch, and the new instance retries until that is done.
@@ -337,6 +368,28 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(self.abort_interval_ms / 1000)
             await self.abort_timed_out(now_ms())
+            await self.expire_transactional_ids(now_ms())
+
+    async def expire_transactional_ids(self, now: int) -> None:
+        """Forget the transactional ids with no open transaction and no request for longer than
+        `transactional.id.expiration.ms` (Kafka's default: 7 days): a tombstone in
+        `__transaction_state`, so no coordinator loads them again. The next InitProducerId of
+        such an id starts it afresh, under a new producer id."""
+        for md in list(self.txns.values()):
+            txn_id = md.transactional_id
+            if md.state not in (s.EMPTY, s.COMPLETE_COMMIT, s.COMPLETE_ABORT) or \
+                    md.pending is not None or now - md.update_ms <= self.expiration_ms or \
+                    self.validate(txn_id):
+                continue
+            md.pending = s.DEAD
+            try:
+                code, _ = await self.store.write(self.store.partition_for(txn_id),
+                                                 [(txn_key(txn_id), None)])
+            finally:
+                md.pending = None
+            if code == 0 and self.txns.get(txn_id) is md:
+                log.info("transactional id %r expired", txn_id)
+                del self.txns[txn_id]
 
     async def abort_timed_out(self, now: int) -> None:
         """Abort every open transaction past its timeout, under a bumped epoch so that its

@@ -18,13 +18,30 @@ def describe_topics(admin: AdminClient, names: Iterable[str] | None, out: TextIO
                              if c.source not in (5, -1) and not c.sensitive)
         except KafkaError:
             shown = "?"  # brokers without DescribeConfigs
+        open_txns = _open_transactions(admin, name, t.partitions)
         rf = len(t.partitions[0].replicas) if t.partitions else 0
         out.write(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
                   f"ReplicationFactor: {rf}\tConfigs: {shown}\n")
         for p in t.partitions:
             out.write(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
                       f"Replicas: {','.join(map(str, p.replicas))}\t"
-                      f"Isr: {','.join(map(str, p.isr))}\n")
+                      f"Isr: {','.join(map(str, p.isr))}"
+                      f"{open_txns.get(p.partition, '')}\n")
+
+
+def _open_transactions(admin: AdminClient, topic: str, partitions) -> dict[int, str]:
+    """{partition: "\tLastStableOffset: L\tHighWatermark: H"} for the partitions whose last
+    stable offset is behind the high watermark (a transaction is open there): what a
+    read_committed consumer cannot read yet. Nothing when the offsets cannot be listed."""
+    specs = {(topic, p.partition): "latest" for p in partitions}
+    try:
+        high = admin.list_offsets(specs)
+        stable = admin.list_offsets(specs, "read_committed")
+    except KafkaError:
+        return {}
+    return {tp.partition: f"\tLastStableOffset: {stable[tp].offset}\tHighWatermark: "
+            f"{high[tp].offset}" for tp in high if tp in stable and stable[tp] is not None
+            and high[tp] is not None and stable[tp].offset < high[tp].offset}
 
 
 def table(rows: Sequence[Sequence[Any]], out: TextIO) -> None:

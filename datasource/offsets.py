@@ -65,11 +65,13 @@ def missing_topics_error(missing):
         for t in missing))
 
 
-def list_offsets(admin, tps, spec):
-    """{tp: offset} for "earliest" / "latest" / a timestamp (None: no record at or after it)."""
+def list_offsets(admin, tps, spec, isolation_level="read_uncommitted"):
+    """{tp: offset} for "earliest" / "latest" / a timestamp (None: no record at or after it).
+    "latest" under read_committed is the last stable offset: a range planned up to it holds
+    no record of an open transaction."""
     if not tps:
         return {}
-    found = admin.list_offsets({tp: spec for tp in tps})
+    found = admin.list_offsets({tp: spec for tp in tps}, isolation_level)
     return {(tp.topic, tp.partition): (None if ot is None else ot.offset)
             for tp, ot in found.items()}
 
@@ -78,8 +80,9 @@ def resolve(admin, spec, tps, options):
     """The concrete offsets of `spec` (an OffsetSpec) for `tps`."""
     if not tps:
         return {}
+    level = options.isolation_level
     if spec.kind in ("earliest", "latest"):
-        return list_offsets(admin, tps, spec.kind)
+        return list_offsets(admin, tps, spec.kind, level)
     if spec.kind == "offsets":
         missing = [tp for tp in tps if tp not in spec.value]
         if missing:
@@ -91,7 +94,7 @@ def resolve(admin, spec, tps, options):
         out = {tp: spec.value[tp] for tp in tps}
         for mark, name in marks.items():
             wanted = [tp for tp, o in out.items() if o == mark]
-            out.update(list_offsets(admin, wanted, name))
+            out.update(list_offsets(admin, wanted, name, level))
         return out
     if spec.kind in ("timestamp", "timestamps"):
         if spec.kind == "timestamps":
@@ -103,13 +106,13 @@ def resolve(admin, spec, tps, options):
         out, latest = {}, None
         for tp in tps:
             ts = spec.value if spec.kind == "timestamp" else spec.value[tp]
-            out[tp] = list_offsets(admin, [tp], ts)[tp]
+            out[tp] = list_offsets(admin, [tp], ts, level)[tp]
             if out[tp] is None:
                 if spec.on_no_match != "latest":
                     raise OptionError(f"No offset of {tp[0]}-{tp[1]} has a timestamp at or "
                                       f"after {ts} (set startingOffsetsByTimestampStrategy to "
                                       "'latest' to start at the end instead)")
-                latest = latest or list_offsets(admin, tps, "latest")
+                latest = latest or list_offsets(admin, tps, "latest", level)
                 out[tp] = latest[tp]
         return out
     if spec.kind == "group":
@@ -123,7 +126,7 @@ def resolve(admin, spec, tps, options):
                 raise OptionError(f"Group '{options.group_id}' has no committed offset for "
                                   f"{', '.join(f'{t}-{p}' for t, p in rest)} and "
                                   "auto.offset.reset is none")
-            out.update(list_offsets(admin, rest, reset))
+            out.update(list_offsets(admin, rest, reset, level))
         return out
     raise AssertionError(spec)
 

@@ -37,8 +37,8 @@ _SINK_REFUSED = {
     "value.serializer": "values are serialized with ByteArraySerializer or StringSerializer. "
                         "Use DataFrame operations to explicitly serialize the values into a "
                         "string or a byte array.",
-    "transactional.id": "the sink writes each row at least once, without Kafka transactions "
-                        "(read with kafka.isolation.level=read_uncommitted, the default)",
+    "transactional.id": "the sink derives one per task: set deliveryGuarantee to "
+                        "exactly-once (and transactionalIdPrefix to choose the prefix)",
 }
 # Java client class names that make no sense for a Python client: accepted and dropped.
 _JAVA_ONLY = {"key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
@@ -79,6 +79,12 @@ class SourceOptions:
     poll_timeout: float | None = None  # kafkaConsumer.pollTimeoutMs, seconds
     values: object = None             # a values.ValueFormat, or None for binary values
     extra: dict = field(default_factory=dict)
+
+    @property
+    def isolation_level(self) -> str:
+        """`kafka.isolation.level`: read_uncommitted (Kafka's and Spark's default) or
+        read_committed (ranges end at the last stable offset; aborted records are skipped)."""
+        return str(self.client.get("isolation.level", "read_uncommitted"))
 
 
 def _lower(options):
@@ -384,11 +390,19 @@ def _commit_group(opts, group_id):
     return name
 
 
+AT_LEAST_ONCE, EXACTLY_ONCE = "at-least-once", "exactly-once"
+# The broker's default transaction.max.timeout.ms: a prepared transaction waits for the driver's
+# commit this long before the coordinator may abort it (the batch is then written again).
+SINK_TRANSACTION_TIMEOUT_MS = 900000
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     client: dict
     topic: str | None
     values: object = None
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None  # None: derived from the query id
 
 
 def sink_options(options):
@@ -398,4 +412,20 @@ def sink_options(options):
     topic = str(topic).strip() if topic is not None else None
     if topic == "":
         raise OptionError("Option 'topic' is empty")
-    return SinkOptions(client=client, topic=topic, values=value_format(opts))
+    guarantee = str(opts.get("deliveryguarantee", AT_LEAST_ONCE)).strip().lower()
+    if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+        raise OptionError(f"Option 'deliveryGuarantee' must be {AT_LEAST_ONCE} or "
+                          f"{EXACTLY_ONCE}, got '{opts['deliveryguarantee']}'")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = str(prefix).strip()
+        if not prefix:
+            raise OptionError("Option 'transactionalIdPrefix' is empty")
+        if guarantee != EXACTLY_ONCE:
+            raise OptionError("Option 'transactionalIdPrefix' needs deliveryGuarantee "
+                              "exactly-once")
+    if guarantee == EXACTLY_ONCE:
+        client.setdefault("transaction.timeout.ms", SINK_TRANSACTION_TIMEOUT_MS)
+        _checked({**client, "transactional.id": "-"}, "sink")  # as the tasks' producers
+    return SinkOptions(client=client, topic=topic, values=value_format(opts),
+                       exactly_once=guarantee == EXACTLY_ONCE, transactional_id_prefix=prefix)

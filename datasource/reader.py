@@ -120,7 +120,7 @@ class BatchReader(DataSourceReader):
             start = resolve(admin, o.starting, tps, o)
             end = resolve(admin, o.ending, tps, o)
             if o.ending.kind == "offsets":
-                check_log_ends(end, list_offsets(admin, tps, "latest"))
+                check_log_ends(end, list_offsets(admin, tps, "latest", o.isolation_level))
         finally:
             admin.close()
         return plan([(tp, start[tp], end[tp]) for tp in tps], o)

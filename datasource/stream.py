@@ -91,7 +91,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._log_ends(self._discover())[1]
 
     def _log_ends(self, tps):
-        return list_offsets(self.admin, tps, "earliest"), list_offsets(self.admin, tps, "latest")
+        return (list_offsets(self.admin, tps, "earliest"),
+                list_offsets(self.admin, tps, "latest", self.options.isolation_level))
 
     def latestOffset(self, start, limit):
         o = self.options

@@ -6,8 +6,9 @@ null or absent: the partitioner decides, `kafka.partitioner.class`), `headers`
 (array<struct<key string, value binary>>), `timestamp` (the record's CreateTime, SPARK-50160);
 other columns are ignored. Each task hands its batches to one producer (kept per worker, see
 `clients`), flushes it and checks every record's outcome before it reports success, so a
-committed Spark task means acknowledged records. Delivery is at-least-once: a task retried by
-Spark writes its records again.
+committed Spark task means acknowledged records. Delivery is at-least-once by default: a task
+retried by Spark writes its records again. With `deliveryGuarantee` = `exactly-once` each task
+writes in a transaction that the driver commits (`transactional.py`).
 """
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from minilog.connector.client import KafkaError
 
 from . import clients
 from .errors import OptionError
+from .transactional import Completer, new_batch_prefix, write_prepared
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 # Spark's KafkaWriteTask, word for word, with the column named.
@@ -79,21 +81,29 @@ class Written(WriterCommitMessage):
     records: int
 
 
+def send_rows(producer, batches, options):
+    """Hand every row of `batches` to `producer`: (deliveries, rows, first topic written)."""
+    deliveries, rows, topic = [], 0, options.topic
+    for batch in batches:
+        if options.values is not None:
+            batch = options.values.encode_batch(batch)
+        names = [n for n in batch.schema.names if n.lower() in SINK_COLUMNS]
+        batch = batch.select(names).rename_columns([n.lower() for n in names])
+        if options.topic is None and batch.column("topic").null_count:
+            raise NullTopicError(NULL_TOPIC)
+        if topic is None and batch.num_rows:
+            topic = batch.column("topic")[0].as_py()
+        deliveries.append(producer.send_arrow(batch, topic=options.topic))
+        rows += batch.num_rows
+    return deliveries, rows, topic
+
+
 def write_batches(batches, options):
     """Send every row of `batches`; return how many once all are acknowledged, or raise the
     first broker error (its name and code in the message) and fail the task."""
     producer = clients.producer(options.client)
-    deliveries, rows = [], 0
     try:
-        for batch in batches:
-            if options.values is not None:
-                batch = options.values.encode_batch(batch)
-            names = [n for n in batch.schema.names if n.lower() in SINK_COLUMNS]
-            batch = batch.select(names).rename_columns([n.lower() for n in names])
-            if options.topic is None and batch.column("topic").null_count:
-                raise NullTopicError(NULL_TOPIC)
-            deliveries.append(producer.send_arrow(batch, topic=options.topic))
-            rows += batch.num_rows
+        deliveries, rows, _ = send_rows(producer, batches, options)
         producer.flush()
         for d in deliveries:
             d.result(0)
@@ -107,12 +117,42 @@ def write_batches(batches, options):
     return Written(rows)
 
 
+def write(batches, options, batch_prefix=None):
+    """A task's write, as `deliveryGuarantee` asks."""
+    if not options.exactly_once:
+        return write_batches(batches, options)
+    try:
+        return write_prepared(batches, options, lambda p, b: send_rows(p, b, options),
+                              batch_prefix)
+    except KafkaError as e:
+        raise RuntimeError(f"minilog sink: {e}") from e
+
+
 class BatchWriter(DataSourceArrowWriter):
+    """`df.write`: with exactly-once, one transaction per task, all committed by the driver's
+    `commit(messages)` once every task has succeeded (none, on `abort`)."""
+
     def __init__(self, options):
         self.options = options
+        self.batch_prefix = new_batch_prefix()
 
     def write(self, iterator):
-        return write_batches(iterator, self.options)
+        return write(iterator, self.options, self.batch_prefix)
+
+    def commit(self, messages):
+        _complete(self.options, lambda c: c.commit(messages, None))
+
+    def abort(self, messages):
+        _complete(self.options, lambda c: c.abort(messages))
+
+
+def _complete(options, step):
+    if options.exactly_once:
+        completer = Completer(options.client)
+        try:
+            step(completer)
+        finally:
+            completer.close()
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -121,12 +161,22 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, options):
         self.options = options
+        self.batch_prefix = new_batch_prefix()
+        self._completer = None  # kept for the query's life: it remembers committed batches
 
     def write(self, iterator):
-        return write_batches(iterator, self.options)
+        return write(iterator, self.options, self.batch_prefix)
+
+    @property
+    def completer(self):
+        if self._completer is None:
+            self._completer = Completer(self.options.client)
+        return self._completer
 
     def commit(self, messages, batchId):
-        pass
+        if self.options.exactly_once:
+            self.completer.commit(messages, batchId)
 
     def abort(self, messages, batchId):
-        pass
+        if self.options.exactly_once:
+            self.completer.abort(messages)

@@ -82,3 +82,17 @@ def test_consume_with_read_committed_prints_only_committed_records(tbroker):
     args = ("consume", topic, "--from-beginning", "--exit", "-f", "%s\\n", "-b", bs)
     assert ok(*args, "--isolation-level", "read_committed").split() == ["kept"]
     assert ok(*args).split() == ["kept", "dropped"]
+
+
+def test_topics_describe_shows_the_lso_only_where_a_transaction_holds_it_back(tbroker):
+    bs, topic = tbroker.bootstrap, f"lso-{uuid.uuid4().hex[:8]}"
+    ok("topics", "create", topic, "--partitions", "2", "-b", bs)
+    p = txn_producer(bs, f"lso-{topic}")
+    p.begin_transaction()
+    produce_in_txn(p, topic, [b"a", b"b"], partition=1)
+    lines = [ln for ln in ok("topics", "describe", topic, "-b", bs).splitlines()
+             if "Partition:" in ln]
+    assert "LastStableOffset" not in lines[0]
+    assert lines[1].endswith("\tLastStableOffset: 0\tHighWatermark: 2"), lines[1]
+    p.commit_transaction(60)
+    assert "LastStableOffset" not in ok("topics", "describe", topic, "-b", bs)

@@ -13,7 +13,7 @@ _PID = response(ApiKey.INIT_PRODUCER_ID)
 _ALLOCATE = response(ApiKey.ALLOCATE_PRODUCER_IDS)
 
 
-@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 6)
 async def init_producer_id(broker, header, req):
     if req.transactional_id is not None:
         refused = txn_refusal(broker, header, WRITE, req.transactional_id)
@@ -23,11 +23,14 @@ async def init_producer_id(broker, header, req):
         txn = getattr(broker, "txn", None)
         if txn is None:
             return _PID.cls(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        code, pid, epoch = await txn.init_producer_id(
+        v6 = header.api_version >= 6  # KIP-939's two-phase commit
+        code, pid, epoch, (kept_pid, kept_epoch) = await txn.init_producer_id(
             req.transactional_id, req.transaction_timeout_ms,
             req.producer_id if header.api_version >= 3 else -1,
-            req.producer_epoch if header.api_version >= 3 else -1)
+            req.producer_epoch if header.api_version >= 3 else -1,
+            v6 and req.enable2_pc, v6 and req.keep_prepared_txn)
         return _PID.cls(throttle_time_ms=0, producer_id=pid, producer_epoch=epoch,
+                        ongoing_txn_producer_id=kept_pid, ongoing_txn_producer_epoch=kept_epoch,
                         error_code=for_version(code, ApiKey.INIT_PRODUCER_ID,
                                                header.api_version))
     # Without a transactional id Kafka ignores any producer id and epoch sent (a KIP-360 bump

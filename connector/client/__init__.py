@@ -19,6 +19,7 @@ from .delivery import BulkDelivery
 from .group_api import OffsetAndMetadata
 from .partitioner import murmur2, murmur2_partition
 from .producer import AsyncProducer, DeliveryFuture, Producer
+from .transactions import PreparedTxnState, TransactionError
 from .types import (
                     BrokerInfo,
                     ClusterDescription,
@@ -43,5 +44,6 @@ __all__ = ["AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncProducer", 
            "GroupListing",
            "KafkaConnectionError", "KafkaError", "KafkaTimeoutError", "LogTruncationError",
            "MemberDescription",
-           "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo", "Producer",
-           "RecordMetadata", "TopicDescription", "TopicPartition", "murmur2", "murmur2_partition"]
+           "NewTopic", "OffsetAndMetadata", "OffsetAndTimestamp", "PartitionInfo",
+           "PreparedTxnState", "Producer", "RecordMetadata", "TopicDescription",
+           "TopicPartition", "TransactionError", "murmur2", "murmur2_partition"]

@@ -1,14 +1,17 @@
 """Transaction administration: list and describe transactions (what `kafka-transactions.sh`
-does). A mixin of `AsyncAdminClient`, like `admin_groups.py`: ListTransactions goes to every
-broker (each lists the transactional ids it coordinates), DescribeTransactions to each id's
+does), and complete a transaction another process prepared (KIP-939's second phase). A mixin
+of `AsyncAdminClient`, like `admin_groups.py`: ListTransactions goes to every broker (each
+lists the transactional ids it coordinates), DescribeTransactions and EndTxn to each id's
 transaction coordinator (FindCoordinator key type 1)."""
 import asyncio
+import time
 from typing import NamedTuple
 
-from minilog.connector.protocol import ApiKey, KafkaError
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
 
 from .admin_groups import _m
 from .group_api import TXN_KEY_TYPE, Coordinator
+from .transactions import PreparedTxnState
 from .types import TopicPartition
 
 
@@ -78,3 +81,46 @@ class TransactionAdmin:
             finally:
                 coordinator.close()
         return out
+
+    async def complete_transaction(self, transactional_id: str, prepared: PreparedTxnState,
+                                   commit: bool = True, timeout: float | None = None) -> None:
+        """Commit (or abort) the transaction that a producer of `transactional_id` prepared
+        (`Producer.prepare_transaction`), from any process: EndTxn under the prepared producer
+        id and epoch. Completing it again is answered as done. PRODUCER_FENCED means it is
+        gone: a newer producer of the id, or the coordinator's timeout, aborted it."""
+        await self._cluster.ensure_bootstrapped()
+        coordinator = Coordinator(self._cluster, transactional_id, TXN_KEY_TYPE)
+        deadline = self._deadline(timeout)
+        backoff = self.config.seconds("retry.backoff.ms")
+
+        async def attempt(conn):
+            resp = await conn.send(ApiKey.END_TXN, _m(ApiKey.END_TXN)(
+                transactional_id=transactional_id, producer_id=prepared.producer_id,
+                producer_epoch=prepared.epoch, committed=commit),
+                min(conn.version_for(ApiKey.END_TXN), 4))
+            if resp.error_code:
+                raise KafkaError(resp.error_code, f"{'committing' if commit else 'aborting'} "
+                                 f"the prepared transaction {prepared} of {transactional_id!r}")
+        try:
+            while True:
+                try:
+                    return await coordinator.call(attempt, deadline, "EndTxn", "admin")
+                except KafkaError as e:  # markers of the previous transaction still going out
+                    if e.code != ErrorCode.CONCURRENT_TRANSACTIONS or \
+                            time.monotonic() + backoff >= deadline:
+                        raise
+                    await asyncio.sleep(backoff)
+        finally:
+            coordinator.close()
+
+    async def complete_transactions(self, prepared: dict, timeout: float | None = None) -> dict:
+        """Complete several prepared transactions at once: {transactional id: (PreparedTxnState,
+        commit)} -> {transactional id: None, or the KafkaError that one raised}."""
+        ids = list(prepared)
+        results = await asyncio.gather(*(
+            self.complete_transaction(i, *prepared[i], timeout=timeout) for i in ids),
+            return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, KafkaError):
+                raise r
+        return dict(zip(ids, results))

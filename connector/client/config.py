@@ -167,6 +167,7 @@ SPEC = {
     "sasl.jaas.config": (_str, None, ALL, None),
     "transactional.id": (_str, None, (P,), None),
     "transaction.timeout.ms": (_int, 60000, (P,), 1),
+    "transaction.two.phase.commit.enable": (_bool, False, (P,), None),  # KIP-939
     # -- producer --
     "acks": (_acks, -1, (P,), None),
     "linger.ms": (_int, 5, (P,), 0),

@@ -194,8 +194,13 @@ class AsyncProducer(ProducerCore):
             raise KafkaError(ErrorCode.INVALID_TXN_STATE, "the producer has no transactional.id")
         return self._txn
 
-    async def init_transactions(self, timeout=None):
-        await self._transactions().init_transactions(self._api_timeout(timeout))
+    async def init_transactions(self, timeout=None, keep_prepared_txn=False):
+        await self._transactions().init_transactions(self._api_timeout(timeout),
+                                                     keep_prepared_txn)
+
+    async def complete_transaction(self, prepared, timeout=None):
+        """KIP-939: commit the kept transaction if `prepared` names it, else abort it."""
+        await self._transactions().complete_transaction(prepared, self._api_timeout(timeout))
 
     def begin_transaction(self):
         self._transactions().begin_transaction()
@@ -206,6 +211,10 @@ class AsyncProducer(ProducerCore):
         (or a group id)."""
         await self._transactions().send_offsets_to_transaction(
             _offsets_dict(offsets), group_metadata, self._api_timeout(timeout))
+
+    async def prepare_transaction(self, timeout=None):
+        """KIP-939: flush the transaction and leave it open; its PreparedTxnState."""
+        return await self._transactions().prepare_transaction(self._api_timeout(timeout))
 
     async def commit_transaction(self, timeout=None):
         await self._transactions().commit_transaction(self._api_timeout(timeout))
@@ -414,14 +423,23 @@ class Producer:
         return self._loop.run(self._core.partitions_for(topic))
 
     # ---- transactions: confluent-kafka's methods (see connector/client/transactions.py) ----
-    def init_transactions(self, timeout=None):
-        self._loop.run(self._core.init_transactions(timeout))
+    def init_transactions(self, timeout=None, keep_prepared_txn=False):
+        self._loop.run(self._core.init_transactions(timeout, keep_prepared_txn))
+
+    def complete_transaction(self, prepared, timeout=None):
+        self._loop.run(self._core.complete_transaction(prepared, timeout))
 
     def begin_transaction(self):
         self._loop.run(_call(self._core.begin_transaction))
 
     def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
         self._loop.run(self._core.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def prepare_transaction(self, timeout=None):
+        async def prepare():
+            self._hand_over()
+            return await self._core.prepare_transaction(timeout)
+        return self._loop.run(prepare())
 
     def commit_transaction(self, timeout=None):
         async def commit():

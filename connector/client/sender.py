@@ -130,7 +130,8 @@ class ProducerCore:
         # keyless records follow the sticky partition, which enqueue_many reads directly
         self._sticky = self._partitioner.sticky_partitions()
         self._txn = None if cfg["transactional.id"] is None else Transactions(
-            self, cfg["transactional.id"], cfg["transaction.timeout.ms"])
+            self, cfg["transactional.id"], cfg["transaction.timeout.ms"],
+            cfg["transaction.two.phase.commit.enable"])
 
     def enqueue_many(self, pending):
         """Hand over the records `Producer.send` queued: a deque of (topic, partition, record,

@@ -7,6 +7,12 @@ to it (AddPartitionsToTxn; the sender asks `ready(tp)` and waits), sends consume
 the transaction (AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator) and ends it
 (EndTxn, after every record of the transaction is acknowledged).
 
+Two-phase commit (KIP-939's client calls): `prepare_transaction` flushes every record of the
+open transaction and leaves it open, returning its `PreparedTxnState`; another process that
+holds that state completes it (`AdminClient.complete_transaction`: EndTxn under the prepared
+producer id and epoch). A newer `init_transactions` with the same transactional.id fences the
+preparing producer and aborts what it prepared, unless that was completed first.
+
 Errors are classified as librdkafka does: *fatal* (fenced by a newer instance, an invalid
 timeout, no authorization: the producer cannot go on, make a new one), *abortable* (a record
 or a partition failed: `abort_transaction()` and begin again), or retried here within the
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
 
@@ -26,6 +33,7 @@ from .types import KafkaTimeoutError, TopicPartition
 log = logging.getLogger("minilog.client")
 
 READY, IN_TRANSACTION, COMMITTING, ABORTING = "ready", "in transaction", "committing", "aborting"
+PREPARED = "prepared"
 UNINITIALIZED, ABORTABLE, FATAL = "uninitialized", "abortable error", "fatal error"
 _SENDING = (IN_TRANSACTION, COMMITTING, ABORTING)  # records of the transaction may leave
 
@@ -36,6 +44,22 @@ FATAL_CODES = frozenset({
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT})
 RETRIED = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                      ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.OPERATION_NOT_ATTEMPTED})
+
+
+@dataclass(frozen=True)
+class PreparedTxnState:
+    """A prepared transaction's identity (KIP-939's PreparedTxnState): what another process
+    needs to commit or abort it. `str()` is Java's form, "producerId:epoch"."""
+    producer_id: int
+    epoch: int
+
+    def __str__(self) -> str:
+        return f"{self.producer_id}:{self.epoch}"
+
+    @classmethod
+    def parse(cls, text: str) -> PreparedTxnState:
+        pid, epoch = str(text).split(":")
+        return cls(int(pid), int(epoch))
 
 
 class TransactionError(KafkaError):
@@ -55,8 +79,10 @@ def classify(e: KafkaError, what: str) -> TransactionError:
 
 
 class Transactions:
-    def __init__(self, core, transactional_id: str, timeout_ms: int):
+    def __init__(self, core, transactional_id: str, timeout_ms: int, two_phase: bool = False):
         self.core, self.transactional_id, self.timeout_ms = core, transactional_id, timeout_ms
+        self.two_phase = two_phase  # KIP-939: transactions that never time out
+        self.kept: PreparedTxnState | None = None  # the open transaction init kept
         self.coordinator = Coordinator(core._cluster, transactional_id, TXN_KEY_TYPE)
         self.state = UNINITIALIZED
         self.error: TransactionError | None = None
@@ -146,14 +172,23 @@ class Transactions:
                           what, e)
                 await asyncio.sleep(backoff)
 
-    async def _init_once(self, conn) -> tuple[int, int]:
+    async def _init_once(self, conn,
+                         keep_prepared: bool) -> tuple[int, int, PreparedTxnState | None]:
         Req = _m(ApiKey.INIT_PRODUCER_ID)
+        version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
+        if (self.two_phase or keep_prepared) and version < 6:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "two-phase commit (KIP-939) needs "
+                             "InitProducerId v6, which the coordinator does not support")
         resp = await conn.send(ApiKey.INIT_PRODUCER_ID, Req(
             transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
-            producer_id=-1, producer_epoch=-1))
+            producer_id=-1, producer_epoch=-1, enable2_pc=self.two_phase or keep_prepared,
+            keep_prepared_txn=keep_prepared), version)
         if resp.error_code:
             raise KafkaError(resp.error_code, "InitProducerId")
-        return resp.producer_id, resp.producer_epoch
+        kept = None
+        if keep_prepared and resp.ongoing_txn_producer_id >= 0:
+            kept = PreparedTxnState(resp.ongoing_txn_producer_id, resp.ongoing_txn_producer_epoch)
+        return resp.producer_id, resp.producer_epoch, kept
 
     async def _end_once(self, conn, commit: bool) -> None:
         resp = await conn.send(ApiKey.END_TXN, _m(ApiKey.END_TXN)(
@@ -189,13 +224,17 @@ class Transactions:
             raise KafkaError(code, "TxnOffsetCommit")
 
     # -- the public calls (confluent-kafka's names) ---------------------------------------------
-    async def init_transactions(self, timeout: float) -> None:
-        if self.state not in (UNINITIALIZED, READY):
+    async def init_transactions(self, timeout: float, keep_prepared_txn: bool = False) -> None:
+        """Get the producer id and epoch, fencing older instances. An open transaction of the
+        id is aborted, unless `keep_prepared_txn` (KIP-939): then it is kept, this producer is
+        in the prepared state, and `complete_transaction` (or commit/abort) ends it."""
+        if self.state not in (UNINITIALIZED, READY, PREPARED):
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"init_transactions in state {self.state}")
         deadline = time.monotonic() + timeout
         try:
-            pid, epoch = await self._call(self._init_once, deadline, "InitProducerId")
+            pid, epoch, kept = await self._call(
+                lambda conn: self._init_once(conn, keep_prepared_txn), deadline, "InitProducerId")
         except KafkaTimeoutError:
             raise
         except KafkaError as e:
@@ -204,8 +243,21 @@ class Transactions:
             self._set_error(err)
             raise err from None
         self.core._set_producer_id(pid, epoch)
-        self.state = READY
+        self._finish()
+        if kept is not None:
+            self.kept, self.state = kept, PREPARED
+            self._offsets_sent = True  # the coordinator has the transaction: EndTxn ends it
 
+    async def complete_transaction(self, prepared: PreparedTxnState, timeout: float) -> None:
+        """KIP-939's second phase, after `init_transactions(keep_prepared_txn=True)`: commit
+        the kept transaction if it is the one `prepared` names, else abort it (a newer attempt
+        prepared it, or `prepared` was already completed). Nothing kept: nothing to do."""
+        if self.kept is None:
+            return
+        deadline = time.monotonic() + timeout
+        await self._end(self.kept == prepared, deadline)
+        # the kept transaction's epoch has sent records: a new epoch for this producer's own
+        await self.init_transactions(max(0.0, deadline - time.monotonic()))
     def begin_transaction(self) -> None:
         if self.state != READY:
             raise self.error if self.state == FATAL else TransactionError(
@@ -231,13 +283,23 @@ class Transactions:
             self._set_error(classify(e, "send_offsets_to_transaction"))
             raise self.error from None
 
-    async def commit_transaction(self, timeout: float) -> None:
+    async def prepare_transaction(self, timeout: float) -> PreparedTxnState:
+        """The first phase of a two-phase commit: every record of the transaction is
+        acknowledged, the transaction stays open; its identity is returned for whoever
+        completes it (this producer's commit/abort_transaction, or another process's
+        `AdminClient.complete_transaction`)."""
         if self.state == ABORTABLE or self.state == FATAL:
             raise self.error
         if self.state != IN_TRANSACTION:
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
-                                   f"commit_transaction in state {self.state}")
-        deadline = time.monotonic() + timeout
+                                   f"prepare_transaction in state {self.state}")
+        await self._flush_all(time.monotonic() + timeout)
+        self.state = PREPARED
+        return PreparedTxnState(self.core._pid, self.core._epoch)
+
+    async def _flush_all(self, deadline: float) -> None:
+        """Deliver every record of the transaction (no new ones are taken meanwhile), or
+        raise: a timeout leaves the transaction open, a failed record makes it abortable."""
         self.state = COMMITTING
         left = await self.core.flush(max(0.0, deadline - time.monotonic()))
         if left:
@@ -245,12 +307,24 @@ class Transactions:
             raise KafkaTimeoutError(f"{left} record(s) of the transaction not yet delivered")
         if self.error is not None:
             raise self.error  # a record failed during the flush: abort
+
+    async def commit_transaction(self, timeout: float) -> None:
+        if self.state == ABORTABLE or self.state == FATAL:
+            raise self.error
+        if self.state == PREPARED:
+            await self._end(True, time.monotonic() + timeout)
+            return
+        if self.state != IN_TRANSACTION:
+            raise TransactionError(ErrorCode.INVALID_TXN_STATE,
+                                   f"commit_transaction in state {self.state}")
+        deadline = time.monotonic() + timeout
+        await self._flush_all(deadline)
         await self._end(True, deadline)
 
     async def abort_transaction(self, timeout: float) -> None:
         if self.state == FATAL:
             raise self.error
-        if self.state not in (IN_TRANSACTION, ABORTABLE, ABORTING):
+        if self.state not in (IN_TRANSACTION, ABORTABLE, ABORTING, PREPARED):
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"abort_transaction in state {self.state}")
         deadline = time.monotonic() + timeout
@@ -273,6 +347,7 @@ class Transactions:
         self._finish()
 
     def _finish(self) -> None:
+        self.kept = None
         self.added.clear()
         self.error = None
         self.state = READY

@@ -389,16 +389,20 @@ DeleteRecordsResponse 21 0-2 flex2
       partition_index int32
       low_watermark int64
       error_code int16
-InitProducerIdRequest 22 0-5 flex2
+InitProducerIdRequest 22 0-6 flex2
   transactional_id string null0+
   transaction_timeout_ms int32
   producer_id int64 v3+ =-1
   producer_epoch int16 v3+ =-1
-InitProducerIdResponse 22 0-5 flex2
+  enable2_pc bool v6+
+  keep_prepared_txn bool v6+
+InitProducerIdResponse 22 0-6 flex2
   throttle_time_ms int32
   error_code int16
   producer_id int64 =-1
   producer_epoch int16
+  ongoing_txn_producer_id int64 v6+ =-1
+  ongoing_txn_producer_epoch int16 v6+ =-1
 DescribeConfigsRequest 32 0-4 flex4
   resources []
     resource_type int8

@@ -166,3 +166,40 @@ def test_kip360_epoch_bump_of_a_transactional_producer(txn_broker):
         assert init(pid, 7)[0] == ErrorCode.PRODUCER_FENCED
     finally:
         conn.close()
+
+
+def test_an_idle_transactional_id_expires_and_stays_gone_after_a_restart(make_broker):
+    """transactional.id.expiration.ms: an id with no open transaction is forgotten (a
+    tombstone), one with an open transaction is kept; a new init starts the id afresh."""
+    from minilog.connector.client import AdminClient
+    from minilog.connector.client import KafkaError as MinilogError
+    b = make_broker(extra=SMALL + [
+        "-o", "transactional.id.expiration.ms=1000",
+        "-o", "transaction.abort.timed.out.transaction.cleanup.interval.ms=300"])
+    _create(b.bootstrap, "expiring", 1)
+    idle, busy = txn_producer(b.bootstrap, "idle-1"), txn_producer(b.bootstrap, "busy-1")
+    idle.begin_transaction()
+    produce_in_txn(idle, "expiring", [b"done"])
+    idle.commit_transaction(60)
+    busy.begin_transaction()
+    produce_in_txn(busy, "expiring", [b"open"])
+
+    def known(txn_id):
+        with AdminClient({"bootstrap.servers": b.bootstrap}) as admin:
+            try:
+                admin.describe_transactions(txn_id)
+                return True
+            except MinilogError as e:
+                if e.code != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                    raise
+                return False
+    wait_until(lambda: not known("idle-1"), timeout=60, what="the idle id to expire")
+    assert known("busy-1")
+    b.kill()
+    b.start()
+    assert not known("idle-1") and known("busy-1")
+    again = txn_producer(b.bootstrap, "idle-1")
+    again.begin_transaction()
+    produce_in_txn(again, "expiring", [b"again"])
+    again.commit_transaction(60)
+    assert known("idle-1")

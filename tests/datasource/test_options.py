@@ -80,6 +80,14 @@ SINK_ERRORS = [
     ("value string, headers string", {"topic": "t"}, "headers attribute type must be"),
     ("value string", {"topic": "t", "kafka.value.serializer": "x"},
      "Kafka option 'value.serializer' is not supported"),
+    ("value string", {"topic": "t", "deliveryGuarantee": "twice"},
+     "Option 'deliveryGuarantee' must be at-least-once or exactly-once, got 'twice'"),
+    ("value string", {"topic": "t", "transactionalIdPrefix": "p"},
+     "Option 'transactionalIdPrefix' needs deliveryGuarantee exactly-once"),
+    ("value string", {"topic": "t", "deliveryGuarantee": "exactly-once",
+                      "transactionalIdPrefix": " "}, "Option 'transactionalIdPrefix' is empty"),
+    ("value string", {"topic": "t", "deliveryGuarantee": "exactly-once", "kafka.acks": "1"},
+     "Invalid Kafka option: enable.idempotence=true requires acks=all"),
 ]
 
 

@@ -40,3 +40,16 @@ def test_kafkajs_produces_and_consumes_in_a_group(broker, kafkajs):
         assert offsets == list(range(len(offsets)))
     committed = {p["partition"]: int(p["offset"]) for t in out["committed"] for p in t["partitions"]}
     assert committed == {p: len(o) for p, o in per_partition.items()}
+
+
+def test_kafkajs_transactions_commit_abort_and_send_offsets(broker, kafkajs):
+    """kafkajs' transactional producer (commit, abort, sendOffsets) and its read_committed
+    consumer: only the committed records, and the offsets committed with the transaction."""
+    r = subprocess.run(["node", str(HERE / "kafkajs_transactions.js"), broker.bootstrap, "js-txn"],
+                       check=False, capture_output=True, text=True, timeout=120,
+                       env={"NODE_PATH": str(kafkajs), "PATH": shutil.os.environ["PATH"]})
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["got"] == ["c0", "c1", "c2", "d0", "d1", "d2"]
+    committed = {p["partition"]: int(p["offset"]) for t in out["committed"] for p in t["partitions"]}
+    assert committed == {0: 42}

@@ -121,3 +121,43 @@ def test_a_read_committed_position_moves_past_an_aborted_transaction_at_the_end(
             if c.position(tp) >= end:
                 break
         assert (got, c.position(tp)) == ([b"kept"], end)
+
+
+def test_a_prepared_transaction_is_committed_by_another_process_holding_its_state(broker):
+    """Two-phase commit: the producer prepares and goes away; an AdminClient (the driver of
+    an exactly-once sink) commits with the prepared state; a second commit is answered done."""
+    from minilog.connector.client import AdminClient, PreparedTxnState
+    topic, txn_id = make_topic(broker.bootstrap), unique("prepared")
+    p = _producer(broker.bootstrap, txn_id)
+    p.begin_transaction()
+    for i in range(5):
+        p.send(topic, b"p%d" % i)
+    state = p.prepare_transaction(60)
+    p.close()
+    assert read_all(broker.bootstrap, topic, "read_committed", 0, quiet_s=1.0) == []
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.complete_transaction(txn_id, PreparedTxnState.parse(str(state)), commit=True)
+        admin.complete_transaction(txn_id, state, commit=True)  # a retry: already done
+    assert read_all(broker.bootstrap, topic, "read_committed", 5) == [b"p%d" % i for i in range(5)]
+
+
+def test_a_new_instance_aborts_what_a_fenced_producer_prepared(broker):
+    """A task retried: the new producer's init aborts the old attempt's prepared transaction,
+    and completing the old state is refused as fenced."""
+    from minilog.connector.client import AdminClient, ErrorCode, KafkaError
+    topic, txn_id = make_topic(broker.bootstrap), unique("prepared")
+    old = _producer(broker.bootstrap, txn_id)
+    old.begin_transaction()
+    old.send(topic, b"zombie")
+    state = old.prepare_transaction(60)
+    new = _producer(broker.bootstrap, txn_id)
+    new.begin_transaction()
+    new.send(topic, b"retry")
+    new.commit_transaction(60)
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        with pytest.raises(KafkaError) as e:
+            admin.complete_transaction(txn_id, state, commit=True)
+    assert e.value.code == ErrorCode.PRODUCER_FENCED
+    assert read_all(broker.bootstrap, topic, "read_committed", 1) == [b"retry"]
+    old.close()
+    new.close()

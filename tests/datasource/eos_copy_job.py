@@ -1,0 +1,44 @@
+"""A streaming copy job for the exactly-once fault test, run as its own driver process so that
+the test can kill it (driver Python, its JVM and Python workers) with SIGKILL.
+
+Usage: python eos_copy_job.py BOOTSTRAP SOURCE OUT CHECKPOINT GUARANTEE run|finish
+`run` copies micro-batches of 40 offsets until killed; `finish` copies what is left
+(availableNow) and exits 0. Each task hands its rows to the sink in slices of 5, 50 ms apart,
+so that a write takes a good part of a micro-batch: a kill then often lands mid-write."""
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+from minilog.jobs.pipeline import start_query
+
+
+def slowly(batches):
+    for batch in batches:
+        for start in range(0, batch.num_rows, 5):
+            yield batch.slice(start, 5)
+            time.sleep(0.05)
+
+
+def main(bootstrap, source, out, checkpoint, guarantee, mode):
+    spark = (SparkSession.builder.master("local[2]").appName("eos-copy")
+             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    df = (spark.readStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", source).option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", 40).load().select("value")
+          .mapInArrow(slowly, "value binary"))
+    w = (df.writeStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", out).option("deliveryGuarantee", guarantee)
+         .option("checkpointLocation", checkpoint))
+    w = w.trigger(availableNow=True) if mode == "finish" else w.trigger(processingTime="0 seconds")
+    query = start_query(w)
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,114 @@
+"""The exactly-once sink under the fault it exists for: the Spark driver killed with SIGKILL.
+
+A streaming copy job (its own driver process: Python, JVM, Python workers) is killed at a seeded
+moment (a random pause after a micro-batch: between micro-batches, mid-write, mid-commit; or
+as soon as a micro-batch's first records reach the log), restarted from its checkpoint,
+then run to the end (`EOS_FAULT_KILLS=3` kills it three times; each kill costs a Spark start,
+over a minute on a loaded machine, so the default suite kills once). A read_committed consumer
+must then see every input record exactly once. The seed is printed on failure; rerun one with
+`EOS_FAULT_SEED=<seed> python -m pytest tests/datasource/test_exactly_once_faults.py`.
+`EOS_FAULT_GUARANTEE=at-least-once` runs the same faults against the at-least-once sink, which
+writes duplicates: the test then fails, as it should.
+"""
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from sparkprocs import environment, kill_marked, marked
+from sparktools import create_topic, produce, unique
+from txntools import SMALL, read_all
+
+from brokers import MinilogBroker
+from minilog.connector.client import Consumer, TopicPartition
+
+JOB = Path(__file__).with_name("eos_copy_job.py")
+RECORDS = 200  # per input partition; micro-batches of 40 offsets: 10 batches
+KILLS = int(os.environ.get("EOS_FAULT_KILLS", 1))
+
+
+def commits(checkpoint):
+    d = checkpoint / "commits"
+    return len([f for f in d.iterdir() if f.name.isdigit()]) if d.exists() else 0
+
+
+def log_end(bootstrap, topic):
+    """The sum of the topic's high watermarks: records written, committed or not."""
+    with Consumer({"bootstrap.servers": bootstrap}) as c:
+        tps = [TopicPartition(topic, p) for p in range(2)]
+        return sum(c.end_offsets(tps).values())
+
+
+def tail(log, chars=3000):
+    """The end of the job's output, for a failure message."""
+    return log.read_text(errors="replace")[-chars:]
+
+
+def kill_9(mark):
+    for pid in marked(mark):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def start(args, mark, log):
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, str(JOB), *args], env=environment(mark),
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.timeout(420)
+def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once(tmp_path):
+    seed = int(os.environ.get("EOS_FAULT_SEED", random.randrange(1 << 30)))
+    guarantee = os.environ.get("EOS_FAULT_GUARANTEE", "exactly-once")
+    rng = random.Random(seed)
+    print(f"eos fault seed {seed}")
+    broker = MinilogBroker(extra=SMALL).start()
+    mark, log, checkpoint = uuid.uuid4().hex, tmp_path / "job.log", tmp_path / "ck"
+    try:
+        source = create_topic(broker.bootstrap, unique("fault-in"), 2)
+        out = create_topic(broker.bootstrap, unique("fault-out"), 2)
+        produce(broker.bootstrap, source, [(p, None, f"{p}-{i}".encode(), [])
+                                           for p in range(2) for i in range(RECORDS)])
+        args = [broker.bootstrap, source, out, str(checkpoint), guarantee]
+        kills, t0 = [], time.monotonic()
+        for _ in range(KILLS):
+            job = start(args + ["run"], mark, log)
+            target = commits(checkpoint) + rng.randint(1, 2)
+            end = time.monotonic() + 180
+            while commits(checkpoint) < target and job.poll() is None:
+                assert time.monotonic() < end, f"seed {seed}: no progress\n{tail(log)}"
+                time.sleep(0.05)
+            assert job.poll() is None, f"seed {seed}: the job stopped\n{tail(log)}"
+            if rng.random() < 0.5:  # at a random moment
+                pause = rng.uniform(0.0, 1.5)
+                time.sleep(pause)
+                moment = f"{pause:.2f} s later"
+            else:  # once the next micro-batch's first records are in the log, mid-write
+                before = log_end(broker.bootstrap, out)
+                while log_end(broker.bootstrap, out) == before and job.poll() is None:
+                    assert time.monotonic() < end, f"seed {seed}: no new records\n{tail(log)}"
+                    time.sleep(0.01)
+                moment = "mid-write"
+            kills.append((commits(checkpoint), moment))
+            kill_9(mark)
+            job.wait(30)
+            print(f"killed at {time.monotonic() - t0:.1f}s after {kills[-1]}")
+        finish = start(args + ["finish"], mark, log)
+        assert finish.wait(240) == 0, f"seed {seed}: the last run failed\n{tail(log)}"
+        print(f"finished at {time.monotonic() - t0:.1f}s")
+        got = read_all(broker.bootstrap, out, "read_committed", 2 * RECORDS, partitions=2)
+        expected = sorted(f"{p}-{i}".encode() for p in range(2) for i in range(RECORDS))
+        dups = len(got) - len(set(got))
+        assert sorted(got) == expected, (
+            f"seed {seed} ({guarantee}, killed (commits, moment) {kills}): {len(got)} "
+            f"records read, {dups} duplicates, {len(set(expected) - set(got))} missing")
+    finally:
+        kill_marked(mark)
+        broker.cleanup()
