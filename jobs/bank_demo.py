@@ -286,7 +286,7 @@ the cluster keeps running at {b} (data in {cluster.data_dir}); connect with:
   minilog -b {b} consume {BALANCES} --from-beginning --exit
   minilog -b {b} groups describe {GROUP}
   minilog cluster status --data-dir {cluster.data_dir}
-  minilog -b {b} console --listen 127.0.0.1:8080          (the web console, then open http://127.0.0.1:8080/)
+  web console: `minilog -b {b} console`, then open http://127.0.0.1:8080/
   spark.readStream.format("minilog").option("kafka.bootstrap.servers", "{b}").option("subscribe", "{TRANSACTIONS}").load()
 or with other Kafka clients, once installed:
   kcat -b {b} -C -t {BALANCES} -e          (kcat: `apt-get install kcat` or `brew install kcat`)

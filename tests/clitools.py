@@ -1,6 +1,7 @@
 """`minilog` run as a user runs it, for the command-line tests: a real process, its exit status
 and its output."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,3 +89,9 @@ class Interruptible:
 
     def text(self):
         return "\n".join(line for _, line in sorted(self.out + self.err))
+
+
+def nodes_stopped(text):
+    """How many brokers and controllers `minilog cluster down` says it stopped (its console
+    has a line of its own)."""
+    return len(re.findall(r"^(?:broker|controller) \d+ stopped$", text, re.M))

@@ -15,6 +15,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, request
 from minilog.connector.records import encode_batch
 from wire import RawConnection
 from clustertools import active_controller, wait_for
+from clitools import nodes_stopped
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -182,7 +183,7 @@ def test_cli_cluster_up_status_down(tmp_path):
     finally:
         down = _cli("cluster", "down", "--data-dir", str(data))
     assert down.returncode == 0, down.stderr
-    assert down.stdout.count("stopped") == 3
+    assert nodes_stopped(down.stdout) == 3
     missing = _cli("cluster", "status", "--data-dir", str(tmp_path / "nothing"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
 

@@ -10,6 +10,7 @@ from minilog.connector.protocol import ApiKey, request
 from test_cluster_basics import _cli, produce_all
 from wire import RawConnection
 from clustertools import active_controller, wait_for
+from clitools import nodes_stopped
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,4 +102,4 @@ def test_cli_cluster_up_with_dedicated_controllers(tmp_path):
     finally:
         down = _cli("cluster", "down", "--data-dir", str(data))
     assert down.returncode == 0, down.stderr
-    assert down.stdout.count("stopped") == 5
+    assert nodes_stopped(down.stdout) == 5

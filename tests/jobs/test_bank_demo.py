@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from sparktools import consume_all
 
-from clitools import CLI, Interruptible, ok, one_line_error, run
+from clitools import CLI, Interruptible, nodes_stopped, ok, one_line_error, run
 
 
 def demo(*args, **kwargs):
@@ -89,11 +89,11 @@ def kept_cluster_is_an_ordinary_cluster(data_dir, out):
         if line.strip().startswith(("kcat ", "python -c")):
             assert "install" in line, line
     down = ok("cluster", "down", "--data-dir", data_dir, timeout=120)
-    assert down.count("stopped") == 3, down
+    assert nodes_stopped(down) == 3, down
     assert not any(alive(pid) for pid in pids)
     up = ok("cluster", "up", "--data-dir", data_dir, timeout=120)
     assert up.count("listening") == 3, up
-    assert ok("cluster", "down", "--data-dir", data_dir, timeout=120).count("stopped") == 3
+    assert nodes_stopped(ok("cluster", "down", "--data-dir", data_dir, timeout=120)) == 3
 
 
 @pytest.mark.parametrize("moment", ["starting Spark", "micro-batch"])
