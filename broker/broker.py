@@ -50,7 +50,8 @@ class Broker:
         self.peer_connections = PeerConnections()
         if config.quorum_voters:
             self.peers = PeerChannel(config.node_id)
-            self.store = self.quorum = QuorumMetadataStore(config, self.peers)
+            self.store = self.quorum = QuorumMetadataStore(
+                config, self.peers, on_refused=self.peer_connections.refused)
             self.producer_ids = quorum_blocks(self)
         else:
             self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])

@@ -4,8 +4,10 @@ A broker's heartbeats and its followers' fetches name the node they come from. W
 node's process dies, the kernel closes all its sockets at once, and this node sees every one of
 them end: the controller takes that as the sign to fence the broker after a short grace, instead
 of the whole `broker.session.timeout.ms` a silent but connected broker gets (a paused or
-partitioned one keeps its connections open, and only its silence counts). A node seen again on
-any connection is no longer lost.
+partitioned one keeps its connections open, and only its silence counts). A node this one tried
+to reach and found nothing listening at (connection refused: a paused process's socket still
+accepts) is lost too, when it holds no connection here: a controller's successor may never have
+had a connection from it, only to it. A node seen again on any connection is no longer lost.
 """
 import time
 
@@ -34,7 +36,13 @@ class PeerConnections:
             del self._open[node_id]
             self._lost[node_id] = time.monotonic()
 
+    def refused(self, node_id: int) -> None:
+        """Connecting to `node_id` was refused: its process is gone, unless a connection from it
+        is still open here (then its closing will tell)."""
+        if node_id is not None and node_id >= 0 and not self._open.get(node_id):
+            self._lost.setdefault(node_id, time.monotonic())
+
     def lost_since(self, node_id):
-        """When `node_id`'s last connection here closed; None while it has one open (or never
-        had)."""
+        """When `node_id`'s last connection here closed or a connection to it was refused; None
+        while it has one open (or was never lost)."""
         return self._lost.get(node_id)
