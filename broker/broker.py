@@ -47,7 +47,7 @@ class Broker:
         self._new_data_dir = is_new(data_dir)
         self._listener = listener
         self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
-        self.peer_connections = PeerConnections()
+        self.peer_connections = PeerConnections(config["broker.session.timeout.ms"] / 1000)
         if config.quorum_voters:
             self.peers = PeerChannel(config.node_id)
             self.store = self.quorum = QuorumMetadataStore(
