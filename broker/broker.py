@@ -52,10 +52,11 @@ class Broker:
         self._new_data_dir = is_new(data_dir)
         self._listener = listener
         self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
-        self.peer_connections = PeerConnections()
+        self.peer_connections = PeerConnections(config["broker.session.timeout.ms"] / 1000)
         if config.quorum_voters:
             self.peers = PeerChannel(config.node_id, security=inter_broker_security(config))
-            self.store = self.quorum = QuorumMetadataStore(config, self.peers)
+            self.store = self.quorum = QuorumMetadataStore(
+                config, self.peers, on_refused=self.peer_connections.refused)
             self.producer_ids = quorum_blocks(self)
         else:
             self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])

@@ -133,13 +133,14 @@ class Controller:
 
     def _why_fence(self, broker_id, now):
         """Why a live broker is to be fenced now, or None: its session timed out, or every
-        connection it had here closed a grace ago and it has not been heard of since (nor since
-        this node took over: a new controller gives each a grace)."""
+        connection it had here closed (or its address refused one) a grace ago and it has not
+        been heard of since (nor since this node took over: a new controller gives each a
+        grace)."""
         if now - self.last_heartbeat.get(broker_id, now) > self.session_timeout:
             return "missed its session timeout"
         lost = self.broker.peer_connections.lost_since(broker_id)
         if lost is not None and now - max(lost, self._since) > self.lost_grace:
-            return "closed every connection and is silent"
+            return "closed every connection (or refuses them) and is silent"
         return None
 
     def _ensure_offsets_topic(self):

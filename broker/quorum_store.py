@@ -56,7 +56,8 @@ class QuorumImage(MetadataImage):
 
 
 class QuorumMetadataStore:
-    def __init__(self, config, peers):
+    def __init__(self, config, peers, on_refused=lambda node_id: None):
+        """`on_refused(node id)`: a voter's address refused a connection (see `raft.py`)."""
         data_dir, node_id = config.data_dir, config.node_id
         data_dir.mkdir(parents=True, exist_ok=True)
         meta = LocalMetadataStore._read_meta_properties(data_dir, node_id, _cluster_id(config))
@@ -76,7 +77,8 @@ class QuorumMetadataStore:
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                              apply=self._apply, reset=self._reset,
-                             on_role_change=self._role_changed, cluster_id=self.cluster_id)
+                             on_role_change=self._role_changed, cluster_id=self.cluster_id,
+                             on_refused=on_refused)
         self.image.raft = self.raft
         self.working = self.image
         self.role_listeners = []

@@ -63,13 +63,15 @@ def parse_voters(spec):
 
 class RaftNode:
     def __init__(self, node_id, voters, partition, peers, *, election_timeout_ms=1000,
-                 fetch_timeout_ms=2000, apply, reset, on_role_change, cluster_id=None):
+                 fetch_timeout_ms=2000, apply, reset, on_role_change, cluster_id=None,
+                 on_refused=lambda node_id: None):
         self.node_id, self.voters, self.peers = node_id, voters, peers
         self.partition, self.log = partition, partition.log
         self.dir = self.log.dir
         self.election_timeout = election_timeout_ms / 1000
         self.fetch_timeout = fetch_timeout_ms / 1000
         self._apply, self._reset, self._on_role_change = apply, reset, on_role_change
+        self._on_refused = on_refused  # fn(node id): nothing listens at that voter's address
         self.cluster_id = cluster_id
         self.state = QuorumState.load(self.dir)
         if self.state.leader_id == node_id:  # a leader that restarted must be elected again
@@ -393,6 +395,8 @@ class RaftNode:
             resp = await self.peers.send(address, ApiKey.FETCH, body, FETCH_VERSION,
                                          timeout=self.fetch_timeout, purpose="raft")
         except (KafkaError, KafkaConnectionError, OSError) as e:
+            if getattr(e, "refused", False):
+                self._on_refused(leader)
             if asked is None and getattr(e, "refused", False) and self.is_voter:
                 # Nothing listens where the leader was: its process is gone, and waiting out
                 # the fetch timeout would only delay the election (Raft's safety does not

@@ -83,9 +83,13 @@ class TestCluster(LocalCluster):
         return wait_for(lambda: len(self.metadata(*via).brokers) == count,
                         f"{count} live brokers")
 
-    def create_topic(self, name, partitions=1, rf=3, config=None):
+    def create_topic(self, name, partitions=1, rf=3, config=None, assignment=None):
+        """`assignment`: [[replica ids] per partition], preferred leader first, instead of
+        `partitions` and `rf`."""
         admin = self.admin()  # kept alive until the answer arrives
-        admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])[name].result(30)
+        new = NewTopic(name, len(assignment), replica_assignment=assignment, config=config or {}) \
+            if assignment else NewTopic(name, partitions, rf, config=config or {})
+        admin.create_topics([new])[name].result(30)
         # Every live broker has applied the topic (as Kafka, metadata reaches brokers a moment
         # after the controller answers): raw requests to its leader find it.
         return wait_for(lambda: self._agreed(name), f"every broker to know the leaders of {name}")

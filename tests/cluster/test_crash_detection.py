@@ -2,7 +2,8 @@
 
 The kernel closes a dead process's sockets, so the controller sees every connection the broker
 had to it end (its heartbeats', its followers' fetches'), and a dead controller's address
-refuses the voters' fetches. The timeouts here are a minute: only those signs can move
+refuses the voters' fetches (so they elect a successor at once, which takes the refusal as the
+same sign). The timeouts here are a minute: only those signs can move
 leadership within the deadlines below. A broker that is merely paused
 keeps its connections, and its silence alone counts (`test_failover`'s paused follower).
 """
@@ -51,12 +52,16 @@ def test_a_killed_broker_loses_its_leaderships_long_before_its_session_timeout(m
 
 def test_a_killed_controller_is_succeeded_and_fenced_without_waiting_out_timeouts(make_cluster):
     # the voters campaign as soon as the old controller's address refuses them, not after
-    # their fetch timeout, and the new controller fences it without a session timeout
-    c = make_cluster(3, **SLOW_SESSION, **{"controller.quorum.fetch.timeout.ms": 60000})
-    c.create_topic("crash", partitions=3, rf=3)
+    # their fetch timeout, and the new controller fences it without a session timeout, though
+    # the old one never opened a connection to it that could close: it led every replicated
+    # partition (so fetched from nobody) and heartbeated to itself; only the refusal tells
+    c = make_cluster(3, **SLOW_SESSION, **{"controller.quorum.fetch.timeout.ms": 60000,
+                                           "offsets.topic.replication.factor": 1})
     old = active_controller(c.bootstrap)
-    led = wait_for(lambda: _led_by(c, "crash", old), f"a partition led by controller {old}")
     rest = [n for n in (1, 2, 3) if n != old]
+    c.create_topic("crash", assignment=[[old, *rest], [old, *reversed(rest)]])
+    led = wait_for(lambda: _led_by(c, "crash", old), f"a partition led by controller {old}")
+    assert led == [0, 1]
     c.broker(old).kill()
     wait_for(lambda: _moved_from(c, "crash", led, old, rest),
              f"partitions {led} to leave the killed controller {old}", timeout=SOON)

@@ -331,7 +331,9 @@ def test_a_coordinator_deposed_while_paused_serves_no_offsets_older_than_acknowl
     index = partition_for("stale", OFFSETS_PARTITIONS)
     for old, new in ((100, 200), (200, 300)):
         c.wait_isr(OFFSETS, index, [1, 2, 3])
-        deposed = c.partitions(OFFSETS)[index][0]
+        # asked again: the broker that answered wait_isr may not be the one asked next
+        deposed = wait_for(lambda: (c.partitions(OFFSETS) or {}).get(index, (None,))[0],
+                           f"a coordinator for {OFFSETS}-{index}")
         wait_for(lambda: offset_commit(c.broker(deposed).bootstrap, "stale", "work", old) == 0,
                  f"a commit of {old}")
         rest = [n for n in (1, 2, 3) if n != deposed]
