@@ -32,6 +32,7 @@ class PartitionRow:
     earliest: int | None = None
     high_watermark: int | None = None
     last_stable: int | None = None
+    size: int | None = None  # bytes of the leader's log segments
 
     @property
     def offline(self) -> bool:
@@ -143,10 +144,15 @@ async def topic(admin: AsyncAdminClient, name: str) -> dict[str, Any]:
     earliest = await _offsets(admin, tps, "earliest")
     latest = await _offsets(admin, tps, "latest")
     stable = await _offsets(admin, tps, "latest", "read_committed")
+    try:
+        sizes = await admin.partition_sizes(tps, timeout=5)
+    except KafkaError:  # a broker that does not answer DescribeLogDirs: no sizes
+        sizes = {}
     for p in parts:
         tp = TopicPartition(name, p.partition)
         p.earliest, p.high_watermark, p.last_stable = earliest.get(tp), latest.get(tp), \
             stable.get(tp)
+        p.size = sizes.get(tp)
     try:
         configs = await admin.describe_configs("topic", name)
         shown = {c.name: c.value for c in configs.values()

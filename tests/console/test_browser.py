@@ -131,6 +131,20 @@ def test_a_group_committed_by_a_spark_query_is_shown_as_one(cluster, console, br
     assert "Spark query" not in text_of(browser, "#group-plain-consumers")
 
 
+def partition_size(cluster, topic, partition):
+    """The partition's size as kafka-python's DescribeLogDirs reads it (the largest replica's:
+    the leader's, which the console asks)."""
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        answers = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    return max(p["partition_size"] for b in answers for d in b["log_dirs"] for t in d["topics"]
+               if t["name"] == topic for p in t["partitions"]
+               if p["partition_index"] == partition)
+
+
 def test_the_record_browser_pretty_prints_json_with_headers(cluster, console, browser, shots):
     cluster.create_topic("receipts", partitions=1, rf=3)
     produce(cluster, "receipts", [b'{"id": 7, "items": ["tea"]}'])
@@ -139,6 +153,9 @@ def test_the_record_browser_pretty_prints_json_with_headers(cluster, console, br
     assert value.splitlines()[0] == "{" and '  "id": 7,' in value.splitlines()
     assert "source: browser-test" in text_of(browser, "#records")
     browser.save_screenshot(str(shots / "console-records.png"))
+    size = shown(browser, f"{console}/topics/receipts", "#partition-0 td.size",
+                 lambda t: t.endswith(" B"), "the partition's size on the topic page")
+    assert int(size[:-2].replace(",", "")) == partition_size(cluster, "receipts", 0) > 0
 
 
 def test_creating_a_topic_asks_for_confirmation_first(cluster, console, browser, shots):
