@@ -34,10 +34,10 @@ def load_segments(dir, clean_shutdown, recovery_point, now_ms, open_segment, emp
         if suffix == LOG_SUFFIX:
             bases.append(int(stem))
         elif suffix.endswith(".tmp"):
-            p.unlink()  # an interrupted atomic write
+            p.unlink(missing_ok=True)  # an interrupted atomic write
     bases.sort()
     for p in dir.glob("*.checkpoint.*.tmp"):  # a checkpoint write cut short
-        p.unlink()
+        p.unlink(missing_ok=True)  # or one finishing now: gone is as good
     known = set(bases)
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # left behind by an interrupted delete
         for p in dir.glob("*" + suffix):
