@@ -85,10 +85,9 @@ class TopicManager:
             return ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}", None
         if rf <= 0:
             return ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}", None
-        live = max(1, len(self.view.brokers))
-        if rf > live:
-            return (ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"replication factor {rf} is larger than the {live} available broker(s)", None)
+        message = self._unreachable_replication(rf)
+        if message:
+            return ErrorCode.INVALID_REPLICATION_FACTOR, message, None
         error = self._config_error(name, configs)
         if error:
             return ErrorCode.INVALID_CONFIG, error, None
@@ -100,6 +99,17 @@ class TopicManager:
                                      assignment=wanted)
         self.open_partitions(ts)
         return 0, None, ts
+
+    def _unreachable_replication(self, rf):
+        """Kafka's message when fewer brokers are unfenced than `rf` replicas need, else None.
+        A single broker is its own only broker; a cluster counts unfenced registrations, which
+        may be none (every broker fenced): the controller refuses then, it does not fail."""
+        live = len(self.view.brokers) if self.broker.quorum is not None else 1
+        if rf <= live:
+            return None
+        return (f"Unable to replicate the partition {rf} time(s): the target replication factor "
+                f"of {rf} cannot be reached because only {live} broker(s) are registered and "
+                "unfenced")
 
     def _assignment_error(self, num_partitions, replication_factor, assignments):
         """(code, message) for a manual replica assignment, as Kafka's controller checks it."""
@@ -189,6 +199,9 @@ class TopicManager:
         if count <= len(ts.partitions):
             return (ErrorCode.INVALID_PARTITIONS,
                     f"topic {name!r} has {len(ts.partitions)} partitions; the new count must be larger")
+        message = self._unreachable_replication(len(ts.partitions[0].replicas))
+        if message:
+            return ErrorCode.INVALID_REPLICATION_FACTOR, message
         if not validate_only:
             self.store.add_partitions(name, count)
             self.open_partitions(ts)

@@ -80,8 +80,16 @@ class TestCluster(LocalCluster):
         return self.admin(*via).list_topics(timeout=5)
 
     def wait_for_brokers(self, count, via=()):
-        return wait_for(lambda: len(self.metadata(*via).brokers) == count,
-                        f"{count} live brokers")
+        """Until the controller has `count` brokers registered and unfenced: DescribeCluster as
+        minilog's client sends it (librdkafka's describe_cluster reads Metadata, which names a
+        broker of a forming cluster before it is either)."""
+        from minilog.connector.client import AdminClient as MinilogAdmin
+
+        def live():
+            with MinilogAdmin({"bootstrap.servers": self.bootstrap_of(*(via or self.alive()))}) \
+                    as admin:
+                return len(admin.describe_cluster(timeout=10).brokers)
+        return wait_for(lambda: live() == count, f"{count} live brokers")
 
     def create_topic(self, name, partitions=1, rf=3, config=None, assignment=None):
         """`assignment`: [[replica ids] per partition], preferred leader first, instead of

@@ -9,9 +9,12 @@ _CLUSTER = response(ApiKey.DESCRIBE_CLUSTER)
 NO_AUTH_OPS = -2147483648
 
 
-def _brokers(broker, schema, header, id_field="node_id"):
+def _brokers(broker, schema, header, id_field="node_id", forming=True):
+    """The live (registered, unfenced) brokers. Metadata of a cluster still forming names at
+    least this broker, so a client keeps a broker to ask (`forming`); DescribeCluster names
+    only the brokers the controller unfenced, so waiting on it waits for a placeable cluster."""
     live = broker.metadata.brokers.values()
-    if not live and broker.quorum is not None:  # a cluster still forming: at least ourselves
+    if not live and forming and broker.quorum is not None:
         live = [broker.quorum.own_endpoint]
     live = [on_listener(broker, header, b) for b in live]
     return [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
@@ -88,5 +91,5 @@ async def describe_cluster(broker, header, req):
     return _CLUSTER.cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                         cluster_id=broker.metadata.cluster_id,
                         controller_id=broker.metadata.controller_id,
-                        brokers=_brokers(broker, _CLUSTER, header, "broker_id"),
+                        brokers=_brokers(broker, _CLUSTER, header, "broker_id", forming=False),
                         cluster_authorized_operations=NO_AUTH_OPS)

@@ -6,7 +6,14 @@ import json
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import TopicPartition as CTP
-from minilog.connector.protocol import ApiKey, request
+from minilog.connector.protocol import (
+    ApiKey,
+    ErrorCode,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    request,
+)
 from test_cluster_basics import _cli, produce_all
 from wire import RawConnection
 from clustertools import active_controller, wait_for
@@ -103,3 +110,39 @@ def test_cli_cluster_up_with_dedicated_controllers(tmp_path):
         down = _cli("cluster", "down", "--data-dir", str(data))
     assert down.returncode == 0, down.stderr
     assert nodes_stopped(down.stdout) == 5
+
+
+def test_admin_requests_while_every_broker_is_fenced_are_refused_not_failed(make_cluster):
+    """With its only broker fenced, the controller cannot place a replica anywhere: Kafka
+    answers CreateTopics and CreatePartitions with INVALID_REPLICATION_FACTOR, not an
+    unknown server error. The requests wait in the paused broker's socket, so they reach the
+    controller the moment the broker resumes, before its heartbeat can unfence it (it must
+    first catch up to the record that fenced it)."""
+    c = make_cluster(1, controllers=1)
+    c.create_topic("fenced-grow", partitions=1, rf=1)
+    conn = RawConnection(c.brokers[0].bootstrap)
+    try:
+        c.pause(1)
+        try:
+            wait_for(lambda: "broker 1 " in c.controllers[0].log() and "fencing it"
+                     in c.controllers[0].log(), "the controller to fence the paused broker")
+            create, grow = request(ApiKey.CREATE_TOPICS), request(ApiKey.CREATE_PARTITIONS)
+            conn.send_raw(_frame(ApiKey.CREATE_TOPICS, 5, 1, create.cls(
+                topics=[create.make("topics", name="while-fenced", num_partitions=1,
+                                    replication_factor=1)], timeout_ms=20000)))
+            conn.send_raw(_frame(ApiKey.CREATE_PARTITIONS, 3, 2, grow.cls(
+                topics=[grow.make("topics", name="fenced-grow", count=2)], timeout_ms=20000)))
+        finally:
+            c.resume(1)
+        conn.sock.settimeout(60)
+        created = decode_response(ApiKey.CREATE_TOPICS, 5, conn.recv_frame())
+        grown = decode_response(ApiKey.CREATE_PARTITIONS, 3, conn.recv_frame())
+    finally:
+        conn.close()
+    assert created.topics[0].error_code == ErrorCode.INVALID_REPLICATION_FACTOR, created
+    assert "only 0 broker(s)" in created.topics[0].error_message
+    assert grown.results[0].error_code == ErrorCode.INVALID_REPLICATION_FACTOR, grown
+
+
+def _frame(api_key, version, correlation_id, body):
+    return b"".join(encode_request(RequestHeader(api_key, version, correlation_id, "raw"), body))
