@@ -10,6 +10,7 @@ broker-only node is an observer of the quorum that registers with the active con
 """
 import asyncio
 import logging
+import os
 import signal
 
 from .acl_metadata import open_acls
@@ -48,6 +49,7 @@ class Broker:
         self.is_controller = config.quorum_voters is not None and \
             "controller" in config.process_roles
         self.stopping = False
+        self.exit_code = 0  # non-zero once the broker stopped itself for a fault
         data_dir = config.data_dir
         self._new_data_dir = is_new(data_dir)
         self._listener = listener
@@ -149,11 +151,16 @@ class Broker:
             self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers).start()
 
     async def _housekeeping(self):
-        """Retention and time-based flushes, on Kafka's schedule."""
+        """Retention and time-based flushes, on Kafka's schedule; and, every second, a check
+        that the data directory is still the one the broker opened."""
         interval = self.config["log.retention.check.interval.ms"] / 1000
         next_retention = asyncio.get_running_loop().time() + interval
+        opened = _identity(self.config.data_dir)
         while not self.stopping:
             await asyncio.sleep(min(1.0, interval))
+            if _identity(self.config.data_dir) != opened:
+                self._data_dir_lost()
+                return
             self.logs.flush_due()
             if asyncio.get_running_loop().time() >= next_retention:
                 next_retention += interval
@@ -163,6 +170,16 @@ class Broker:
                 deleted = self.logs.apply_retention()
                 if deleted:
                     log.info("retention deleted %d segment(s)", deleted)
+
+    def _data_dir_lost(self):
+        """The data directory was deleted or replaced under the running broker: what it writes
+        now reaches no file a restart would read. Kafka stops a broker whose last log directory
+        failed; so does this one, with one line and a non-zero exit."""
+        log.error("data directory %s was removed or replaced while the broker ran: stopping "
+                  "(records acknowledged from now on would not survive a restart)",
+                  self.config.data_dir)
+        self.exit_code = 1
+        asyncio.ensure_future(self.stop())
 
     async def stop(self):
         if self.stopping:
@@ -190,11 +207,16 @@ class Broker:
             await server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
-        self.logs.close()
+        try:
+            self.logs.close()
+        except OSError as e:  # e.g. the data directory is gone: its checkpoints cannot be written
+            log.error("closing the logs: %s", e)
+            self.exit_code = 1
         if self.quorum is not None:
             self.quorum.close()
             self.peers.close()
-        log.info("minilog %s %d stopped cleanly", self.role_name, self.config.node_id)
+        log.info("minilog %s %d stopped%s", self.role_name, self.config.node_id,
+                 " after the error above" if self.exit_code else " cleanly")
         self._stopped.set()
 
     async def run_until_signalled(self, early=()):
@@ -213,3 +235,12 @@ class Broker:
         for w in waits:
             w.cancel()
         await self.stop()
+
+
+def _identity(path):
+    """(device, inode) of a directory, None once it is gone."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

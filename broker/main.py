@@ -86,4 +86,4 @@ def main(argv=None, prog="minilog broker"):
         return 1
     except KeyboardInterrupt:
         pass
-    return 0
+    return broker.exit_code

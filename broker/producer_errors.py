@@ -1,4 +1,5 @@
-"""Map failures of a log append to the Kafka error code and message a producer receives."""
+"""Map failures of a log append (or of any request the disk failed) to the Kafka error code and
+message a client receives."""
 import logging
 
 from minilog.connector.batch import InvalidBatch
@@ -17,7 +18,7 @@ def append_error_code(exc):
     if isinstance(exc, OSError):
         left_out = _STORAGE_ERRORS.admit((type(exc), exc.errno))
         if left_out is not None:
-            log.error("storage error on append: %s%s", exc, repeats_note(left_out, 60.0))
+            log.error("storage error: %s%s", exc, repeats_note(left_out, 60.0))
         return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
     log.exception("unexpected append failure")
     return ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)

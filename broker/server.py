@@ -32,6 +32,7 @@ from .error_response import error_response
 from .file_region import FileRegion
 from .handlers import NO_RESPONSE, CloseConnection, Pending, served
 from .handlers.api_versions import unsupported_version_response
+from .producer_errors import append_error_code
 
 log = logging.getLogger("minilog.broker.server")
 
@@ -126,9 +127,14 @@ class BrokerServer:
             return encode_response(key, version, header.correlation_id, response)
         except CloseConnection as e:
             raise _CloseConnection(str(e)) from None
-        except Exception:  # a handler's bug: answer this request with Kafka's code, go on
-            log.exception("%s v%d from %s failed", api_name(key), version, peer)
-            response = error_response(key, version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except Exception as e:  # a handler's bug or a failing disk: Kafka's code, go on
+            if isinstance(e, OSError) and e.filename is not None:  # a file: the disk, not the
+                # code: one line a minute, no traceback
+                code, _ = append_error_code(e)
+            else:
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+                log.exception("%s v%d from %s failed", api_name(key), version, peer)
+            response = error_response(key, version, request, code)
             if response is None:
                 raise _CloseConnection(f"{api_name(key)} failed and gets no response") from None
             return encode_response(key, version, header.correlation_id, response)

@@ -116,3 +116,26 @@ def test_sigterm_as_soon_as_the_port_answers_stops_cleanly(tmp_path):
     text = log.read_text()
     assert code == 0, text
     assert "stopped cleanly" in text and "Traceback" not in text, text
+
+
+def test_a_data_directory_deleted_under_the_broker_stops_it_with_one_line_and_exit_1(tmp_path):
+    """Records written after the data directory is gone would be acknowledged and lost at the
+    next start: the broker stops instead, as Kafka stops when its last log directory fails."""
+    import shutil
+
+    from waiting import wait_until
+
+    broker = MinilogBroker(data_dir=tmp_path).start()
+    try:
+        with Producer({"bootstrap.servers": broker.bootstrap}) as producer:
+            producer.send("before", value=b"kept")
+            producer.flush(30)
+        shutil.rmtree(broker.log_dir)
+        wait_until(lambda: broker.proc.poll() is not None, 60, "the broker to stop by itself")
+        lines = broker.log().splitlines()
+    finally:
+        broker.cleanup()
+    assert broker.proc.returncode == 1
+    text = "\n".join(lines)
+    assert f"data directory {broker.log_dir} was removed or replaced" in text
+    assert "Traceback" not in text
