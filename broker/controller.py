@@ -89,22 +89,25 @@ class Controller:
                                                                listeners)])
 
     def heartbeat(self, broker_id, broker_epoch, metadata_offset, want_fence):
-        """(error, is_caught_up, is_fenced)."""
+        """(error, is_caught_up, is_fenced, offset of the record that changed it or None): the
+        answer is to wait for that record's commit, as Kafka's controller answers only then,
+        or a broker could act on a decision a failover forgets."""
         if self.image.broker_epochs.get(broker_id, -2) != broker_epoch:
-            return ErrorCode.STALE_BROKER_EPOCH, False, True
+            return ErrorCode.STALE_BROKER_EPOCH, False, True, None
         self.last_heartbeat[broker_id] = time.monotonic()
         # Caught up with its registration and with its last fencing: a broker fenced while
         # paused serves again only once it knows what moved away from it meanwhile.
         caught_up = metadata_offset >= max(broker_epoch, self.image.fenced_at.get(broker_id, -1))
         fenced = broker_id in self.image.fenced
+        changed = None
         if fenced and caught_up and not want_fence:
-            self.store.append([records.fence_record(broker_id, False)] +
-                              self._elect_records(broker_id))
+            changed = self.store.append([records.fence_record(broker_id, False)] +
+                                        self._elect_records(broker_id))
             fenced = False
         elif not fenced and want_fence:
-            self.store.append(self._fence_records(broker_id))
+            changed = self.store.append(self._fence_records(broker_id))
             fenced = True
-        return 0, caught_up, fenced
+        return 0, caught_up, fenced, changed
 
     async def _tick_forever(self):
         while True:

@@ -96,8 +96,11 @@ async def broker_heartbeat(broker, header, req):
     controller, code = _controller(broker)
     if controller is None:
         return _BEAT.cls(throttle_time_ms=0, error_code=code)
-    code, caught_up, fenced = controller.heartbeat(req.broker_id, req.broker_epoch,
-                                                   req.current_metadata_offset, req.want_fence)
+    code, caught_up, fenced, changed = controller.heartbeat(
+        req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence)
+    if changed is not None and not await broker.quorum.raft.wait_committed(
+            changed, controller.session_timeout / 3):
+        return _BEAT.cls(throttle_time_ms=0, error_code=ErrorCode.REQUEST_TIMED_OUT)
     return _BEAT.cls(throttle_time_ms=0, error_code=code, is_caught_up=caught_up,
                      is_fenced=fenced, should_shut_down=False)
 

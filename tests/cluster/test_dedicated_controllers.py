@@ -2,6 +2,8 @@
 brokers: the brokers observe the quorum and register with the active controller, clients see
 only brokers, and both a controller's and a broker's loss are survived."""
 import json
+import os
+import signal
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
@@ -146,3 +148,43 @@ def test_admin_requests_while_every_broker_is_fenced_are_refused_not_failed(make
 
 def _frame(api_key, version, correlation_id, body):
     return b"".join(encode_request(RequestHeader(api_key, version, correlation_id, "raw"), body))
+
+
+def test_a_heartbeat_that_unfences_is_answered_only_once_the_unfencing_commits(make_cluster):
+    """Kafka's controller answers a BrokerHeartbeat that changes a broker's fencing only after
+    that record commits: a broker told "unfenced" by a controller whose record a failover then
+    forgets would serve as unfenced while the quorum says fenced. A broker (played here by the
+    test, as broker 9) registers; the active controller's two followers are paused; its
+    unfencing heartbeat must not be answered "unfenced"; once they resume, it is."""
+    import uuid
+
+    c = make_cluster(1, controllers=3)
+    active = active_controller(c.bootstrap)
+    followers = [n for n in c.controllers if n.node_id != active]
+    reg, beat = request(ApiKey.BROKER_REGISTRATION), request(ApiKey.BROKER_HEARTBEAT)
+    conn = RawConnection(c.broker(active).bootstrap)
+    try:
+        registered = conn.call(ApiKey.BROKER_REGISTRATION, 0, reg.cls(
+            broker_id=9, cluster_id=c.metadata().cluster_id, incarnation_id=uuid.uuid4(),
+            listeners=[reg.make("listeners", name="PLAINTEXT", host="127.0.0.1", port=9,
+                                security_protocol=0)], features=[], rack=None))
+        assert registered.error_code == 0, registered
+
+        def heartbeat():
+            return conn.call(ApiKey.BROKER_HEARTBEAT, 0, beat.cls(
+                broker_id=9, broker_epoch=registered.broker_epoch,
+                current_metadata_offset=1 << 40, want_fence=False, want_shut_down=False))
+        for node in followers:
+            os.killpg(node.proc.pid, signal.SIGSTOP)
+        try:
+            conn.sock.settimeout(60)
+            alone = heartbeat()
+        finally:
+            for node in followers:
+                os.killpg(node.proc.pid, signal.SIGCONT)
+        assert alone.error_code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER), alone
+        assert not (alone.error_code == 0 and not alone.is_fenced)
+        wait_for(lambda: (lambda r: r.error_code == 0 and not r.is_fenced)(heartbeat()),
+                 "broker 9 to be unfenced once the quorum is back")
+    finally:
+        conn.close()
