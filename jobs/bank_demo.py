@@ -348,7 +348,7 @@ def main(argv=None):
             keep = True
         return code
     except KeyboardInterrupt:  # CTRL_C said so in one line
-        return 130
+        return CTRL_C.exit_status
     finally:
         if not keep:
             cluster.stop()

@@ -11,6 +11,11 @@ line, the process's own Python output is silenced: the threads pyspark runs in t
 (py4j's callback server, the accumulator server) report the JVM going away with tracebacks
 of their own, and the user has already been told what happens.
 
+SIGTERM, as a supervisor (systemd, Kubernetes, `kill`) stops a job, takes the same path with
+"terminated: stopping": the queries stop between two micro-batches and Spark stops, instead of
+the Python driver dying at once and leaving the JVM it launched. The exit status is 128 plus
+the signal's number (130, 143), as a shell reports a process the signal ended.
+
 Spark's JVM must ignore SIGINT as well, or it stops on its own with its own tracebacks:
 pyspark starts the JVM it launches that way; under spark-submit, where the JVM is the driver's
 parent, `defer(spark)` tells it to ignore SIGINT (the Python workers it starts later inherit
@@ -23,37 +28,46 @@ import sys
 from typing import Any
 
 MESSAGE = "interrupted: stopping"
+MESSAGES = {signal.SIGINT: MESSAGE, signal.SIGTERM: "terminated: stopping"}
 
 
 class _Gate:
     def __init__(self) -> None:
         self.requested = False
         self.deferred = False
-        self._previous: Any = None  # SIGINT's handler before ours
+        self.signum = signal.SIGINT  # the first signal that asked to stop
+        self._previous: dict[int, Any] = {}  # each signal's handler before ours
 
     def _handle(self, signum: int, frame: Any) -> None:
         first = not self.requested
         if first:
-            print(MESSAGE, file=sys.stderr, flush=True)
+            self.signum = signum
+            print(MESSAGES[signum], file=sys.stderr, flush=True)
             logging.disable(logging.CRITICAL)
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
         self.requested = True
         if not (first and self.deferred):
             raise KeyboardInterrupt
 
+    @property
+    def exit_status(self) -> int:
+        """What a shell reports for a process ended by the signal: 130 for Ctrl-C."""
+        return 128 + self.signum
+
     def install(self) -> None:
-        """Ctrl-C prints the one line and raises KeyboardInterrupt at once."""
-        previous = signal.signal(signal.SIGINT, self._handle)
-        if self._previous is None and previous != self._handle:
-            self._previous = previous
+        """Ctrl-C (or SIGTERM) prints the one line and raises KeyboardInterrupt at once."""
+        for sig in MESSAGES:
+            previous = signal.signal(sig, self._handle)
+            if sig not in self._previous and previous != self._handle:
+                self._previous[sig] = previous
 
     def release(self) -> None:
-        """SIGINT back to its handler before `install`, for a driver that goes on after its
-        Spark work (the tests run the jobs in their own process). After a Ctrl-C the output
-        stays silenced: the process is on its way out, and pyspark's threads with it."""
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        """The signals back to their handlers before `install`, for a driver that goes on
+        after its Spark work (the tests run the jobs in their own process). After a Ctrl-C the
+        output stays silenced: the process is on its way out, and pyspark's threads with it."""
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
         self.deferred = False
 
     def defer(self, spark: Any = None) -> None:

@@ -133,10 +133,11 @@ def start_query(writer, starts=STARTS):
 
 
 def run(queries):
-    """Wait for the queries: to their end under available-now, else until Ctrl-C; stop them
-    cleanly either way. Raises the first query's failure, as soon as it fails. After Ctrl-C
-    (exit status 130) each query stops between two micro-batches, with Spark's log off: a
-    query stopped inside one aborts it with tracebacks, and the user asked only to stop."""
+    """Wait for the queries: to their end under available-now, else until Ctrl-C or SIGTERM;
+    stop them cleanly either way. Raises the first query's failure, as soon as it fails. After
+    Ctrl-C (exit status 130) or SIGTERM (143) each query stops between two micro-batches, with
+    Spark's log off: a query stopped inside one aborts it with tracebacks, and the user asked
+    only to stop."""
     try:
         pending = list(queries)
         while pending:  # awaitTermination raises a query's failure
@@ -149,7 +150,7 @@ def run(queries):
             while q.isActive and q.status["isTriggerActive"]:
                 time.sleep(0.05)
             q.stop()
-        return 130
+        return CTRL_C.exit_status
     finally:
         for q in queries:
             q.stop()

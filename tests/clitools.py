@@ -71,6 +71,12 @@ class Interruptible:
         self.pressed = time.monotonic()
         os.killpg(self.proc.pid, signal.SIGINT)
 
+    def terminate(self):
+        """SIGTERM to the command's own process only, as `kill PID` or a supervisor sends it
+        (what is printed after it: `after_ctrl_c`)."""
+        self.pressed = time.monotonic()
+        os.kill(self.proc.pid, signal.SIGTERM)
+
     def finish(self, timeout=180.0):
         """The exit status, once the process ended and its output was read."""
         try:

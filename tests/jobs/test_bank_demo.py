@@ -96,21 +96,24 @@ def kept_cluster_is_an_ordinary_cluster(data_dir, out):
     assert nodes_stopped(ok("cluster", "down", "--data-dir", data_dir, timeout=120)) == 3
 
 
-@pytest.mark.parametrize("moment", ["starting Spark", "micro-batch"])
-def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(moment):
+@pytest.mark.parametrize("moment, how", [("starting Spark", "ctrl-c"), ("micro-batch", "ctrl-c"),
+                                         ("micro-batch", "sigterm")])
+def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(moment, how):
     """Interrupted while Spark starts, or while the query runs: Ctrl-C (SIGINT to the process
     group, as a terminal sends it) prints one line, the demo exits 130, and its brokers, Spark's
-    JVM and Python workers are gone."""
+    JVM and Python workers are gone. SIGTERM to the demo's process alone (`kill PID`, a
+    supervisor) does the same with exit 143: the JVM it launched does not outlive it."""
     p = Interruptible([*CLI, "demo", "--transactions", "30000", "--accounts", "5"])
     p.wait_for(moment)
     time.sleep(3)  # the JVM (and its Python workers) well under way: they must go too
     below = descendants(p.proc.pid)
     assert below, "the demo started no processes"
-    p.ctrl_c()
-    assert p.finish() == 130, p.text()[-3000:]
+    p.ctrl_c() if how == "ctrl-c" else p.terminate()
+    assert p.finish() == (130 if how == "ctrl-c" else 143), p.text()[-3000:]
     # The JVM announces its incubator module when it starts, Ctrl-C or not.
     said = [line for line in p.after_ctrl_c() if "Using incubator modules" not in line]
-    assert said == ["interrupted: stopping"], p.text()[-5000:]
+    assert said == ["interrupted: stopping" if how == "ctrl-c" else "terminated: stopping"], \
+        p.text()[-5000:]
     end = time.monotonic() + 60
     while any(alive(c) for c in below) and time.monotonic() < end:
         time.sleep(0.5)
