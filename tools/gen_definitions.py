@@ -13,7 +13,7 @@ from pathlib import Path
 
 # API name -> (min version, max version) that minilog declares.
 SUPPORTED = {
-    "Produce": (3, 11), "Fetch": (0, 16), "ListOffsets": (0, 9), "Metadata": (0, 12),
+    "Produce": (0, 11), "Fetch": (0, 16), "ListOffsets": (0, 9), "Metadata": (0, 12),
     "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "FindCoordinator": (0, 6),
     "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
     "DescribeGroups": (0, 5), "ListGroups": (0, 5), "ApiVersions": (0, 4),
@@ -24,7 +24,7 @@ SUPPORTED = {
     # Between brokers: the controller quorum (Raft), registration, ISR changes, truncation.
     "Vote": (0, 0), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
     "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 3),
-    "OffsetForLeaderEpoch": (2, 4), "AllocateProducerIds": (0, 0),
+    "OffsetForLeaderEpoch": (0, 4), "AllocateProducerIds": (0, 0),
     # Transactions (KIP-98, KIP-447): coordinator APIs and the markers between brokers.
     "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "TxnOffsetCommit": (0, 4),
     "EndTxn": (0, 5), "WriteTxnMarkers": (0, 1), "DescribeTransactions": (0, 0),
@@ -32,7 +32,7 @@ SUPPORTED = {
     # Security: SASL authentication, SCRAM credentials (KIP-554) and ACLs.
     "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
-    "CreateAcls": (1, 3), "DescribeAcls": (1, 3), "DeleteAcls": (1, 3),
+    "CreateAcls": (0, 3), "DescribeAcls": (0, 3), "DeleteAcls": (0, 3),
 }
 
 

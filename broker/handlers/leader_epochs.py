@@ -32,7 +32,7 @@ def _answer(broker, topic, p):
     return 0, *UNDEFINED
 
 
-@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
 async def offset_for_leader_epoch(broker, header, req):
     topics = []
     replica = getattr(req, "replica_id", -1) >= 0

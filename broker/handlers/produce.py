@@ -1,7 +1,8 @@
 """Produce: validate whole batches, append them to partition leaders, answer per partition.
 
 The broker checks each batch's framing, CRC and record count, then stamps offsets; records
-are never decoded. acks=0 requests get no response at all, as in Kafka: one that fails closes
+are never decoded, except for Produce v0-v2's message formats v0/v1, converted to v2 as Kafka 3.9
+does (`up_convert.py`). acks=0 requests get no response at all, as in Kafka: one that fails closes
 the connection instead, the only way its client can notice.
 """
 import asyncio
@@ -12,6 +13,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 from ..access import TOPIC, TXN, WRITE, allowed
 from ..log_validator import validate_keys
 from ..producer_errors import append_error_code
+from ..up_convert import to_v2_batch
 from . import NO_RESPONSE, CloseConnection, Pending, handles, leader_partition
 
 _RESP = response(ApiKey.PRODUCE)
@@ -27,12 +29,19 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
                                      for i, m in record_errors])
 
 
-def produce_to_partition(broker, topic, index, records, acks):
+def produce_to_partition(broker, topic, index, records, acks, message_sets=False):
+    """`message_sets`: the records may be in message formats v0/v1 (Produce v0-v2)."""
     partition, code = leader_partition(broker, topic, index)
     if partition is None:
         return _partition_result(index, code)
     if not records:
         return _partition_result(index, ErrorCode.CORRUPT_MESSAGE, message="empty record set")
+    if message_sets:
+        try:
+            records = to_v2_batch(records, partition.log.config.message_timestamp_type
+                                  == "LogAppendTime")
+        except batch_format.InvalidBatch as e:
+            return _partition_result(index, e.code, message=str(e))
     try:
         batches = batch_format.split_batches(records, partition.max_message_bytes)
     except batch_format.InvalidBatch as e:
@@ -91,7 +100,7 @@ def _refusal(broker, header, req) -> int:
     return 0
 
 
-@handles(ApiKey.PRODUCE, 3, 11)
+@handles(ApiKey.PRODUCE, 0, 11)
 async def produce(broker, header, req):
     acks = req.acks
     if acks not in (0, 1, -1):
@@ -107,8 +116,8 @@ async def produce(broker, header, req):
         if code:
             parts = [_partition_result(p.index, code) for p in t.partition_data]
         else:
-            parts = [produce_to_partition(broker, t.name, p.index, p.records, acks)
-                     for p in t.partition_data]
+            parts = [produce_to_partition(broker, t.name, p.index, p.records, acks,
+                                          header.api_version < 3) for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == -1 and broker.replicas is not None:
         for t in req.topic_data:  # appended: let the frame's buffer serve the next request

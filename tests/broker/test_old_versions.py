@@ -100,7 +100,10 @@ def test_list_offsets_v0_answers_old_style_offsets(broker, ten, timestamp, max_n
 OLD = [(ApiKey.LIST_OFFSETS, 0), (ApiKey.CREATE_TOPICS, 0), (ApiKey.CREATE_TOPICS, 1),
        (ApiKey.DELETE_TOPICS, 0), (ApiKey.DESCRIBE_CONFIGS, 0),
        *((ApiKey.FETCH, v) for v in range(4)),
-       *((ApiKey.DESCRIBE_LOG_DIRS, v) for v in range(5))]
+       *((ApiKey.DESCRIBE_LOG_DIRS, v) for v in range(5)),
+       *((ApiKey.PRODUCE, v) for v in range(3)),
+       (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0), (ApiKey.OFFSET_FOR_LEADER_EPOCH, 1),
+       (ApiKey.CREATE_ACLS, 0), (ApiKey.DESCRIBE_ACLS, 0), (ApiKey.DELETE_ACLS, 0)]
 
 
 @pytest.mark.parametrize("api, version", OLD)
@@ -110,15 +113,50 @@ def test_the_codec_declares_each_old_version_as_kafka_does(api, version, kind):
     assert codec_fields(schema, version) == kafka_fields(schema.name, version)
 
 
-def test_api_versions_advertises_kafka_39s_minimum_for_each_old_version(broker):
+# Kafka 3.9's validVersions (clients/src/main/resources/common/message/*Request.json at the 3.9
+# branch) for every API minilog serves; docs/PROTOCOL_VERSIONS.md is the same table with notes.
+KAFKA_39 = {
+    "PRODUCE": (0, 11), "FETCH": (0, 17), "LIST_OFFSETS": (0, 9), "METADATA": (0, 12),
+    "OFFSET_COMMIT": (0, 9), "OFFSET_FETCH": (0, 9), "FIND_COORDINATOR": (0, 6),
+    "JOIN_GROUP": (0, 9), "HEARTBEAT": (0, 4), "LEAVE_GROUP": (0, 5), "SYNC_GROUP": (0, 5),
+    "DESCRIBE_GROUPS": (0, 5), "LIST_GROUPS": (0, 5), "SASL_HANDSHAKE": (0, 1),
+    "API_VERSIONS": (0, 4), "CREATE_TOPICS": (0, 7), "DELETE_TOPICS": (0, 6),
+    "DELETE_RECORDS": (0, 2), "INIT_PRODUCER_ID": (0, 5), "OFFSET_FOR_LEADER_EPOCH": (0, 4),
+    "ADD_PARTITIONS_TO_TXN": (0, 5), "ADD_OFFSETS_TO_TXN": (0, 4), "END_TXN": (0, 4),
+    "WRITE_TXN_MARKERS": (0, 1), "TXN_OFFSET_COMMIT": (0, 4), "DESCRIBE_ACLS": (0, 3),
+    "CREATE_ACLS": (0, 3), "DELETE_ACLS": (0, 3), "DESCRIBE_CONFIGS": (0, 4),
+    "ALTER_CONFIGS": (0, 2), "DESCRIBE_LOG_DIRS": (0, 4), "SASL_AUTHENTICATE": (0, 2),
+    "CREATE_PARTITIONS": (0, 3), "DELETE_GROUPS": (0, 2), "INCREMENTAL_ALTER_CONFIGS": (0, 1),
+    "OFFSET_DELETE": (0, 0), "DESCRIBE_USER_SCRAM_CREDENTIALS": (0, 0),
+    "ALTER_USER_SCRAM_CREDENTIALS": (0, 0), "VOTE": (0, 1), "BEGIN_QUORUM_EPOCH": (0, 1),
+    "END_QUORUM_EPOCH": (0, 1), "ALTER_PARTITION": (0, 3), "DESCRIBE_CLUSTER": (0, 1),
+    "DESCRIBE_PRODUCERS": (0, 0), "BROKER_REGISTRATION": (0, 4), "BROKER_HEARTBEAT": (0, 1),
+    "DESCRIBE_TRANSACTIONS": (0, 0), "LIST_TRANSACTIONS": (0, 1), "ALLOCATE_PRODUCER_IDS": (0, 0),
+}
+# Newest versions Kafka 3.9 has and minilog does not (none of them sent by clients to old
+# brokers): the maximum minilog advertises instead, each explained in docs/PROTOCOL_VERSIONS.md.
+BELOW_KAFKA_39 = {
+    "FETCH": 16, "ADD_PARTITIONS_TO_TXN": 3, "VOTE": 0, "BEGIN_QUORUM_EPOCH": 0,
+    "END_QUORUM_EPOCH": 0, "BROKER_REGISTRATION": 0, "BROKER_HEARTBEAT": 0,
+}
+
+
+def test_api_versions_covers_kafka_39s_range_for_every_api_minilog_serves(broker):
+    """The audit: each API's lowest version is Kafka 3.9's (old tools are answered), and its
+    highest is at least Kafka 3.9's except where BELOW_KAFKA_39 says otherwise."""
     conn = RawConnection(broker.bootstrap)
     try:
         resp = conn.call(ApiKey.API_VERSIONS, 3, request(ApiKey.API_VERSIONS).cls(
-            client_software_name="old", client_software_version="1"))
+            client_software_name="audit", client_software_version="1"))
     finally:
         conn.close()
-    versions = {k.api_key: k.min_version for k in resp.api_keys}
-    assert {api: versions[api] for api, _ in OLD} == {api: 0 for api, _ in OLD}
+    served = {ApiKey(k.api_key).name: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert set(served) <= set(KAFKA_39), "an API Kafka 3.9 does not have"
+    for name, (lo, hi) in served.items():
+        k_lo, k_hi = KAFKA_39[name]
+        assert (name, lo) == (name, k_lo)
+        assert (name, hi) == (name, BELOW_KAFKA_39[name]) if name in BELOW_KAFKA_39 else \
+            hi >= k_hi, name
 
 
 def call(broker, api, version, **body):
@@ -204,3 +242,180 @@ def test_fetch_v0_to_v3_down_converts_to_message_formats_v0_and_v1(broker, ten, 
     assert [(m[0], m[1], m[2], m[4], m[5]) for m in messages] == [
         (i, magic, True, None, b"v%d" % i) for i in range(3, 10)]
     assert all((m[3] is None) == (magic == 0) for m in messages)
+
+
+def message_set(magic, records, codec=0, log_append_time=False):
+    """A v0/v1 message set as kafka-python's legacy encoder writes it: (timestamp, key, value)
+    records, compressed into one wrapper message when `codec` is set."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
+    for i, (ts, key, value) in enumerate(records):
+        builder.append(i, ts, key, value)
+    data = bytearray(builder.build())
+    if log_append_time:  # the producer claims LogAppendTime (attributes bit 3), CRC redone
+        import struct
+        import zlib
+        data[17] |= 0x08
+        struct.pack_into(">I", data, 12, zlib.crc32(bytes(data[16:])))
+    return bytes(data)
+
+
+def produce_old(broker, version, topic, records, acks=1):
+    req = request(ApiKey.PRODUCE)
+    return call(broker, ApiKey.PRODUCE, version, acks=acks, timeout_ms=10000, topic_data=[
+        req.make("topic_data", name=topic, partition_data=[req.make(
+            "topic_data", "partition_data", index=0, records=records)])])
+
+
+def stored(broker, topic):
+    """[(batch codec, offset, timestamp, key, value)] of what the partition holds, read with
+    Fetch v11 (batches as stored, format v2)."""
+    from minilog.connector.batch import iter_batches
+    from minilog.connector.records import decode_batches
+    req = request(ApiKey.FETCH)
+    resp = call(broker, ApiKey.FETCH, 11, replica_id=-1, max_wait_ms=0, min_bytes=1,
+                isolation_level=0, topics=[req.make("topics", topic=topic, partitions=[req.make(
+                    "topics", "partitions", partition=0, fetch_offset=0, log_start_offset=-1,
+                    partition_max_bytes=1 << 20, current_leader_epoch=-1)])])
+    data = bytes(resp.responses[0].partitions[0].records or b"")
+    codecs = {h.base_offset + i: h.compression for _, h in iter_batches(data)
+              for i in range(h.record_count)}
+    return [(codecs[r.offset], r.offset, r.timestamp, r.key, r.value)
+            for r in decode_batches(data)]
+
+
+@pytest.fixture(scope="module")
+def topics(broker):
+    """Fresh one-partition topics by name, created on first use."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    made = set()
+
+    def make(name, **configs):
+        if name not in made:
+            admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(10)
+            made.add(name)
+        return name
+    return make
+
+
+@pytest.mark.parametrize("version, magic, codec", [
+    (0, 0, 0), (0, 0, 1), (1, 0, 2), (1, 1, 0), (2, 1, 0), (2, 1, 1), (2, 1, 2), (2, 1, 3),
+    (2, 0, 3)])
+def test_produce_v0_to_v2_converts_message_formats_v0_and_v1_to_one_v2_batch(
+        broker, topics, version, magic, codec):
+    """Kafka 3.9's LogValidator: the messages (or a wrapper's inner messages) become the
+    records of one v2 batch with the producer's codec, at consecutive offsets; v0 messages
+    have no timestamp (-1). The answer has Produce v0's fields, v1's throttle time, v2's
+    log append time (-1 under CreateTime). magic 0 with LZ4 has Kafka 0.8's wrong header
+    checksum, which Kafka 3.9 tolerates."""
+    topic = topics(f"old-produce-v{version}-m{magic}-c{codec}")
+    records = [(1_700_000_000_000 + i, b"k%d" % i, None if i == 2 else b"v%d" % i)
+               for i in range(5)]
+    if codec == 2 or (codec == 3 and magic == 0):
+        data = _wrapped(magic, records, codec)
+    else:
+        data = message_set(magic, records, codec)
+    for round_ in range(2):
+        resp = produce_old(broker, version, topic, data)
+        [t] = resp.responses
+        [part] = t.partition_responses
+        assert (t.name, part.index, part.error_code, part.base_offset) == (topic, 0, 0, 5 * round_)
+        assert part.log_append_time_ms == -1
+        assert resp.throttle_time_ms == 0
+    ts = (lambda i: -1) if magic == 0 else (lambda i: 1_700_000_000_000 + i)
+    expected = [(codec, n, ts(n % 5), b"k%d" % (n % 5), None if n % 5 == 2 else b"v%d" % (n % 5))
+                for n in range(10)]
+    assert stored(broker, topic) == expected
+
+
+def _wrapped(magic, records, codec):
+    """One compressed wrapper message around kafka-python's uncompressed message set, for the
+    codecs kafka-python cannot write here (snappy: no library; LZ4 in format v0: Kafka
+    0.8-0.9's header checksum over the magic number too, which Kafka 3.9 tolerates)."""
+    import struct
+    import zlib
+
+    from minilog.broker.up_convert import _xxh32_short
+    from minilog.connector.compression import compress
+    payload = bytearray(compress(codec, message_set(magic, records)))
+    if codec == 3 and magic == 0:
+        payload[6] = (_xxh32_short(bytes(payload[0:6])) >> 8) & 0xFF
+    head = struct.pack(">bb", magic, codec)
+    if magic == 1:
+        head += struct.pack(">q", max(ts for ts, _, _ in records))
+    body = head + struct.pack(">i", -1) + struct.pack(">i", len(payload)) + payload
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", len(records) - 1, len(message)) + message
+
+
+def test_produce_v2_under_log_append_time_stamps_the_broker_time(broker, topics):
+    import time
+    topic = topics("old-produce-lat", **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    resp = produce_old(broker, 2, topic, message_set(1, [(5, b"k", b"v")]))
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == 0 and part.log_append_time_ms >= before
+    [(_, _, timestamp, _, _)] = stored(broker, topic)
+    assert timestamp == part.log_append_time_ms
+
+
+def _two_wrappers():
+    return message_set(1, [(1, b"a", b"1")], 1) + message_set(1, [(2, b"b", b"2")], 1)
+
+
+def _bad_crc():
+    data = bytearray(message_set(1, [(1, b"a", b"1")]))
+    data[-1] ^= 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize("name, make, code", [
+    ("crc", _bad_crc, 2),  # CORRUPT_MESSAGE
+    ("mixed-magic", lambda: message_set(0, [(1, b"a", b"1")]) + message_set(1, [(1, b"b", b"2")]),
+     87),  # INVALID_RECORD
+    ("two-wrappers", _two_wrappers, 87),
+    ("producer-log-append-time", lambda: message_set(1, [(-1, b"a", b"1")],
+                                                     log_append_time=True), 32),
+])
+def test_produce_v2_refuses_what_kafka_39_refuses_and_appends_nothing(broker, topics, name,
+                                                                       make, code):
+    """A corrupt message, magics mixed in one message set, two compressed wrappers, a
+    producer that sets LogAppendTime on a message without a time: the partition's error, the
+    log unchanged."""
+    topic = topics(f"old-produce-refused-{name}")
+    resp = produce_old(broker, 2, topic, make())
+    part = resp.responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (code, -1)
+    assert stored(broker, topic) == []
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_offset_for_leader_epoch_v0_and_v1(broker, ten, version):
+    """v0 answers only the end offset of the epoch asked; v1 adds the epoch it ended in."""
+    req = request(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    resp = call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, version, topics=[req.make(
+        "topics", topic=ten, partitions=[req.make("topics", "partitions", partition=0,
+                                                  leader_epoch=0)])])
+    [topic] = resp.topics
+    [part] = topic.partitions
+    assert (topic.topic, part.partition, part.error_code, part.end_offset) == (ten, 0, 0, 10)
+    assert part.leader_epoch == (-1 if version == 0 else 0)  # -1: absent from v0's answer
+
+
+def test_acl_apis_v0_are_framed_as_kafka_39_frames_them(broker):
+    """CreateAcls/DescribeAcls/DeleteAcls v0 (no pattern type: LITERAL) were advertised but
+    not declared, so the broker closed the connection; without an authorizer each answers
+    SECURITY_DISABLED in v0's fields."""
+    create, delete = request(ApiKey.CREATE_ACLS), request(ApiKey.DELETE_ACLS)
+    created = call(broker, ApiKey.CREATE_ACLS, 0, creations=[create.make(
+        "creations", resource_type=2, resource_name="t", principal="User:a", host="*",
+        operation=3, permission_type=3)])
+    described = call(broker, ApiKey.DESCRIBE_ACLS, 0, resource_type_filter=1,
+                     resource_name_filter=None, principal_filter=None, host_filter=None,
+                     operation=1, permission_type=1)
+    deleted = call(broker, ApiKey.DELETE_ACLS, 0, filters=[delete.make(
+        "filters", resource_type_filter=1, resource_name_filter=None, principal_filter=None,
+        host_filter=None, operation=1, permission_type=1)])
+    assert [r.error_code for r in created.results] == [54]  # SECURITY_DISABLED
+    assert (described.error_code, described.resources) == (54, [])
+    assert [r.error_code for r in deleted.filter_results] == [54]
