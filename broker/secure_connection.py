@@ -131,9 +131,8 @@ class SecureConnection(_Connection):
     def _authenticated(self, frame, peer, closed):
         if self._expires is not None:
             now = asyncio.get_running_loop().time()
-            if now > self._expires:
-                raise _CloseConnection("its SASL session expired (connections.max.reauth.ms) "
-                                       "without re-authentication")
+            # a SaslHandshake re-authenticates even past the session's end, as in Kafka: it
+            # may have waited behind a long request (a JoinGroup) sent before that end
             if bytes(frame[:2]) == _HANDSHAKE_KEY and (
                     self._reauth_started is None
                     or now - self._reauth_started >= MIN_REAUTH_INTERVAL):
@@ -141,6 +140,9 @@ class SecureConnection(_Connection):
                 self._authenticator.reauthenticate()
                 self._handle = self._authenticating
                 return self._authenticating(frame, peer, closed)
+            if now > self._expires:
+                raise _CloseConnection("its SASL session expired (connections.max.reauth.ms) "
+                                       "without re-authentication")
         return self.server.handle(frame, peer, closed, self.session)
 
     async def _authenticating(self, frame, peer, closed):

@@ -86,9 +86,11 @@ def test_reauthentication_on_the_same_connection_renews_the_session(broker):
 
 def test_reauthentication_waits_for_the_requests_before_it(broker):
     """A long-polling Fetch is in flight when the client starts re-authenticating: the Fetch is
-    answered first, then the handshake, on the same connection."""
+    answered first, then the handshake, on the same connection, although the session ended
+    while the handshake waited (librdkafka's re-authentication behind a long JoinGroup)."""
     conn, _ = _login(broker)
-    fetch = request(ApiKey.FETCH).cls(replica_id=-1, max_wait_ms=500, min_bytes=1 << 20,
+    fetch = request(ApiKey.FETCH).cls(replica_id=-1, max_wait_ms=PLAIN_LIFETIME_MS + 500,
+                                      min_bytes=1 << 20,
                                       max_bytes=1 << 20, isolation_level=0, session_id=0,
                                       session_epoch=-1, topics=[], forgotten_topics_data=[],
                                       rack_id="")
