@@ -7,10 +7,20 @@ import uuid
 from pathlib import Path
 
 import pytest
-from security_tools import COMBINATIONS, IDS, PASSWORD, USER, SecureBroker
+from security_tools import COMBINATIONS, IDS, PASSWORD, USER, SecureBroker, make_certificates
 
 HERE = Path(__file__).parent
 SECURED = [(c, i) for c, i in zip(COMBINATIONS, IDS) if c[0] != "PLAINTEXT"]
+
+
+@pytest.fixture(scope="module")
+def secure_broker(tmp_path_factory):
+    """The suite's broker of every protocol, without the 3 s a new group waits for members:
+    each combination joins a group of its own."""
+    b = SecureBroker(make_certificates(tmp_path_factory.mktemp("certs")),
+                     extra=["-o", "group.initial.rebalance.delay.ms=0"]).start()
+    yield b
+    b.cleanup()
 
 
 def _run(kafkajs: Path, settings: dict) -> dict:
