@@ -120,10 +120,6 @@ class SaslAuthenticator:
         self._bad_mechanism = None  # Kafka's message for a mechanism changed on re-auth
 
     @property
-    def reauthenticating(self) -> bool:
-        return self._previous is not None
-
-    @property
     def session_lifetime_ms(self) -> int:
         return max(0, int(self._max_reauth_ms.get(self.mechanism) or 0)) if self.complete else 0
 
