@@ -16,6 +16,7 @@ from security_tools import PASSWORD, USER, SecureBroker, kafka_python_settings, 
 from waiting import wait_until
 from wire import RawConnection
 
+from minilog.connector.client import Consumer, Producer, TopicPartition
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from minilog.connector.protocol.framing import RequestHeader, encode_request
 
@@ -142,9 +143,10 @@ def test_a_wrong_password_on_reauthentication_is_refused_as_kafka_words_it(broke
     assert conn.closed_by_peer_within(30)
 
 
-def _sessions(seconds: float):
-    """How many SCRAM session lifetimes a client must outlive: three."""
-    return seconds * 3 * SCRAM_LIFETIME_MS / 1000
+def _sessions(fraction: float = 1.0) -> float:
+    """Seconds for `fraction` of three SCRAM session lifetimes: how long a client runs to show
+    it re-authenticates (each session ends at 2 s; clients start over at 85-95% of it)."""
+    return fraction * 3 * SCRAM_LIFETIME_MS / 1000
 
 
 def test_confluent_kafka_reauthenticates_and_keeps_its_connection(broker):
@@ -180,3 +182,27 @@ def test_kafka_python_reauthenticates_and_keeps_its_connection(broker, caplog):
     auths = [r for r in caplog.records if "Authenticated as" in r.getMessage()]
     assert not [r for r in caplog.records if "re-authentication failed" in r.getMessage()]
     assert len(auths) >= 3  # the first login, then at least two re-authentications
+
+
+def test_minilog_client_reauthenticates_and_keeps_its_connection(broker):
+    """minilog's producer and consumer re-authenticate as librdkafka does (each outlives one
+    and a half sessions): the broker never has to close one of their connections for an ended
+    session."""
+    conf = librdkafka_settings(broker, "SASL_SSL", "SCRAM-SHA-256")
+    topic, sent = f"reauth-{uuid.uuid4().hex[:8]}", []
+    expired_before = broker.log_path.read_text().count(EXPIRED)
+    with Producer(conf) as producer:
+        deadline = time.monotonic() + _sessions(0.5)
+        while time.monotonic() < deadline:
+            sent.append(producer.send(topic, b"x"))
+            time.sleep(0.05)
+        assert all(f.result(60).offset >= 0 for f in sent)
+    with Consumer({**conf, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        got = []
+        deadline = time.monotonic() + _sessions(0.5)
+        while time.monotonic() < deadline or len(got) < len(sent):
+            got.extend(consumer.poll(0.2))
+            assert time.monotonic() < deadline + 60, f"{len(got)} of {len(sent)} records"
+    assert len(got) == len(sent)
+    assert broker.log_path.read_text().count(EXPIRED) == expired_before
