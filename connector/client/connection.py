@@ -110,7 +110,8 @@ class BrokerConnection:
 
     @property
     def in_flight(self):
-        return len(self._pending)
+        """Requests written and not yet answered, those held by a re-authentication too."""
+        return len(self._pending) + len(self._held or ())
 
     async def connect(self):
         """Open the socket and negotiate API versions; raise KafkaConnectionError on failure."""
