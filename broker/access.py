@@ -159,6 +159,29 @@ def merge(key, response, refused):
     return response
 
 
+# The operations Kafka reports in an authorized-operations field, per resource type
+# (`AclEntry.supportedOperations`), and the field's value when the client did not ask.
+SUPPORTED_OPERATIONS = {
+    TOPIC: (READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    GROUP: (READ, DESCRIBE, DELETE),
+    CLUSTER: (CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
+              DESCRIBE),
+    TXN: (DESCRIBE, WRITE),
+}
+NOT_REQUESTED = -2147483648
+
+
+def authorized_operations(broker, header, resource_type: ResourceType,
+                          name: str = CLUSTER_NAME) -> int:
+    """Kafka's bit field of what the principal may do to the resource: bit `1 << code` for
+    each supported operation its ACLs allow (all of them without an authorizer)."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if allowed(broker, header, operation, resource_type, name):
+            bits |= 1 << operation
+    return bits
+
+
 def group_refusal(broker, header, operation: AclOperation, group_id: str) -> int:
     """GROUP_AUTHORIZATION_FAILED unless the principal may do `operation` on the group."""
     return 0 if allowed(broker, header, operation, GROUP, group_id) else \

@@ -31,12 +31,14 @@ class FileRegion:
     def seek(self, *_):
         """asyncio's sendfile moves the file position after sending: ours is not used."""
 
-    def read(self):
-        """The bytes themselves (for callers that need them in memory)."""
-        data = os.pread(self._fd, self.length, self.position)
-        if len(data) != self.length:
+    def read(self, offset: int = 0, size: int | None = None) -> bytes:
+        """The bytes themselves, all of them or `size` from `offset` into the region (for
+        callers that need them in memory)."""
+        size = self.length - offset if size is None else min(size, self.length - offset)
+        data = os.pread(self._fd, size, self.position + offset)
+        if len(data) != size:
             raise OSError(f"file region of {self.length} bytes at {self.position} shrank to "
-                          f"{len(data)}")
+                          f"{offset + len(data)}")
         return data
 
     def close(self):

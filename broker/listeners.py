@@ -23,6 +23,9 @@ SECURITY_KEYS: dict = {
     # minilog: a connection must finish its TLS and SASL handshakes within this time.
     "connections.authentication.timeout.ms": (int, 10000),
     "connection.failed.authentication.delay.ms": (int, 100),
+    # KIP-368: a SASL session lasts this long, then the client re-authenticates on the same
+    # connection or is disconnected at its next request (0: sessions never expire)
+    "connections.max.reauth.ms": (int, 0),
     "ssl.keystore.type": (str, "PEM"),
     "ssl.keystore.location": (str, None),
     "ssl.keystore.password": (str, None),
@@ -42,8 +45,10 @@ SECURITY_KEYS: dict = {
 }
 
 # What `listener.name.<listener>.` may prefix: the SSL settings and, after a mechanism name,
-# the SASL ones (Kafka's `listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config`).
-_OVERRIDABLE = {k for k in SECURITY_KEYS if k.startswith(("ssl.", "sasl."))}
+# the SASL ones (Kafka's `listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config`, and
+# `...scram-sha-256.connections.max.reauth.ms`).
+_OVERRIDABLE = {k for k in SECURITY_KEYS if k.startswith(("ssl.", "sasl."))} | {
+    "connections.max.reauth.ms"}
 
 
 def is_listener_setting(key: str) -> bool:

@@ -6,6 +6,9 @@ that mechanism's exchange. PLAIN (RFC 4616) checks a password against the listen
 users; SCRAM-SHA-256/512 (RFC 5802/7677) runs through `scramp` against salted credentials.
 Every failure raises `AuthenticationFailed` with the same message whatever went wrong, so a
 client learns nothing about which of user or password it got wrong.
+
+Re-authentication (KIP-368) runs the same exchange again on an authenticated connection; as in
+Kafka it must keep the mechanism and end with the same principal, else it fails.
 """
 import hmac
 from collections.abc import Callable
@@ -18,9 +21,10 @@ from .scram_credentials import MECHANISM_CODES, ScramCredential
 class AuthenticationFailed(Exception):
     """The one answer to a bad login; `reason` is for the broker's log only."""
 
-    def __init__(self, mechanism: str, reason: str):
-        super().__init__(f"Authentication failed during authentication due to invalid "
-                         f"credentials with SASL mechanism {mechanism}")
+    def __init__(self, mechanism: str, reason: str, during: str = "authentication",
+                 message: str | None = None):
+        super().__init__(message or f"Authentication failed during {during} due to invalid "
+                                    f"credentials with SASL mechanism {mechanism}")
         self.reason = reason
 
 
@@ -97,16 +101,34 @@ class _Scram:
 
 
 class SaslAuthenticator:
-    """One connection's SASL state: mechanism chosen, exchange under way, principal found."""
+    """One connection's SASL state: mechanism chosen, exchange under way, principal found.
+
+    `max_reauth_ms` maps a mechanism to its `connections.max.reauth.ms` (absent or 0: the
+    session never expires); `session_lifetime_ms` is what SaslAuthenticate tells the client."""
 
     def __init__(self, enabled: list, plain_users: dict,
-                 scram_lookup: Callable[[str, str], ScramCredential | None]):
+                 scram_lookup: Callable[[str, str], ScramCredential | None],
+                 max_reauth_ms: dict | None = None):
         self.enabled = enabled
         self._plain_users = plain_users
         self._scram_lookup = scram_lookup
+        self._max_reauth_ms = max_reauth_ms or {}
         self.mechanism = None
         self._exchange = None
         self.principal = None
+        self._previous = None  # (mechanism, principal) while re-authenticating
+        self._bad_mechanism = None  # Kafka's message for a mechanism changed on re-auth
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        return max(0, int(self._max_reauth_ms.get(self.mechanism) or 0)) if self.complete else 0
+
+    def reauthenticate(self) -> None:
+        """Start over on an authenticated connection (KIP-368): a SaslHandshake came."""
+        if not self.complete:
+            raise IllegalSaslState("re-authentication before authentication completed")
+        self._previous = (self.mechanism, self.principal)
+        self.mechanism = self._exchange = self.principal = self._bad_mechanism = None
 
     def handshake(self, mechanism: str) -> bool:
         """Choose `mechanism`; False when the listener does not enable it."""
@@ -114,6 +136,11 @@ class SaslAuthenticator:
             raise IllegalSaslState("SaslHandshake after a mechanism was chosen")
         if mechanism not in self.enabled:
             return False
+        if self._previous is not None and mechanism != self._previous[0]:
+            # accepted, then refused at SaslAuthenticate, as Kafka's REAUTH_BAD_MECHANISM
+            self._bad_mechanism = (f"SASL mechanism '{mechanism}' requested by client is not "
+                                   f"supported for re-authentication of mechanism "
+                                   f"'{self._previous[0]}'")
         self.mechanism = mechanism
         if mechanism == "PLAIN":
             self._exchange = _Plain(self._plain_users)
@@ -127,11 +154,30 @@ class SaslAuthenticator:
         """The server's token for the client's; sets `principal` once the exchange is done."""
         if self._exchange is None:
             raise IllegalSaslState("SaslAuthenticate before SaslHandshake")
-        reply = self._exchange.step(token)
+        if self._bad_mechanism is not None:
+            raise AuthenticationFailed(self.mechanism, self._bad_mechanism,
+                                       message=self._bad_mechanism)
+        try:
+            reply = self._exchange.step(token)
+        except AuthenticationFailed as e:
+            if self._previous is None:
+                raise
+            raise AuthenticationFailed(self.mechanism, e.reason, "re-authentication") from None
         if self._exchange.done:
-            self.principal = f"User:{self._exchange.user}"
+            principal = f"User:{self._exchange.user}"
+            if self._previous is not None and principal != self._previous[1]:
+                message = (f"Cannot change principals during re-authentication from "
+                           f"{_dotted(self._previous[1])}: {_dotted(principal)}")
+                raise AuthenticationFailed(self.mechanism, message, message=message)
+            self.principal, self._previous = principal, None
         return reply
 
     @property
     def complete(self) -> bool:
         return self.principal is not None
+
+
+def _dotted(principal: str) -> str:
+    """`User:alice` as Kafka's re-authentication message writes it: `User.alice`."""
+    kind, _, name = principal.partition(":")
+    return f"{kind}.{name}"

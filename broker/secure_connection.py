@@ -9,6 +9,11 @@ that has not authenticated within `connections.authentication.timeout.ms` is dis
 A failed login gets SASL_AUTHENTICATION_FAILED with the same message whatever was wrong, is
 logged once, and is answered after `connection.failed.authentication.delay.ms` (Kafka's brake on
 clients that retry at once), then the connection closes.
+
+KIP-368: with `connections.max.reauth.ms` set, SaslAuthenticate tells the client how long its
+session lasts; a SaslHandshake on the authenticated connection starts a re-authentication (the
+requests before it are answered first, in order), and a request arriving after the session
+expired closes the connection instead of being served.
 """
 import asyncio
 import logging
@@ -39,6 +44,8 @@ from .tls import principal_of, server_context
 log = logging.getLogger("minilog.broker.security")
 
 _SIZE = struct.Struct(">i")
+_HANDSHAKE_KEY = struct.pack(">h", ApiKey.SASL_HANDSHAKE)  # how a SaslHandshake frame starts
+MIN_REAUTH_INTERVAL = 1.0  # seconds; Kafka refuses a re-authentication sooner after the last
 _HANDSHAKE = response(ApiKey.SASL_HANDSHAKE)
 _AUTHENTICATE = response(ApiKey.SASL_AUTHENTICATE)
 
@@ -72,6 +79,14 @@ class SaslSettings:
                 self.plain_users = plain_users(jaas)
             except ClientConfigError as e:
                 raise ConfigError(str(e)) from None
+        self.max_reauth_ms = {}
+        for mechanism in self.mechanisms:
+            value = listener_setting(values, listener.name, "connections.max.reauth.ms", mechanism)
+            try:
+                self.max_reauth_ms[mechanism] = int(value or 0)
+            except ValueError:
+                raise ConfigError(f"connections.max.reauth.ms of listener {listener.name} must "
+                                  f"be a number of milliseconds, got {value!r}") from None
 
 
 class SecureConnection(_Connection):
@@ -85,6 +100,8 @@ class SecureConnection(_Connection):
         self._authenticator = None
         self._raw_tokens = False  # SaslHandshake v0: bare tokens follow, no SaslAuthenticate
         self._deadline = None
+        self._expires = None  # the loop time the SASL session ends, None if it never does
+        self._reauth_started = None  # the loop time the last re-authentication began
         self._handle = self._authenticating if sasl is not None else self._authenticated
 
     def connection_made(self, transport):
@@ -95,7 +112,8 @@ class SecureConnection(_Connection):
             config = self.server.broker.config
             self._authenticator = SaslAuthenticator(self._sasl.mechanisms,
                                                     self._sasl.plain_users,
-                                                    self.server.broker.scram.get)
+                                                    self.server.broker.scram.get,
+                                                    self._sasl.max_reauth_ms)
             timeout = config["connections.authentication.timeout.ms"] / 1000
             self._deadline = asyncio.get_running_loop().call_later(timeout, self._too_slow)
 
@@ -111,6 +129,20 @@ class SecureConnection(_Connection):
             self.transport.abort()
 
     def _authenticated(self, frame, peer, closed):
+        if self._expires is not None:
+            now = asyncio.get_running_loop().time()
+            # a SaslHandshake re-authenticates even past the session's end, as in Kafka: it
+            # may have waited behind a long request (a JoinGroup) sent before that end
+            if bytes(frame[:2]) == _HANDSHAKE_KEY and (
+                    self._reauth_started is None
+                    or now - self._reauth_started >= MIN_REAUTH_INTERVAL):
+                self._reauth_started = now
+                self._authenticator.reauthenticate()
+                self._handle = self._authenticating
+                return self._authenticating(frame, peer, closed)
+            if now > self._expires:
+                raise _CloseConnection("its SASL session expired (connections.max.reauth.ms) "
+                                       "without re-authentication")
         return self.server.handle(frame, peer, closed, self.session)
 
     async def _authenticating(self, frame, peer, closed):
@@ -166,7 +198,7 @@ class SecureConnection(_Connection):
                                      session_lifetime_ms=0)
         self._maybe_done()
         return _AUTHENTICATE.cls(error_code=0, error_message=None, auth_bytes=reply,
-                                 session_lifetime_ms=0)
+                                 session_lifetime_ms=self._authenticator.session_lifetime_ms)
 
     def _raw_token(self, frame):
         """SaslHandshake v0's framing: a bare token in, a bare token out; failing closes."""
@@ -184,6 +216,9 @@ class SecureConnection(_Connection):
             self.session.principal = self._authenticator.principal
             self._deadline.cancel()
             self._handle = self._authenticated
+            lifetime = self._authenticator.session_lifetime_ms
+            self._expires = asyncio.get_running_loop().time() + lifetime / 1000 \
+                if lifetime else None
 
     def _fail(self, reason):
         """Answer this request, then close the connection; later frames go unanswered."""

@@ -38,6 +38,7 @@ log = logging.getLogger("minilog.broker.server")
 
 MAX_QUEUED_REQUESTS = 64  # per connection, received but not yet handled: then stop reading
 MAX_PENDING_RESPONSES = 16  # per connection, handled but waiting (acks=all): then stop handling
+TLS_WRITE = 256 * 1024  # bytes of a response encrypted and written at a time over TLS
 
 
 class BrokerServer:
@@ -143,7 +144,7 @@ class BrokerServer:
 class _Connection(FramedProtocol):
     """One client connection: frames queue up here and one task answers them in order."""
 
-    tls = False  # sendfile cannot write into a TLS connection: segments are read and copied
+    tls = False  # sendfile cannot write into a TLS connection: segments are read in pieces
 
     def __init__(self, server):
         super().__init__(server.broker.config["socket.request.max.bytes"])
@@ -263,6 +264,9 @@ class _Connection(FramedProtocol):
         try:
             if self.closed:
                 return
+            if self.tls:
+                await self._send_tls(chunks)
+                return
             if not regions:
                 self.write(chunks)
                 await self.drain()
@@ -274,8 +278,6 @@ class _Connection(FramedProtocol):
                 if i > start:
                     self.write(chunks[start:i])
                 try:
-                    if self.tls:  # asyncio raises RuntimeError for TLS transports
-                        raise asyncio.SendfileNotAvailableError("a TLS connection")
                     sent = await loop.sendfile(self.transport, chunk, chunk.position, len(chunk),
                                                fallback=False)
                 except asyncio.SendfileNotAvailableError:  # not a plain socket: copy it
@@ -290,6 +292,30 @@ class _Connection(FramedProtocol):
         finally:
             for region in regions:
                 region.close()
+
+    async def _send_tls(self, chunks):
+        """A response over TLS, where sendfile cannot go: encrypted `TLS_WRITE` bytes at a time
+        (segments read piece by piece), each piece handed to the socket before the next is
+        made. asyncio would otherwise encrypt a whole fetch response at once and buffer the
+        ciphertext the socket did not take, copying it again at each send."""
+        batch, size = [], 0
+        for chunk in chunks:
+            for start in range(0, len(chunk), TLS_WRITE):
+                n = min(TLS_WRITE, len(chunk) - start)
+                if size + n > TLS_WRITE and batch:
+                    self.transport.writelines(batch)
+                    batch, size = [], 0
+                    await self.drain()
+                    if self.closed:
+                        return
+                if isinstance(chunk, FileRegion):
+                    batch.append(chunk.read(start, n))
+                else:
+                    batch.append(chunk if n == len(chunk) else memoryview(chunk)[start:start + n])
+                size += n
+        if batch:
+            self.transport.writelines(batch)
+        await self.drain()
 
 
 async def _with_refusals(call, key, refused):

@@ -10,8 +10,19 @@ import time
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..group_records import OffsetAndMetadata
-from ..access import CLUSTER, DELETE, DESCRIBE, READ, allowed, group_refusal, topic_refusal, \
-    txn_refusal
+from ..access import (
+    CLUSTER,
+    DELETE,
+    DESCRIBE,
+    GROUP,
+    NOT_REQUESTED,
+    READ,
+    allowed,
+    authorized_operations,
+    group_refusal,
+    topic_refusal,
+    txn_refusal,
+)
 from . import handles, on_listener
 
 _FIND = response(ApiKey.FIND_COORDINATOR)
@@ -27,7 +38,6 @@ _DELETE = response(ApiKey.DELETE_GROUPS)
 _OFFSET_DELETE = response(ApiKey.OFFSET_DELETE)
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-NO_AUTH_OPS = -2147483648
 
 
 # -- FindCoordinator ------------------------------------------------------------------------------
@@ -265,9 +275,11 @@ async def describe_groups(broker, header, req):
         if refused:
             out.append(_DESCRIBE.make("groups", error_code=refused, group_id=group_id,
                                       group_state="", protocol_type="", protocol_data="",
-                                      members=[], authorized_operations=NO_AUTH_OPS))
+                                      members=[], authorized_operations=NOT_REQUESTED))
             continue
         code, s = broker.groups.describe_group(group_id)
+        ops = authorized_operations(broker, header, GROUP, group_id) \
+            if header.api_version >= 3 and req.include_authorized_operations else NOT_REQUESTED
         members = [_DESCRIBE.make("groups", "members", member_id=m.member_id,
                                   group_instance_id=m.group_instance_id, client_id=m.client_id,
                                   client_host=m.client_host, member_metadata=m.metadata,
@@ -275,7 +287,7 @@ async def describe_groups(broker, header, req):
         out.append(_DESCRIBE.make("groups", error_code=code, group_id=group_id,
                                   group_state=s.state, protocol_type=s.protocol_type,
                                   protocol_data=s.protocol, members=members,
-                                  authorized_operations=NO_AUTH_OPS))
+                                  authorized_operations=ops))
     return _DESCRIBE.cls(throttle_time_ms=0, groups=out)
 
 

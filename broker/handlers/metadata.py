@@ -1,12 +1,19 @@
 """Metadata and DescribeCluster: brokers, topics, partitions, leaders, replicas."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
-from ..access import CLUSTER, CREATE, DESCRIBE, TOPIC, allowed
+from ..access import (
+    CLUSTER,
+    CREATE,
+    DESCRIBE,
+    NOT_REQUESTED,
+    TOPIC,
+    allowed,
+    authorized_operations,
+)
 from . import handles, on_listener
 
 _META = response(ApiKey.METADATA)
 _CLUSTER = response(ApiKey.DESCRIBE_CLUSTER)
-NO_AUTH_OPS = -2147483648
 
 
 def _brokers(broker, schema, header, id_field="node_id", forming=True):
@@ -21,7 +28,7 @@ def _brokers(broker, schema, header, id_field="node_id", forming=True):
             for b in live]
 
 
-def describe_topic(broker, ts):
+def describe_topic(broker, ts, ops: int = NOT_REQUESTED):
     fenced = broker.metadata.fenced if broker.quorum is not None else ()
     parts = [_META.make("topics", "partitions",
                         error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
@@ -31,7 +38,7 @@ def describe_topic(broker, ts):
              for i, p in sorted(ts.partitions.items())]
     return _META.make("topics", error_code=0, name=ts.name, topic_id=ts.topic_id,
                       is_internal=ts.internal, partitions=parts,
-                      topic_authorized_operations=NO_AUTH_OPS)
+                      topic_authorized_operations=ops)
 
 
 def _may_create(broker, header, name: str) -> bool:
@@ -41,9 +48,16 @@ def _may_create(broker, header, name: str) -> bool:
 @handles(ApiKey.METADATA, 0, 12)
 async def metadata(broker, header, req):
     image = broker.metadata
+    v = header.api_version
+    if v >= 8 and req.include_topic_authorized_operations:
+        def described(ts):
+            return describe_topic(broker, ts, authorized_operations(broker, header, TOPIC, ts.name))
+    else:
+        def described(ts):
+            return describe_topic(broker, ts)
     if req.topics is None or (header.api_version == 0 and not req.topics):
         # a principal sees only the topics it may describe
-        topics = [describe_topic(broker, ts) for ts in image.topics.values()
+        topics = [described(ts) for ts in image.topics.values()
                   if allowed(broker, header, DESCRIBE, TOPIC, ts.name)]
     else:
         topics = []
@@ -71,14 +85,16 @@ async def metadata(broker, header, req):
                 topics.append(_META.make("topics", error_code=code, name=t.name,
                                          topic_id=t.topic_id))
             else:
-                topics.append(describe_topic(broker, ts))
+                topics.append(described(ts))
     # In a cluster every broker forwards admin requests to the active controller, so, as Kafka's
     # KRaft brokers do, Metadata names a live broker (this one): a client never waits on a
     # controller id that went stale during an election. DescribeCluster names the real one.
     controller = broker.config.node_id if broker.quorum is not None else image.controller_id
+    cluster_ops = authorized_operations(broker, header, CLUSTER) \
+        if 8 <= v <= 10 and req.include_cluster_authorized_operations else NOT_REQUESTED
     return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META, header),
                      cluster_id=image.cluster_id, controller_id=controller,
-                     topics=topics, cluster_authorized_operations=NO_AUTH_OPS)
+                     topics=topics, cluster_authorized_operations=cluster_ops)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 1)
@@ -87,9 +103,11 @@ async def describe_cluster(broker, header, req):
         return _CLUSTER.cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                             error_message="Cluster authorization failed.", endpoint_type=1,
                             cluster_id=broker.metadata.cluster_id, controller_id=-1, brokers=[],
-                            cluster_authorized_operations=NO_AUTH_OPS)
+                            cluster_authorized_operations=NOT_REQUESTED)
+    ops = authorized_operations(broker, header, CLUSTER) \
+        if req.include_cluster_authorized_operations else NOT_REQUESTED
     return _CLUSTER.cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                         cluster_id=broker.metadata.cluster_id,
                         controller_id=broker.metadata.controller_id,
                         brokers=_brokers(broker, _CLUSTER, header, "broker_id", forming=False),
-                        cluster_authorized_operations=NO_AUTH_OPS)
+                        cluster_authorized_operations=ops)

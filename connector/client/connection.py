@@ -11,6 +11,11 @@ request timing out closes the whole connection and fails every in-flight request
 `KafkaConnectionError` (timeouts with `KafkaTimeoutError`). A timed-out connection cannot be
 trusted to answer in order any more; the Java client and librdkafka drop it for the same reason.
 The cluster layer opens a fresh connection on the next request.
+
+Re-authentication (KIP-368): when SaslAuthenticate gave the session a lifetime, the connection
+runs the SASL exchange again at 85-95% of it, as the Java client does: requests written
+meanwhile are held (their correlation ids already taken, so their order stays the call order),
+the ones in flight are answered first, then the exchange runs and the held ones go out.
 """
 import asyncio
 import concurrent.futures
@@ -19,6 +24,7 @@ import functools
 import itertools
 import logging
 import os
+import random
 import socket
 import ssl
 import struct
@@ -87,6 +93,9 @@ class BrokerConnection:
         self._corr = itertools.count(1)
         self._transport = self._protocol = None
         self._closed = None  # the exception that closed us, once closed
+        self._held = None  # while re-authenticating: requests written, not yet sent
+        self._drained = None  # a future done when nothing is in flight (re-authentication)
+        self._reauth_timer = self._reauth_task = None
 
     def __repr__(self):
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -101,7 +110,8 @@ class BrokerConnection:
 
     @property
     def in_flight(self):
-        return len(self._pending)
+        """Requests written and not yet answered, those held by a re-authentication too."""
+        return len(self._pending) + len(self._held or ())
 
     async def connect(self):
         """Open the socket and negotiate API versions; raise KafkaConnectionError on failure."""
@@ -148,7 +158,7 @@ class BrokerConnection:
         try:
             await self._negotiate()
             if self.security is not None and self.security.sasl:
-                await authenticate(self, self.security)
+                self._schedule_reauthentication(await authenticate(self, self.security))
         except BaseException:
             self.close()
             raise
@@ -193,10 +203,44 @@ class BrokerConnection:
             return False
         return min_version is None or v >= min_version
 
-    def write_request(self, api_key, body, version=None, expect_response=True):
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        if lifetime_ms > 0 and self._closed is None:
+            delay = lifetime_ms * random.uniform(0.85, 0.95) / 1000
+            self._reauth_timer = asyncio.get_running_loop().call_later(
+                delay, self._begin_reauthentication)
+
+    def _begin_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._closed is None:
+            self._held = []
+            self._reauth_task = asyncio.ensure_future(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        try:
+            while self._pending and self._closed is None:  # (re-checked: a waiter may leave)
+                self._drained = asyncio.get_running_loop().create_future()
+                await asyncio.wait((self._drained,), timeout=0.1)
+            if self._closed is not None:
+                return
+            lifetime = await authenticate(self, self.security,
+                                          functools.partial(self.send, now=True))
+        except Exception as e:  # noqa: BLE001 - any failure ends this connection, reported
+            self._fail(KafkaConnectionError(f"re-authentication with {self.address} failed: "
+                                            f"{e}"))
+            return
+        held, self._held = self._held, None
+        for corr, fut, api_key, version, chunks in held:
+            if fut is not None:
+                self._pending[corr] = (fut, api_key, version)
+            self._protocol.write(chunks)
+        self._schedule_reauthentication(lifetime)
+
+    def write_request(self, api_key, body, version=None, expect_response=True, *, now=False):
         """Write one request now (no await between call and write); return (corr, future).
 
-        The future is None when no response is expected (Produce with acks=0).
+        The future is None when no response is expected (Produce with acks=0). While the
+        connection re-authenticates, the request is held and written after (`now`: the
+        re-authentication's own requests).
         """
         if self._closed is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed: {self._closed}")
@@ -207,6 +251,10 @@ class BrokerConnection:
         fut = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
+        if self._held is not None and not now:
+            self._held.append((corr, fut, api_key, version, chunks))
+            return corr, fut
+        if fut is not None:
             self._pending[corr] = (fut, api_key, version)
         self._protocol.write(chunks)
         return corr, fut
@@ -229,13 +277,14 @@ class BrokerConnection:
         self._fail(KafkaConnectionError(f"closed after a request timed out: {err}"))
         raise err
 
-    async def send(self, api_key, body, version=None, *, timeout=None, expect_response=True):
+    async def send(self, api_key, body, version=None, *, timeout=None, expect_response=True,
+                   now=False):
         """Send one request and return its decoded response (None when none is expected).
 
         The request is written before this coroutine first yields, so concurrent callers'
         requests go out in call order.
         """
-        corr, fut = self.write_request(api_key, body, version, expect_response)
+        corr, fut = self.write_request(api_key, body, version, expect_response, now=now)
         if self._transport.get_write_buffer_size() > 1 << 20:
             try:
                 await self._protocol.drain()
@@ -247,6 +296,9 @@ class BrokerConnection:
 
     def _dispatch(self, frame):
         entry = self._pending.pop(decode_response_correlation(frame), None)
+        drained = self._drained
+        if drained is not None and not self._pending and not drained.done():
+            drained.set_result(None)
         if entry is None:
             return  # a response to a request we stopped waiting for
         fut, api_key, version = entry
@@ -267,9 +319,14 @@ class BrokerConnection:
             self._closed = exc
             log.debug("%r closed: %s", self, exc)
         pending, self._pending = self._pending, {}
-        for fut, _, _ in pending.values():
+        held, self._held = self._held or [], None
+        for fut in [f for f, _, _ in pending.values()] + [h[1] for h in held if h[1]]:
             if not fut.done():
                 fut.set_exception(exc)
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         if self._transport is not None:
             self._transport.close()
 

@@ -7,7 +7,9 @@ type PEM, `sasl.jaas.config`), so a Spark job's `kafka.*` options work unchanged
 standard library's `ssl`; SCRAM is `scramp`'s client; PLAIN is one token.
 
 `authenticate` runs Kafka's handshake on a fresh connection, after ApiVersions: SaslHandshake
-v1 (the mechanism), then one SaslAuthenticate per token of the exchange.
+v1 (the mechanism), then one SaslAuthenticate per token of the exchange. It returns the session
+lifetime the broker gave (KIP-368's `session_lifetime_ms`, 0 for none): the connection runs the
+same exchange again before it ends (`connection.py`).
 """
 import ssl
 from dataclasses import dataclass
@@ -86,10 +88,12 @@ def _tls_context(config) -> tuple:
     return ctx, check
 
 
-async def authenticate(conn, security: ClientSecurity) -> None:
-    """SaslHandshake then SaslAuthenticate rounds on `conn`; AuthenticationError on refusal."""
-    hs = await conn.send(ApiKey.SASL_HANDSHAKE,
-                         request(ApiKey.SASL_HANDSHAKE).cls(mechanism=security.mechanism), 1)
+async def authenticate(conn, security: ClientSecurity, send=None) -> int:
+    """SaslHandshake then SaslAuthenticate rounds on `conn` (through `send`, `conn.send` by
+    default); AuthenticationError on refusal. Returns the session lifetime in ms (0: none)."""
+    send = send or conn.send
+    hs = await send(ApiKey.SASL_HANDSHAKE,
+                    request(ApiKey.SASL_HANDSHAKE).cls(mechanism=security.mechanism), 1)
     if hs.error_code:
         offered = ", ".join(hs.mechanisms or []) or "none"
         raise AuthenticationError(hs.error_code, f"{conn.address} does not accept SASL "
@@ -97,23 +101,24 @@ async def authenticate(conn, security: ClientSecurity) -> None:
                                                  f"(it offers {offered})")
     if security.mechanism == "PLAIN":
         token = b"\0" + security.username.encode() + b"\0" + security.password.encode()
-        await _round(conn, token)
-        return
+        return (await _round(conn, send, token)).session_lifetime_ms or 0
     scram = ScramClient([security.mechanism], security.username, security.password)
-    server_first = await _round(conn, scram.get_client_first().encode())
+    server_first = await _round(conn, send, scram.get_client_first().encode())
     try:
-        scram.set_server_first(server_first.decode())
-        server_final = await _round(conn, scram.get_client_final().encode())
-        scram.set_server_final(server_final.decode())
+        scram.set_server_first(bytes(server_first.auth_bytes).decode())
+        server_final = await _round(conn, send, scram.get_client_final().encode())
+        scram.set_server_final(bytes(server_final.auth_bytes).decode())
     except ScramException as e:
         raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED,
                                   f"SCRAM exchange with {conn.address} failed: {e}") from None
+    return server_final.session_lifetime_ms or 0
 
 
-async def _round(conn, token: bytes) -> bytes:
+async def _round(conn, send, token: bytes):
+    """One SaslAuthenticate: the broker's response, AuthenticationError if it refused."""
     body = request(ApiKey.SASL_AUTHENTICATE).cls(auth_bytes=token)
-    resp = await conn.send(ApiKey.SASL_AUTHENTICATE, body)
+    resp = await send(ApiKey.SASL_AUTHENTICATE, body)
     if resp.error_code:
         why = resp.error_message or "authentication failed"
         raise AuthenticationError(resp.error_code, f"{conn.address}: {why}")
-    return bytes(resp.auth_bytes)
+    return resp

@@ -26,13 +26,16 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from confluent_kafka import TopicCollection
 from clitools import FAILED, USAGE, ok, one_line_error, run
 from security_tools import SecureBroker, kafka_python_settings, librdkafka_settings, \
     make_certificates
 from waiting import wait_until
+from wire import RawConnection
 
 from minilog.connector.client import AdminClient as MinilogAdmin
 from minilog.connector.client import KafkaError
+from minilog.connector.protocol import ApiKey, request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -292,6 +295,59 @@ def test_an_idempotent_producer_needs_write_on_some_topic(acl_broker):
     with pytest.raises(KafkaException) as refused:  # librdkafka's fatal error, from poll
         wait_until(lambda: bob.poll(0.2) and False, 60, "bob's producer to fail")
     assert refused.value.args[0].code() == CKError.CLUSTER_AUTHORIZATION_FAILED
+
+
+# --- authorized operations -------------------------------------------------------------------
+TOPIC_OPS = {OP.READ, OP.WRITE, OP.CREATE, OP.DESCRIBE, OP.DELETE, OP.ALTER, OP.DESCRIBE_CONFIGS,
+             OP.ALTER_CONFIGS}
+CLUSTER_OPS = {OP.CREATE, OP.CLUSTER_ACTION, OP.DESCRIBE_CONFIGS, OP.ALTER_CONFIGS,
+               OP.IDEMPOTENT_WRITE, OP.ALTER, OP.DESCRIBE}
+
+
+def test_describe_topics_reports_the_operations_the_acls_allow(acl_broker):
+    """Kafka's bits per topic: the prefixed ALL gives every topic operation, the DENY takes
+    WRITE away, READ and WRITE imply DESCRIBE; a client that does not ask gets none."""
+    own = "alice-ops-" + uuid.uuid4().hex[:6]
+    admin, alice = _admin(acl_broker, "admin"), _admin(acl_broker, "alice")
+    _done(admin.create_topics([NewTopic(own, 1, 1)]))
+    names = TopicCollection([own, SHARED, READONLY])
+    described = {n: f.result(60) for n, f in
+                 alice.describe_topics(names, include_authorized_operations=True).items()}
+    assert {n: set(d.authorized_operations) for n, d in described.items()} == {
+        own: TOPIC_OPS, SHARED: {OP.READ, OP.WRITE, OP.DESCRIBE},
+        READONLY: TOPIC_OPS - {OP.WRITE}}
+    plain = alice.describe_topics(TopicCollection([SHARED]))[SHARED].result(60)
+    assert plain.authorized_operations is None
+
+
+def test_describe_cluster_reports_the_operations_the_acls_allow(acl_broker):
+    alice, admin = _admin(acl_broker, "alice"), _admin(acl_broker, "admin")
+    described = alice.describe_cluster(include_authorized_operations=True).result(60)
+    assert set(described.authorized_operations) == {OP.DESCRIBE}
+    described = admin.describe_cluster(include_authorized_operations=True).result(60)
+    assert set(described.authorized_operations) == CLUSTER_OPS  # a super user
+    assert admin.describe_cluster().result(60).authorized_operations is None
+
+
+def test_describe_consumer_groups_reports_the_operations_the_acls_allow(acl_broker):
+    alice = _admin(acl_broker, "alice")
+    (future,) = alice.describe_consumer_groups([GROUP], include_authorized_operations=True).values()
+    assert set(future.result(60).authorized_operations) == {OP.READ, OP.DESCRIBE}
+
+
+def test_describe_cluster_over_the_wire_carries_kafkas_bit_field(acl_broker):
+    """The raw field: bit 1 << code for each allowed operation, -2147483648 when not asked."""
+    conn = RawConnection(acl_broker.bootstrap_for("SASL_PLAINTEXT"))
+    try:
+        conn.call(ApiKey.SASL_HANDSHAKE, 1, request(ApiKey.SASL_HANDSHAKE).cls(mechanism="PLAIN"))
+        conn.call(ApiKey.SASL_AUTHENTICATE, 2, request(ApiKey.SASL_AUTHENTICATE).cls(
+            auth_bytes=f"\0alice\0{PASSWORDS['alice']}".encode()))
+        fields = [conn.call(ApiKey.DESCRIBE_CLUSTER, 1, request(ApiKey.DESCRIBE_CLUSTER).cls(
+            include_cluster_authorized_operations=asked)).cluster_authorized_operations
+            for asked in (True, False)]
+    finally:
+        conn.close()
+    assert fields == [1 << 8, -2147483648]  # DESCRIBE is operation 8
 
 
 def test_acls_survive_a_restart(acl_broker):

@@ -5,21 +5,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 HERE = Path(__file__).parent
-NODE_DIR = HERE / ".node"
-
-
-@pytest.fixture(scope="module")
-def kafkajs():
-    if not shutil.which("node") or not shutil.which("npm"):
-        pytest.skip("Node.js is not installed")
-    if not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
-        NODE_DIR.mkdir(exist_ok=True)
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix",
-                        str(NODE_DIR), "kafkajs@2.2.4"], check=True, timeout=180)
-    return NODE_DIR / "node_modules"
 
 
 def test_kafkajs_produces_and_consumes_in_a_group(broker, kafkajs):
