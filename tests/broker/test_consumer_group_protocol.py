@@ -1,0 +1,231 @@
+"""KIP-848's consumer group protocol against a real broker, with confluent-kafka consumers
+configured `group.protocol=consumer`: joining, incremental moves with no partition owned by
+two members at any moment (sampled with ConsumerGroupDescribe), commits with member epochs,
+a member killed with kill -9 fenced after the session timeout, and a classic group beside."""
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from brokers import MinilogBroker
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, NewTopic
+from consumer_protocol import OwnershipSampler, PollingMember, describe, owned, settled
+from minilog.connector.protocol import ApiKey, ErrorCode, request
+from waiting import wait_until
+from wire import RawConnection
+
+pytestmark = pytest.mark.timeout(300)
+
+SESSION_MS = 4000
+PARTITIONS = 12
+SETTINGS = {"group.consumer.heartbeat.interval.ms": 250,
+            "group.consumer.session.timeout.ms": SESSION_MS,
+            "group.initial.rebalance.delay.ms": 0}
+
+
+@pytest.fixture(scope="module")
+def kip848_broker():
+    extra = [a for k, v in SETTINGS.items() for a in ("-o", f"{k}={v}")]
+    b = MinilogBroker(extra=extra).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for topic in ("orders", "audit"):
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(PARTITIONS * 10):
+        producer.produce("orders", str(i).encode(), partition=i % PARTITIONS)
+    producer.flush(60)
+    yield b
+    b.cleanup()
+
+
+@pytest.fixture
+def conn(kip848_broker):
+    c = RawConnection(kip848_broker.bootstrap)
+    c.sock.settimeout(60)
+    yield c
+    c.sock.close()
+
+
+def _conf(broker, group, **more):
+    return {"bootstrap.servers": broker.bootstrap, "group.id": group,
+            "group.protocol": "consumer", "auto.offset.reset": "earliest", **more}
+
+
+def _members(broker, group, n, topics=("orders",)):
+    return [PollingMember(_conf(broker, group), list(topics)) for _ in range(n)]
+
+
+def _close(members):
+    for m in members:
+        m.close()
+
+
+def test_a_group_of_three_joins_in_seconds_with_disjoint_even_assignments(kip848_broker, conn):
+    started = time.monotonic()
+    members = _members(kip848_broker, "three", 3)
+    try:
+        d = wait_until(lambda: settled(conn, "three", 3, PARTITIONS), 60, "three members")
+        took = time.monotonic() - started
+        parts = list(owned(d).values())
+        assert sorted(len(p) for p in parts) == [4, 4, 4]
+        assert len(set().union(*parts)) == PARTITIONS
+        assert took < 10, f"joining took {took:.1f}s"
+        wait_until(lambda: sum(m.records for m in members) == PARTITIONS * 10, 60,
+                   "every record read once")
+    finally:
+        _close(members)
+
+
+def test_a_fourth_member_takes_only_its_share_and_no_partition_has_two_owners(kip848_broker,
+                                                                             conn):
+    members = _members(kip848_broker, "grow", 3)
+    try:
+        before = owned(wait_until(lambda: settled(conn, "grow", 3, PARTITIONS), 60, "three"))
+        with OwnershipSampler(kip848_broker.bootstrap, "grow") as sampler:
+            members += _members(kip848_broker, "grow", 1)
+            after = owned(wait_until(lambda: settled(conn, "grow", 4, PARTITIONS), 60, "four"))
+        moved = sum(len(before[m] - after[m]) for m in before)
+        assert moved == PARTITIONS // 4  # the newcomer's share, and nothing else
+        assert sorted(len(p) for p in after.values()) == [3, 3, 3, 3]
+        assert sampler.samples > 5 and sampler.overlaps == []
+    finally:
+        _close(members)
+
+
+def test_a_leaving_member_moves_only_its_partitions_and_none_has_two_owners(kip848_broker, conn):
+    members = _members(kip848_broker, "shrink", 4)
+    try:
+        before = owned(wait_until(lambda: settled(conn, "shrink", 4, PARTITIONS), 60, "four"))
+        leaving = members.pop()
+        with OwnershipSampler(kip848_broker.bootstrap, "shrink") as sampler:
+            leaving.close()
+            after = owned(wait_until(lambda: settled(conn, "shrink", 3, PARTITIONS), 60, "three"))
+        for member, parts in after.items():
+            assert before[member] <= parts  # the stayers keep all they had
+        assert sampler.samples > 5 and sampler.overlaps == []
+    finally:
+        _close(members)
+
+
+def test_commits_carry_the_member_epoch_and_are_read_back(kip848_broker, conn):
+    member = PollingMember(_conf(kip848_broker, "commits", **{"enable.auto.commit": False}),
+                           ["orders"])
+    try:
+        wait_until(lambda: member.records == PARTITIONS * 10, 60, "every record read")
+        member.stop_polling()
+        offsets = [CTP(t, p, o + 1) for (t, p), o in member.last.items()]
+        member.consumer.commit(offsets=offsets, asynchronous=False)
+        committed = member.consumer.committed([CTP("orders", p) for p in range(PARTITIONS)], 30)
+        assert sorted(tp.offset for tp in committed) == [10] * PARTITIONS
+        d = describe(conn, "commits")
+        epoch, member_id = d.members[0].member_epoch, d.members[0].member_id
+        assert _raw_commit(conn, "commits", member_id, epoch, 4) == 0
+        assert _raw_commit(conn, "commits", member_id, epoch - 1, 4) == ErrorCode.STALE_MEMBER_EPOCH
+        assert _raw_commit(conn, "commits", "nobody", epoch, 4) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert _raw_fetch(conn, "commits", member_id, epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    finally:
+        member.close()
+
+
+def _raw_commit(conn, group, member_id, epoch, offset):
+    req = request(ApiKey.OFFSET_COMMIT)
+    body = req.cls(group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id,
+                   group_instance_id=None, topics=[req.make("topics", name="orders", partitions=[
+                       req.make("topics", "partitions", partition_index=0, committed_offset=offset,
+                                committed_leader_epoch=-1, committed_metadata="")])])
+    return conn.call(ApiKey.OFFSET_COMMIT, 9, body).topics[0].partitions[0].error_code
+
+
+def _raw_fetch(conn, group, member_id, epoch):
+    req = request(ApiKey.OFFSET_FETCH)
+    body = req.cls(groups=[req.make("groups", group_id=group, member_id=member_id,
+                                    member_epoch=epoch, topics=None)], require_stable=False)
+    return conn.call(ApiKey.OFFSET_FETCH, 9, body).groups[0].error_code
+
+
+_MEMBER_PROCESS = textwrap.dedent("""
+    import sys
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    c.subscribe(["orders"])
+    while True:
+        c.poll(0.05)
+""")
+
+
+def test_a_member_killed_with_kill_9_is_fenced_after_the_session_timeout(kip848_broker, conn):
+    members = _members(kip848_broker, "fenced", 2)
+    proc = subprocess.Popen([sys.executable, "-c", _MEMBER_PROCESS, kip848_broker.bootstrap,
+                             "fenced"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        before = owned(wait_until(lambda: settled(conn, "fenced", 3, PARTITIONS), 60, "three"))
+        with OwnershipSampler(kip848_broker.bootstrap, "fenced") as sampler:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            killed_at = time.monotonic()
+            after = owned(wait_until(lambda: settled(conn, "fenced", 2, PARTITIONS), 60, "two"))
+            fenced_after = time.monotonic() - killed_at
+        victim, = set(before) - set(after)
+        for member, parts in after.items():
+            assert before[member] <= parts
+        assert before[victim] <= set().union(*after.values())
+        assert fenced_after >= SESSION_MS / 1000 * 0.8, f"fenced after {fenced_after:.1f}s"
+        assert sampler.overlaps == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _close(members)
+
+
+def test_a_classic_group_and_a_consumer_group_live_side_by_side(kip848_broker, conn):
+    classic = PollingMember({**_conf(kip848_broker, "side-classic"), "group.protocol": "classic"},
+                            ["orders"])
+    modern = _members(kip848_broker, "side-consumer", 1)
+    try:
+        wait_until(lambda: settled(conn, "side-consumer", 1, PARTITIONS), 60, "the consumer group")
+        wait_until(lambda: classic.records == PARTITIONS * 10, 60, "the classic group reading")
+        wait_until(lambda: modern[0].records == PARTITIONS * 10, 60, "the consumer group reading")
+        listed = _list_groups(conn)
+        assert listed["side-classic"] == ("classic", "consumer", "Stable")
+        assert listed["side-consumer"] == ("consumer", "consumer", "Stable")
+        assert _list_groups(conn, types=["consumer"]).keys() >= {"side-consumer"}
+        assert "side-classic" not in _list_groups(conn, types=["consumer"])
+        assert describe(conn, "side-classic").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    finally:
+        classic.close()
+        _close(modern)
+
+
+def test_classic_requests_to_a_consumer_group_and_back_answer_as_kafka_4(kip848_broker, conn):
+    modern = _members(kip848_broker, "mixed", 1)
+    classic = PollingMember({**_conf(kip848_broker, "mixed-classic"), "group.protocol": "classic"},
+                            ["orders"])
+    try:
+        wait_until(lambda: settled(conn, "mixed", 1, PARTITIONS), 60, "the consumer group")
+        join = request(ApiKey.JOIN_GROUP)
+        answer = conn.call(ApiKey.JOIN_GROUP, 5, join.cls(
+            group_id="mixed", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+            member_id="", group_instance_id=None, protocol_type="consumer",
+            protocols=[join.make("protocols", name="range", metadata=b"")]))
+        assert answer.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        wait_until(lambda: _list_groups(conn).get("mixed-classic", (0, 0, ""))[2] == "Stable",
+                   60, "the classic group")
+        hb = request(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        answer = conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, hb.cls(
+            group_id="mixed-classic", member_id="", member_epoch=0, rebalance_timeout_ms=10000,
+            subscribed_topic_names=["orders"], topic_partitions=[]))
+        assert answer.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    finally:
+        classic.close()
+        _close(modern)
+
+
+def _list_groups(conn, types=()):
+    req = request(ApiKey.LIST_GROUPS)
+    resp = conn.call(ApiKey.LIST_GROUPS, 5, req.cls(states_filter=[], types_filter=list(types)))
+    return {g.group_id: (g.group_type, g.protocol_type, g.group_state) for g in resp.groups}
