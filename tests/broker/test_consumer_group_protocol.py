@@ -229,3 +229,40 @@ def _list_groups(conn, types=()):
     req = request(ApiKey.LIST_GROUPS)
     resp = conn.call(ApiKey.LIST_GROUPS, 5, req.cls(states_filter=[], types_filter=list(types)))
     return {g.group_id: (g.group_type, g.protocol_type, g.group_state) for g in resp.groups}
+
+
+def test_a_static_member_back_under_its_instance_id_gets_its_partitions_again(kip848_broker,
+                                                                             conn):
+    static = PollingMember(_conf(kip848_broker, "static", **{"group.instance.id": "s1"}),
+                           ["orders"])
+    other = _members(kip848_broker, "static", 1)
+    try:
+        before = owned(wait_until(lambda: settled(conn, "static", 2, PARTITIONS), 60, "two"))
+        static.close()  # a static member leaves with epoch -2 and keeps its place
+        d = wait_until(lambda: (lambda d: d if any(m.member_epoch == -2 for m in d.members)
+                                else None)(describe(conn, "static")), 60, "the static leave")
+        assert owned(d) == before  # nobody took its partitions
+        static = PollingMember(_conf(kip848_broker, "static", **{"group.instance.id": "s1"}),
+                               ["orders"])
+        after = owned(wait_until(lambda: settled(conn, "static", 2, PARTITIONS), 60, "back"))
+        assert sorted(map(frozenset, after.values())) == sorted(map(frozenset, before.values()))
+    finally:
+        static.close()
+        _close(other)
+
+
+def test_a_regex_subscription_takes_new_matching_topics_and_new_partitions(kip848_broker, conn):
+    admin = AdminClient({"bootstrap.servers": kip848_broker.bootstrap})
+    admin.create_topics([NewTopic("rx-one", 2, 1)])["rx-one"].result(60)
+    member = PollingMember(_conf(kip848_broker, "regex"), ["^rx-.*"])
+    try:
+        d = wait_until(lambda: settled(conn, "regex", 1, 2), 60, "rx-one assigned")
+        assert d.members[0].subscribed_topic_regex == "(^rx-.*)"  # as librdkafka joins them
+        admin.create_topics([NewTopic("rx-two", 3, 1), NewTopic("other-rx", 1, 1)])
+        d = wait_until(lambda: settled(conn, "regex", 1, 5), 60, "rx-two assigned too")
+        assert {t for t, _ in owned(d)[d.members[0].member_id]} == {"rx-one", "rx-two"}
+        from confluent_kafka.admin import NewPartitions
+        admin.create_partitions([NewPartitions("rx-one", 4)])["rx-one"].result(60)
+        wait_until(lambda: settled(conn, "regex", 1, 7), 60, "rx-one's new partitions")
+    finally:
+        member.close()
