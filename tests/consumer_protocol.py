@@ -64,13 +64,22 @@ class OwnershipSampler:
             self._stop.wait(0.02)
 
 
-class PollingMember:
-    """A confluent-kafka consumer polled by its own thread (rebalances progress only inside
-    poll), counting the records it reads; `close()` leaves the group."""
-
-    def __init__(self, conf: dict, topics: list[str]):
+def make_consumer(client: str, conf: dict):
+    """A consumer of `client` ("confluent" or "minilog"), both taking Kafka's config names."""
+    if client == "minilog":
+        from minilog.connector.client import Consumer
+    else:
         from confluent_kafka import Consumer
-        self.consumer = Consumer(conf)
+    return Consumer(conf)
+
+
+class PollingMember:
+    """A consumer (confluent-kafka's or minilog's) polled by its own thread (rebalances
+    progress only inside poll), counting the records it reads; `close()` leaves the group."""
+
+    def __init__(self, conf: dict, topics: list[str], client: str = "confluent"):
+        self.client = client
+        self.consumer = make_consumer(client, conf)
         self.consumer.subscribe(topics)
         self.records = 0
         self.last: dict = {}
@@ -80,10 +89,37 @@ class PollingMember:
 
     def _run(self):
         while not self._stop.is_set():
+            if self.client == "minilog":
+                for r in self.consumer.poll(0.05):
+                    self._read(r.topic, r.partition, r.offset)
+                continue
             msg = self.consumer.poll(0.05)
             if msg is not None and not msg.error():
-                self.records += 1
-                self.last[(msg.topic(), msg.partition())] = msg.offset()
+                self._read(msg.topic(), msg.partition(), msg.offset())
+
+    def _read(self, topic, partition, offset):
+        self.records += 1
+        self.last[(topic, partition)] = offset
+
+    def commit_read(self) -> None:
+        """Commit the offsets after the records read (call after `stop_polling`)."""
+        offsets = {tp: o + 1 for tp, o in self.last.items()}
+        if self.client == "minilog":
+            self.consumer.commit(offsets)
+        else:
+            from confluent_kafka import TopicPartition
+            self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                                 asynchronous=False)
+
+    def committed(self, tps) -> dict:
+        """{(topic, partition): committed offset or None}."""
+        if self.client == "minilog":
+            found = self.consumer.committed(tps)
+            return {(tp.topic, tp.partition): om.offset if om else None
+                    for tp, om in found.items()}
+        from confluent_kafka import TopicPartition
+        found = self.consumer.committed([TopicPartition(t, p) for t, p in tps], 30)
+        return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None for tp in found}
 
     def close(self, timeout: float = 60.0):
         self._stop.set()

@@ -1,18 +1,19 @@
-"""KIP-848's consumer group protocol against a real broker, with confluent-kafka consumers
-configured `group.protocol=consumer`: joining, incremental moves with no partition owned by
-two members at any moment (sampled with ConsumerGroupDescribe), commits with member epochs,
-a member killed with kill -9 fenced after the session timeout, and a classic group beside."""
+"""KIP-848's consumer group protocol against a real broker, with consumers configured
+`group.protocol=consumer`, each test once with confluent-kafka's and once with minilog's:
+joining, incremental moves with no partition owned by two members at any moment (sampled with
+ConsumerGroupDescribe), commits with member epochs, a member killed with kill -9 fenced after
+the session timeout, static members, regex subscriptions, and a classic group beside."""
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from brokers import MinilogBroker
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CTP
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from consumer_protocol import OwnershipSampler, PollingMember, describe, owned, settled
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from waiting import wait_until
@@ -42,6 +43,12 @@ def kip848_broker():
     b.cleanup()
 
 
+@pytest.fixture(scope="module", params=["confluent", "minilog"])
+def client(request):
+    """Which client's consumers the test runs: each test runs with both."""
+    return request.param
+
+
 @pytest.fixture
 def conn(kip848_broker):
     c = RawConnection(kip848_broker.bootstrap)
@@ -55,8 +62,8 @@ def _conf(broker, group, **more):
             "group.protocol": "consumer", "auto.offset.reset": "earliest", **more}
 
 
-def _members(broker, group, n, topics=("orders",)):
-    return [PollingMember(_conf(broker, group), list(topics)) for _ in range(n)]
+def _members(broker, client, group, n, topics=("orders",)):
+    return [PollingMember(_conf(broker, group), list(topics), client) for _ in range(n)]
 
 
 def _close(members):
@@ -64,11 +71,13 @@ def _close(members):
         m.close()
 
 
-def test_a_group_of_three_joins_in_seconds_with_disjoint_even_assignments(kip848_broker, conn):
+def test_a_group_of_three_joins_in_seconds_with_disjoint_even_assignments(kip848_broker, client,
+                                                                          conn):
     started = time.monotonic()
-    members = _members(kip848_broker, "three", 3)
+    group = f"three-{client}"
+    members = _members(kip848_broker, client, group, 3)
     try:
-        d = wait_until(lambda: settled(conn, "three", 3, PARTITIONS), 60, "three members")
+        d = wait_until(lambda: settled(conn, group, 3, PARTITIONS), 60, "three members")
         took = time.monotonic() - started
         parts = list(owned(d).values())
         assert sorted(len(p) for p in parts) == [4, 4, 4]
@@ -80,14 +89,15 @@ def test_a_group_of_three_joins_in_seconds_with_disjoint_even_assignments(kip848
         _close(members)
 
 
-def test_a_fourth_member_takes_only_its_share_and_no_partition_has_two_owners(kip848_broker,
-                                                                             conn):
-    members = _members(kip848_broker, "grow", 3)
+def test_a_fourth_member_takes_only_its_share_and_no_partition_has_two_owners(kip848_broker, client,
+                                                                              conn):
+    group = f"grow-{client}"
+    members = _members(kip848_broker, client, group, 3)
     try:
-        before = owned(wait_until(lambda: settled(conn, "grow", 3, PARTITIONS), 60, "three"))
-        with OwnershipSampler(kip848_broker.bootstrap, "grow") as sampler:
-            members += _members(kip848_broker, "grow", 1)
-            after = owned(wait_until(lambda: settled(conn, "grow", 4, PARTITIONS), 60, "four"))
+        before = owned(wait_until(lambda: settled(conn, group, 3, PARTITIONS), 60, "three"))
+        with OwnershipSampler(kip848_broker.bootstrap, group) as sampler:
+            members += _members(kip848_broker, client, group, 1)
+            after = owned(wait_until(lambda: settled(conn, group, 4, PARTITIONS), 60, "four"))
         moved = sum(len(before[m] - after[m]) for m in before)
         assert moved == PARTITIONS // 4  # the newcomer's share, and nothing else
         assert sorted(len(p) for p in after.values()) == [3, 3, 3, 3]
@@ -96,14 +106,16 @@ def test_a_fourth_member_takes_only_its_share_and_no_partition_has_two_owners(ki
         _close(members)
 
 
-def test_a_leaving_member_moves_only_its_partitions_and_none_has_two_owners(kip848_broker, conn):
-    members = _members(kip848_broker, "shrink", 4)
+def test_a_leaving_member_moves_only_its_partitions_and_none_has_two_owners(kip848_broker, client,
+                                                                            conn):
+    group = f"shrink-{client}"
+    members = _members(kip848_broker, client, group, 4)
     try:
-        before = owned(wait_until(lambda: settled(conn, "shrink", 4, PARTITIONS), 60, "four"))
+        before = owned(wait_until(lambda: settled(conn, group, 4, PARTITIONS), 60, "four"))
         leaving = members.pop()
-        with OwnershipSampler(kip848_broker.bootstrap, "shrink") as sampler:
+        with OwnershipSampler(kip848_broker.bootstrap, group) as sampler:
             leaving.close()
-            after = owned(wait_until(lambda: settled(conn, "shrink", 3, PARTITIONS), 60, "three"))
+            after = owned(wait_until(lambda: settled(conn, group, 3, PARTITIONS), 60, "three"))
         for member, parts in after.items():
             assert before[member] <= parts  # the stayers keep all they had
         assert sampler.samples > 5 and sampler.overlaps == []
@@ -111,22 +123,22 @@ def test_a_leaving_member_moves_only_its_partitions_and_none_has_two_owners(kip8
         _close(members)
 
 
-def test_commits_carry_the_member_epoch_and_are_read_back(kip848_broker, conn):
-    member = PollingMember(_conf(kip848_broker, "commits", **{"enable.auto.commit": False}),
-                           ["orders"])
+def test_commits_carry_the_member_epoch_and_are_read_back(kip848_broker, client, conn):
+    group = f"commits-{client}"
+    member = PollingMember(_conf(kip848_broker, group, **{"enable.auto.commit": False}),
+                           ["orders"], client)
     try:
         wait_until(lambda: member.records == PARTITIONS * 10, 60, "every record read")
         member.stop_polling()
-        offsets = [CTP(t, p, o + 1) for (t, p), o in member.last.items()]
-        member.consumer.commit(offsets=offsets, asynchronous=False)
-        committed = member.consumer.committed([CTP("orders", p) for p in range(PARTITIONS)], 30)
-        assert sorted(tp.offset for tp in committed) == [10] * PARTITIONS
-        d = describe(conn, "commits")
+        member.commit_read()
+        committed = member.committed([("orders", p) for p in range(PARTITIONS)])
+        assert sorted(committed.values()) == [10] * PARTITIONS
+        d = describe(conn, group)
         epoch, member_id = d.members[0].member_epoch, d.members[0].member_id
-        assert _raw_commit(conn, "commits", member_id, epoch, 4) == 0
-        assert _raw_commit(conn, "commits", member_id, epoch - 1, 4) == ErrorCode.STALE_MEMBER_EPOCH
-        assert _raw_commit(conn, "commits", "nobody", epoch, 4) == ErrorCode.UNKNOWN_MEMBER_ID
-        assert _raw_fetch(conn, "commits", member_id, epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+        assert _raw_commit(conn, group, member_id, epoch, 4) == 0
+        assert _raw_commit(conn, group, member_id, epoch - 1, 4) == ErrorCode.STALE_MEMBER_EPOCH
+        assert _raw_commit(conn, group, "nobody", epoch, 4) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert _raw_fetch(conn, group, member_id, epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
     finally:
         member.close()
 
@@ -149,26 +161,30 @@ def _raw_fetch(conn, group, member_id, epoch):
 
 _MEMBER_PROCESS = textwrap.dedent("""
     import sys
-    from confluent_kafka import Consumer
-    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
-                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    sys.path.insert(0, sys.argv[4])
+    from consumer_protocol import make_consumer
+    c = make_consumer(sys.argv[3], {"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                                    "group.protocol": "consumer", "auto.offset.reset": "earliest"})
     c.subscribe(["orders"])
     while True:
         c.poll(0.05)
 """)
 
 
-def test_a_member_killed_with_kill_9_is_fenced_after_the_session_timeout(kip848_broker, conn):
-    members = _members(kip848_broker, "fenced", 2)
+def test_a_member_killed_with_kill_9_is_fenced_after_the_session_timeout(kip848_broker, client,
+                                                                         conn):
+    group = f"fenced-{client}"
+    members = _members(kip848_broker, client, group, 2)
     proc = subprocess.Popen([sys.executable, "-c", _MEMBER_PROCESS, kip848_broker.bootstrap,
-                             "fenced"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             group, client, str(Path(__file__).parent.parent)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        before = owned(wait_until(lambda: settled(conn, "fenced", 3, PARTITIONS), 60, "three"))
-        with OwnershipSampler(kip848_broker.bootstrap, "fenced") as sampler:
+        before = owned(wait_until(lambda: settled(conn, group, 3, PARTITIONS), 60, "three"))
+        with OwnershipSampler(kip848_broker.bootstrap, group) as sampler:
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
             killed_at = time.monotonic()
-            after = owned(wait_until(lambda: settled(conn, "fenced", 2, PARTITIONS), 60, "two"))
+            after = owned(wait_until(lambda: settled(conn, group, 2, PARTITIONS), 60, "two"))
             fenced_after = time.monotonic() - killed_at
         victim, = set(before) - set(after)
         for member, parts in after.items():
@@ -182,43 +198,46 @@ def test_a_member_killed_with_kill_9_is_fenced_after_the_session_timeout(kip848_
         _close(members)
 
 
-def test_a_classic_group_and_a_consumer_group_live_side_by_side(kip848_broker, conn):
-    classic = PollingMember({**_conf(kip848_broker, "side-classic"), "group.protocol": "classic"},
-                            ["orders"])
-    modern = _members(kip848_broker, "side-consumer", 1)
+def test_a_classic_group_and_a_consumer_group_live_side_by_side(kip848_broker, client, conn):
+    classic = PollingMember({**_conf(kip848_broker, f"side-classic-{client}"),
+                             "group.protocol": "classic"}, ["orders"], client)
+    modern = _members(kip848_broker, client, f"side-consumer-{client}", 1)
     try:
-        wait_until(lambda: settled(conn, "side-consumer", 1, PARTITIONS), 60, "the consumer group")
+        wait_until(lambda: settled(conn, f"side-consumer-{client}", 1, PARTITIONS), 60,
+                   "the consumer group")
         wait_until(lambda: classic.records == PARTITIONS * 10, 60, "the classic group reading")
         wait_until(lambda: modern[0].records == PARTITIONS * 10, 60, "the consumer group reading")
         listed = _list_groups(conn)
-        assert listed["side-classic"] == ("classic", "consumer", "Stable")
-        assert listed["side-consumer"] == ("consumer", "consumer", "Stable")
-        assert _list_groups(conn, types=["consumer"]).keys() >= {"side-consumer"}
-        assert "side-classic" not in _list_groups(conn, types=["consumer"])
-        assert describe(conn, "side-classic").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert listed[f"side-classic-{client}"] == ("classic", "consumer", "Stable")
+        assert listed[f"side-consumer-{client}"] == ("consumer", "consumer", "Stable")
+        assert _list_groups(conn, types=["consumer"]).keys() >= {f"side-consumer-{client}"}
+        assert f"side-classic-{client}" not in _list_groups(conn, types=["consumer"])
+        assert describe(conn, f"side-classic-{client}").error_code == ErrorCode.GROUP_ID_NOT_FOUND
     finally:
         classic.close()
         _close(modern)
 
 
-def test_classic_requests_to_a_consumer_group_and_back_answer_as_kafka_4(kip848_broker, conn):
-    modern = _members(kip848_broker, "mixed", 1)
-    classic = PollingMember({**_conf(kip848_broker, "mixed-classic"), "group.protocol": "classic"},
-                            ["orders"])
+def test_classic_requests_to_a_consumer_group_and_back_answer_as_kafka_4(kip848_broker, client,
+                                                                         conn):
+    modern = _members(kip848_broker, client, f"mixed-{client}", 1)
+    classic = PollingMember({**_conf(kip848_broker, f"mixed-classic-{client}"),
+                             "group.protocol": "classic"}, ["orders"], client)
     try:
-        wait_until(lambda: settled(conn, "mixed", 1, PARTITIONS), 60, "the consumer group")
+        wait_until(lambda: settled(conn, f"mixed-{client}", 1, PARTITIONS), 60,
+                   "the consumer group")
         join = request(ApiKey.JOIN_GROUP)
         answer = conn.call(ApiKey.JOIN_GROUP, 5, join.cls(
-            group_id="mixed", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+            group_id=f"mixed-{client}", session_timeout_ms=10000, rebalance_timeout_ms=10000,
             member_id="", group_instance_id=None, protocol_type="consumer",
             protocols=[join.make("protocols", name="range", metadata=b"")]))
         assert answer.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        wait_until(lambda: _list_groups(conn).get("mixed-classic", (0, 0, ""))[2] == "Stable",
-                   60, "the classic group")
+        wait_until(lambda: _list_groups(conn).get(f"mixed-classic-{client}", (0, 0, ""))[2]
+                   == "Stable", 60, "the classic group")
         hb = request(ApiKey.CONSUMER_GROUP_HEARTBEAT)
         answer = conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, hb.cls(
-            group_id="mixed-classic", member_id="", member_epoch=0, rebalance_timeout_ms=10000,
-            subscribed_topic_names=["orders"], topic_partitions=[]))
+            group_id=f"mixed-classic-{client}", member_id="", member_epoch=0,
+            rebalance_timeout_ms=10000, subscribed_topic_names=["orders"], topic_partitions=[]))
         assert answer.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     finally:
         classic.close()
@@ -231,38 +250,40 @@ def _list_groups(conn, types=()):
     return {g.group_id: (g.group_type, g.protocol_type, g.group_state) for g in resp.groups}
 
 
-def test_a_static_member_back_under_its_instance_id_gets_its_partitions_again(kip848_broker,
-                                                                             conn):
-    static = PollingMember(_conf(kip848_broker, "static", **{"group.instance.id": "s1"}),
-                           ["orders"])
-    other = _members(kip848_broker, "static", 1)
+def test_a_static_member_back_under_its_instance_id_gets_its_partitions_again(kip848_broker, client,
+                                                                              conn):
+    group = f"static-{client}"
+    conf = _conf(kip848_broker, group, **{"group.instance.id": "s1"})
+    static = PollingMember(conf, ["orders"], client)
+    other = _members(kip848_broker, client, group, 1)
     try:
-        before = owned(wait_until(lambda: settled(conn, "static", 2, PARTITIONS), 60, "two"))
+        before = owned(wait_until(lambda: settled(conn, group, 2, PARTITIONS), 60, "two"))
         static.close()  # a static member leaves with epoch -2 and keeps its place
         d = wait_until(lambda: (lambda d: d if any(m.member_epoch == -2 for m in d.members)
-                                else None)(describe(conn, "static")), 60, "the static leave")
+                                else None)(describe(conn, group)), 60, "the static leave")
         assert owned(d) == before  # nobody took its partitions
-        static = PollingMember(_conf(kip848_broker, "static", **{"group.instance.id": "s1"}),
-                               ["orders"])
-        after = owned(wait_until(lambda: settled(conn, "static", 2, PARTITIONS), 60, "back"))
-        assert sorted(map(frozenset, after.values())) == sorted(map(frozenset, before.values()))
+        static = PollingMember(conf, ["orders"], client)
+        after = owned(wait_until(lambda: settled(conn, group, 2, PARTITIONS), 60, "back"))
+        assert set(map(frozenset, after.values())) == set(map(frozenset, before.values()))
     finally:
         static.close()
         _close(other)
 
 
-def test_a_regex_subscription_takes_new_matching_topics_and_new_partitions(kip848_broker, conn):
+def test_a_regex_subscription_takes_new_matching_topics_and_new_partitions(kip848_broker, client,
+                                                                           conn):
+    group, one, two = f"regex-{client}", f"rx{client}-one", f"rx{client}-two"
     admin = AdminClient({"bootstrap.servers": kip848_broker.bootstrap})
-    admin.create_topics([NewTopic("rx-one", 2, 1)])["rx-one"].result(60)
-    member = PollingMember(_conf(kip848_broker, "regex"), ["^rx-.*"])
+    admin.create_topics([NewTopic(one, 2, 1)])[one].result(60)
+    member = PollingMember(_conf(kip848_broker, group), [f"^rx{client}-.*"], client)
     try:
-        d = wait_until(lambda: settled(conn, "regex", 1, 2), 60, "rx-one assigned")
-        assert d.members[0].subscribed_topic_regex == "(^rx-.*)"  # as librdkafka joins them
-        admin.create_topics([NewTopic("rx-two", 3, 1), NewTopic("other-rx", 1, 1)])
-        d = wait_until(lambda: settled(conn, "regex", 1, 5), 60, "rx-two assigned too")
-        assert {t for t, _ in owned(d)[d.members[0].member_id]} == {"rx-one", "rx-two"}
-        from confluent_kafka.admin import NewPartitions
-        admin.create_partitions([NewPartitions("rx-one", 4)])["rx-one"].result(60)
-        wait_until(lambda: settled(conn, "regex", 1, 7), 60, "rx-one's new partitions")
+        d = wait_until(lambda: settled(conn, group, 1, 2), 60, f"{one} assigned")
+        # each client sends its patterns as librdkafka joins them: (p1)|(p2)...
+        assert d.members[0].subscribed_topic_regex == f"(^rx{client}-.*)"
+        admin.create_topics([NewTopic(two, 3, 1), NewTopic(f"other-rx{client}", 1, 1)])
+        d = wait_until(lambda: settled(conn, group, 1, 5), 60, f"{two} assigned too")
+        assert {t for t, _ in owned(d)[d.members[0].member_id]} == {one, two}
+        admin.create_partitions([NewPartitions(one, 4)])[one].result(60)
+        wait_until(lambda: settled(conn, group, 1, 7), 60, f"{one}'s new partitions")
     finally:
         member.close()
