@@ -81,6 +81,8 @@ class ConsumerGroupProtocol:
             return HeartbeatResult(error)
         invalid = self._invalid(req)
         if invalid:
+            log.debug("consumer group %s: heartbeat of %s refused: %s", req.group_id,
+                      req.member_id, invalid[1])
             return HeartbeatResult(*invalid)
         try:
             group = self._group_for(req)
@@ -88,6 +90,8 @@ class ConsumerGroupProtocol:
                 return await self._leave(group, req)
             return await self._heartbeat(group, req)
         except FencedError as e:
+            log.debug("consumer group %s: heartbeat of %s at epoch %d: %s: %s", req.group_id,
+                      req.member_id, req.member_epoch, ErrorCode(e.code).name, e)
             return HeartbeatResult(e.code, str(e))
 
     def _invalid(self, req: HeartbeatRequest) -> tuple[int, str] | None:
