@@ -172,8 +172,11 @@ class ConsumerGroupProtocol:
         error = await self._write(group, entries)
         if error:
             return HeartbeatResult(error)
-        full = req.member_epoch == 0 or (req.rebalance_timeout_ms != -1 and req.owned is not None
-                                         and req.subscribed_topic_names is not None)
+        # Kafka's "full request" (a client recovering from an error): the assignment is sent
+        # again even if unchanged; a regex subscription counts as a subscription (Kafka 4)
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         return HeartbeatResult(0, None, member.member_id, member.member_epoch,
                                self.heartbeat_interval_ms,
                                member.assigned if full or before[2] != after[2] else None)
