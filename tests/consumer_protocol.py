@@ -83,6 +83,7 @@ class PollingMember:
         self.consumer.subscribe(topics)
         self.records = 0
         self.last: dict = {}
+        self.values: set = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -91,15 +92,16 @@ class PollingMember:
         while not self._stop.is_set():
             if self.client == "minilog":
                 for r in self.consumer.poll(0.05):
-                    self._read(r.topic, r.partition, r.offset)
+                    self._read(r.topic, r.partition, r.offset, r.value)
                 continue
             msg = self.consumer.poll(0.05)
             if msg is not None and not msg.error():
-                self._read(msg.topic(), msg.partition(), msg.offset())
+                self._read(msg.topic(), msg.partition(), msg.offset(), msg.value())
 
-    def _read(self, topic, partition, offset):
+    def _read(self, topic, partition, offset, value):
         self.records += 1
         self.last[(topic, partition)] = offset
+        self.values.add(value)
 
     def commit_read(self) -> None:
         """Commit the offsets after the records read (call after `stop_polling`)."""
