@@ -287,3 +287,44 @@ def test_a_regex_subscription_takes_new_matching_topics_and_new_partitions(kip84
         wait_until(lambda: settled(conn, group, 1, 7), 60, f"{one}'s new partitions")
     finally:
         member.close()
+
+
+def _heartbeat(conn, group, member_id, epoch, owned=None, join=False, rebalance_ms=1000):
+    """One raw ConsumerGroupHeartbeat v1 (a member that does as the test says)."""
+    hb = request(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    tps = None if owned is None else [hb.make("topic_partitions", topic_id=t, partitions=sorted(ps))
+                                      for t, ps in owned.items()]
+    return conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, hb.cls(
+        group_id=group, member_id=member_id, member_epoch=epoch,
+        rebalance_timeout_ms=rebalance_ms if join else -1,
+        subscribed_topic_names=["orders"] if join else None, topic_partitions=tps))
+
+
+def _parts(answer):
+    return {tp.topic_id: set(tp.partitions) for tp in answer.assignment.topic_partitions}
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(kip848_broker,
+                                                                             conn):
+    group = "stubborn"  # raw heartbeats: the broker's side, no client
+    first = _heartbeat(conn, group, "stubborn-a", 0, owned={}, join=True)
+    owned = _parts(first)
+    assert first.error_code == 0 and sum(map(len, owned.values())) == PARTITIONS
+    a_epoch = first.member_epoch
+    second = _heartbeat(conn, group, "stubborn-b", 0, owned={}, join=True, rebalance_ms=60000)
+    asked = _heartbeat(conn, group, "stubborn-a", a_epoch, owned=owned)  # told to give half up
+    assert sum(map(len, _parts(asked).values())) == PARTITIONS // 2
+    started = time.monotonic()
+    b_epoch, got = second.member_epoch, {}
+    while not got:  # "a" keeps reporting everything: "b" waits, until "a" is fenced
+        a = _heartbeat(conn, group, "stubborn-a", a_epoch, owned=owned)
+        b = _heartbeat(conn, group, "stubborn-b", b_epoch, owned={})
+        b_epoch = b.member_epoch
+        got = _parts(b) if b.assignment is not None else {}
+        assert time.monotonic() - started < 30, "never fenced"
+        time.sleep(0.1)
+    assert time.monotonic() - started >= 0.8  # its rebalance timeout: 1 s
+    assert sum(map(len, got.values())) == PARTITIONS  # "a" is gone: all of them
+    assert a.error_code in (0, ErrorCode.UNKNOWN_MEMBER_ID)
+    assert _heartbeat(conn, group, "stubborn-a", a_epoch, owned=owned).error_code == \
+        ErrorCode.UNKNOWN_MEMBER_ID
