@@ -328,3 +328,16 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(ki
     assert a.error_code in (0, ErrorCode.UNKNOWN_MEMBER_ID)
     assert _heartbeat(conn, group, "stubborn-a", a_epoch, owned=owned).error_code == \
         ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_broker_with_only_the_classic_protocol_does_not_offer_kip848(make_broker):
+    b = make_broker(extra=["-o", "group.coordinator.rebalance.protocols=classic"])
+    conn = RawConnection(b.bootstrap)
+    try:
+        resp = conn.call(ApiKey.API_VERSIONS, 3, request(ApiKey.API_VERSIONS).cls(
+            client_software_name="t", client_software_version="1"))
+    finally:
+        conn.sock.close()
+    offered = {k.api_key for k in resp.api_keys}
+    assert ApiKey.JOIN_GROUP in offered
+    assert not offered & {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
