@@ -56,6 +56,11 @@ BROKER_KEYS = {
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
+    # KIP-848's consumer group protocol (broker/consumer_group_coordinator.py)
+    "group.coordinator.rebalance.protocols": (str, "classic,consumer"),
+    "group.consumer.session.timeout.ms": (int, 45000),
+    "group.consumer.heartbeat.interval.ms": (int, 5000),
+    "group.consumer.assignors": (str, "uniform,range"),
     "min.insync.replicas": (int, 1),
     "producer.id.expiration.ms": (int, 86400000),
     "replica.lag.time.max.ms": (int, 30000),

@@ -263,16 +263,22 @@ class Group:
             keep_topics = set()
         else:
             return []
-        expired = []
-        for tp, om in self.offsets.items():
-            if tp[0] in keep_topics:
-                continue
-            if om.expire_timestamp is not None:
-                if now_ms >= om.expire_timestamp:
-                    expired.append(tp)
-            elif now_ms - base(om) >= retention_ms:
+        return offsets_past_retention(self.offsets, keep_topics, base, now_ms, retention_ms)
+
+
+def offsets_past_retention(offsets, keep_topics, base, now_ms, retention_ms):
+    """The (topic, partition)s of `offsets` to expire: not of `keep_topics`, and past their
+    explicit expire timestamp or `retention_ms` after `base(offset)`."""
+    expired = []
+    for tp, om in offsets.items():
+        if tp[0] in keep_topics:
+            continue
+        if om.expire_timestamp is not None:
+            if now_ms >= om.expire_timestamp:
                 expired.append(tp)
-        return expired
+        elif now_ms - base(om) >= retention_ms:
+            expired.append(tp)
+    return expired
 
 
 def invoke_join(member, result):

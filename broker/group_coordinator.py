@@ -16,6 +16,8 @@ import uuid
 from minilog.connector.protocol import ErrorCode
 
 from . import group as g
+from .consumer_group import ConsumerGroup
+from .consumer_group_coordinator import ConsumerGroupProtocol
 from .group import Group, JoinResult, Member, SyncResult, invoke_join, invoke_sync
 from .group_offsets import GroupOffsets
 from .group_records import GroupRecord, MemberRecord, group_key, group_value
@@ -39,6 +41,7 @@ class GroupCoordinator(GroupOffsets):
         self.retention_ms = cfg["offsets.retention.minutes"] * 60000
         self.retention_check_ms = cfg["offsets.retention.check.interval.ms"]
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommits awaiting their marker
+        self.consumer = ConsumerGroupProtocol(self, cfg)  # KIP-848 groups, in `groups` too
         self._owned = set()    # __consumer_offsets partitions loaded and coordinated here
         self._loading = set()
         self._active = False
@@ -72,6 +75,10 @@ class GroupCoordinator(GroupOffsets):
 
     def _unload(self, group):
         """Kafka's onGroupUnloaded: parked requests learn this broker no longer coordinates."""
+        if isinstance(group, ConsumerGroup):
+            group.transition(g.DEAD, now_ms())
+            self.consumer.unload(group)
+            return
         for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
             if timer:
                 timer.cancel()
@@ -107,6 +114,17 @@ class GroupCoordinator(GroupOffsets):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return 0
 
+    def _classic_group(self, group_id):
+        """The group for a classic request: an empty consumer group becomes a classic one
+        (keeping its offsets), as Kafka 4 converts it; a live one stays what it is."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.members:
+            classic = self._add_group(group_id)
+            classic.offsets, classic.offsets_written_at = group.offsets, group.offsets_written_at
+            classic.persisted = group.persisted
+            return classic
+        return group
+
     def _add_group(self, group_id):
         group = self.groups[group_id] = Group(group_id, now_ms())
         return group
@@ -121,7 +139,9 @@ class GroupCoordinator(GroupOffsets):
         if not self.min_session_ms <= session_timeout_ms <= self.max_session_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         unknown = member_id == ""
-        group = self.groups.get(group_id)
+        group = self._classic_group(group_id)
+        if isinstance(group, ConsumerGroup):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if group is None:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
@@ -347,7 +367,7 @@ class GroupCoordinator(GroupOffsets):
         if error:
             return SyncResult(error)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state == g.DEAD:
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -408,7 +428,7 @@ class GroupCoordinator(GroupOffsets):
         if error:
             return 0 if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state == g.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -428,7 +448,7 @@ class GroupCoordinator(GroupOffsets):
         if error:
             return error, []
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return 0, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.state == g.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []

@@ -13,6 +13,8 @@ from minilog.connector.protocol import ErrorCode
 from minilog.connector.records import CONTROL_COMMIT
 
 from . import group as g
+from .consumer_group import ConsumerGroup
+from .consumer_group_records import ConsumerKey
 from .group import Group, Member
 from .group_records import (
     OffsetKey,
@@ -28,6 +30,29 @@ from .txn_offsets import PendingTxnOffsets
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 log = logging.getLogger("minilog.broker.groups")
+
+
+GROUP_EPOCH_KIND = 3  # ConsumerGroupMetadataKey: the latest of it and a classic record wins
+
+
+def _validate_consumer_commit(group, member_id, member_epoch, api_version):
+    """Kafka 4's ConsumerGroup.validateOffsetCommit: anyone with epoch -1 while the group is
+    empty (admin tools, `assign()` consumers); otherwise a current member at its epoch, with
+    OffsetCommit v9+ (TxnOffsetCommit, `api_version` None, at any version)."""
+    if group.dead:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if member_epoch < 0 and not group.members:
+        return 0
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if api_version is not None and api_version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION
+    if member_epoch > member.member_epoch:
+        return ErrorCode.FENCED_MEMBER_EPOCH
+    if member_epoch < member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return 0
 
 
 class MemberSummary(NamedTuple):
@@ -51,8 +76,10 @@ DEAD_GROUP = GroupSummary(g.DEAD, "", "", [])
 
 class GroupOffsets:
     # -- OffsetCommit ---------------------------------------------------------------------------
-    async def commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets):
+    async def commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets,
+                             api_version=9):
         """Store {(topic, partition): OffsetAndMetadata}; returns {(topic, partition): error}.
+        For a consumer (KIP-848) group `generation_id` is the member epoch.
 
         The answer waits until the in-sync replicas have the commit (see `OffsetsTopic.write`);
         only then do OffsetFetches see it, as in Kafka."""
@@ -64,11 +91,15 @@ class GroupOffsets:
             if generation_id >= 0:  # a member of a generation this coordinator never saw
                 return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
             group = self._add_group(group_id)  # a group using Kafka only to store offsets
-        error = self._validate_commit(group, member_id, instance_id, generation_id)
+        if isinstance(group, ConsumerGroup):
+            error = _validate_consumer_commit(group, member_id, generation_id, api_version)
+        else:
+            error = self._validate_commit(group, member_id, instance_id, generation_id)
         if error:
             return dict.fromkeys(offsets, error)
         member = group.members.get(member_id)
-        if member is not None and group.state in (g.STABLE, g.PREPARING_REBALANCE):
+        if (member is not None and not isinstance(group, ConsumerGroup)
+                and group.state in (g.STABLE, g.PREPARING_REBALANCE)):
             self._schedule_heartbeat(group, member)
         results, valid = self._checked_offsets(offsets)
         if valid:
@@ -118,15 +149,21 @@ class GroupOffsets:
         return 0
 
     # -- OffsetFetch, OffsetDelete --------------------------------------------------------------
-    def fetch_offsets(self, group_id, partitions=None):
+    def fetch_offsets(self, group_id, partitions=None, member_id=None, member_epoch=-1):
         """(error, [((topic, partition), OffsetAndMetadata or None)]); all when `partitions` is None.
 
-        Offsets waiting for their transaction are not among them (see `txn_offsets`).
+        Offsets waiting for their transaction are not among them (see `txn_offsets`). A member
+        of a consumer (KIP-848) group fetching with its id and epoch (OffsetFetch v9) must be
+        current: UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH otherwise, as in Kafka 4.
         """
         error = self.validate(group_id, allow_empty=True, offsets=True)
         if error:
             return error, []
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and (member_id is not None or member_epoch >= 0):
+            error = group.check_commit_epoch(member_id or "", member_epoch)
+            if error:
+                return error, []
         offsets = group.offsets if group is not None else {}
         if partitions is None:
             return 0, sorted(offsets.items())
@@ -141,7 +178,11 @@ class GroupOffsets:
         if error:
             return dict.fromkeys(offsets, error)
         group = self.groups.get(group_id) or self._add_group(group_id)
-        if generation_id >= 0 or member_id:  # KIP-447: the consumer's generation is checked
+        if isinstance(group, ConsumerGroup):
+            error = _validate_consumer_commit(group, member_id, generation_id, None)
+            if error:
+                return dict.fromkeys(offsets, error)
+        elif generation_id >= 0 or member_id:  # KIP-447: the consumer's generation is checked
             error = self._validate_commit(group, member_id, instance_id, generation_id)
             if error:
                 return dict.fromkeys(offsets, error)
@@ -212,7 +253,8 @@ class GroupOffsets:
     def _remove_group(self, group, offsets):
         """Write tombstones for `offsets` and the group, then forget the group."""
         entries = [(offset_key(group.group_id, t, p), None) for t, p in offsets]
-        entries.append((group_key(group.group_id), None))
+        entries += self.consumer.tombstones(group) if isinstance(group, ConsumerGroup) \
+            else [(group_key(group.group_id), None)]
         error = self.store.append(self.store.partition_for(group.group_id), entries)
         if error:
             return error
@@ -222,15 +264,18 @@ class GroupOffsets:
         return 0
 
     def list_groups(self, states=(), types=()):
-        """(error, [(group id, protocol type, state)]); filters are case-insensitive, and every
-        group here is of the "classic" type."""
+        """(error, [(group id, protocol type, state, group type)]); filters are
+        case-insensitive; the group type is "classic" or "consumer" (KIP-848)."""
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         wanted = {s.lower() for s in states}
-        if types and "classic" not in {t.lower() for t in types}:
-            return 0, []
-        return 0, [(gr.group_id, gr.protocol_type or "", gr.state) for gr in self.groups.values()
-                   if not wanted or gr.state.lower() in wanted]
+        kinds = {t.lower() for t in types}
+        found = []
+        for gr in self.groups.values():
+            kind = "consumer" if isinstance(gr, ConsumerGroup) else "classic"
+            if (not wanted or gr.state.lower() in wanted) and (not kinds or kind in kinds):
+                found.append((gr.group_id, gr.protocol_type or "", gr.state, kind))
+        return 0, found
 
     def describe_group(self, group_id):
         """(error, GroupSummary): metadata and assignments only once the group is stable."""
@@ -238,8 +283,8 @@ class GroupOffsets:
         if error:
             return error, GroupSummary("", "", "", [])
         group = self.groups.get(group_id)
-        if group is None:
-            return 0, DEAD_GROUP
+        if group is None or isinstance(group, ConsumerGroup):
+            return 0, DEAD_GROUP  # Kafka 4 before DescribeGroups v6: "not a classic group"
         stable = group.state == g.STABLE
         members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                  m.metadata(group.protocol_name) if stable else b"",
@@ -252,7 +297,7 @@ class GroupOffsets:
     def load_partition(self, index):
         """Rebuild the groups of one `__consumer_offsets` partition from its records."""
         self._loading.add(index)
-        offsets, records, pending = {}, {}, PendingTxnOffsets()
+        offsets, records, pending, consumer = {}, {}, PendingTxnOffsets(), {}
         try:
             for item in self.store.replay(index):
                 if isinstance(item, Marker):
@@ -265,6 +310,10 @@ class GroupOffsets:
                     if producer is not None and isinstance(key, OffsetKey) and value is not None:
                         pending.add(producer.producer_id, key.group,
                                     {(key.topic, key.partition): parse_offset_value(value)})
+                    elif isinstance(key, ConsumerKey):
+                        consumer.setdefault(key.group, []).append((key, value))
+                        if key.kind == GROUP_EPOCH_KIND and value is not None:
+                            records.pop(key.group, None)  # the group became a consumer group
                     elif isinstance(key, OffsetKey):
                         group_offsets = offsets.setdefault(key.group, {})
                         tp = (key.topic, key.partition)
@@ -274,12 +323,19 @@ class GroupOffsets:
                             group_offsets[tp] = parse_offset_value(value)
                     else:
                         records[key.group] = None if value is None else parse_group_value(value)
+                        if value is not None:
+                            consumer.pop(key.group, None)  # the group became a classic group
                 except Exception as e:  # noqa: BLE001 - one bad record must not lose the rest
                     log.warning("skipping unreadable record for %s in partition %d: %s",
                                 key, index, e)
-            for group_id in set(offsets) | set(records):
+            for group_id in set(offsets) | set(records) | set(consumer):
                 record, group_offsets = records.get(group_id), offsets.get(group_id, {})
-                if record is not None:
+                restored = None
+                if group_id in consumer and record is None:
+                    restored = self.consumer.restore(group_id, consumer[group_id], group_offsets)
+                if restored is not None:
+                    self.groups[group_id] = restored
+                elif record is not None:
                     self._restore_group(group_id, record, group_offsets)
                 elif group_offsets:
                     group = Group(group_id, -1)

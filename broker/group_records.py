@@ -1,9 +1,9 @@
 """The records of `__consumer_offsets`, in Kafka's binary formats, so Kafka's tools read ours.
 
 Key: int16 version, then fields. Versions 0 and 1 are an offset commit key (group, topic,
-partition), version 2 a group metadata key (group); newer key versions (KIP-848 record types)
-are not ours and are skipped on load. Values: OffsetCommitValue v0-4 and GroupMetadataValue
-v0-4 are read; v3 of both is written (v1 for offsets with an explicit expire timestamp),
+partition), version 2 a group metadata key (group); versions 3-8 are KIP-848's consumer
+group records (`consumer_group_records.py`); others are skipped on load. Values:
+OffsetCommitValue v0-4 and GroupMetadataValue v0-4 are read; v3 of both is written (v1 for offsets with an explicit expire timestamp),
 as Kafka does. A null value is a tombstone: the offset or the group is gone.
 """
 from typing import NamedTuple
@@ -15,6 +15,8 @@ from minilog.connector.protocol.primitives import (
     pack_int64,
     pack_string,
 )
+
+from .consumer_group_records import KEY_VERSIONS as CONSUMER_KEY_VERSIONS, parse_consumer_key
 
 OFFSET_KEY_VERSIONS = (0, 1)
 GROUP_KEY_VERSION = 2
@@ -73,13 +75,16 @@ def group_key(group):
 
 
 def parse_key(data):
-    """OffsetKey, GroupKey, or None for record types this coordinator does not keep."""
+    """OffsetKey, GroupKey, ConsumerKey, or None for record types this coordinator does not
+    keep."""
     r = Reader(data)
     version = r.int16()
     if version in OFFSET_KEY_VERSIONS:
         return OffsetKey(r.string(), r.string(), r.int32())
     if version == GROUP_KEY_VERSION:
         return GroupKey(r.string())
+    if version in CONSUMER_KEY_VERSIONS:
+        return parse_consumer_key(version, r)
     return None
 
 

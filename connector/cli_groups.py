@@ -1,7 +1,8 @@
 """`minilog groups ...`: consumer groups from the command line, like `kafka-consumer-groups`.
 
     minilog groups list [--state]
-    minilog groups describe GROUP...      per partition: offsets, lag and owner, as --describe
+    minilog groups describe GROUP...      the protocol and assignor; per partition: offsets, lag
+                                          and owner, as --describe; members' epochs (KIP-848)
     minilog groups delete GROUP...
     minilog groups reset-offsets GROUP --topic T[:P,P...] (--to-earliest | --to-latest |
         --to-offset N | --to-datetime ISO | --shift-by N) [--execute]
@@ -16,6 +17,7 @@ from minilog.connector.client import AdminClient, KafkaError
 from minilog.connector.protocol import ErrorCode
 from minilog.connector.tables import table
 
+MEMBER_COLUMNS = ("MEMBER-ID", "EPOCH", "ASSIGNMENT")
 DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                     "CONSUMER-ID", "HOST", "CLIENT-ID")
 
@@ -97,6 +99,14 @@ def describe(admin, gid, out, err):
     ends = _log_end_offsets(admin, tps)
     if desc.state in ("PreparingRebalance", "CompletingRebalance"):
         err.write(f"Warning: consumer group '{gid}' is rebalancing.\n")
+    out.write(f"Consumer group '{gid}': protocol {desc.group_type}, assignor "
+              f"{desc.protocol or '-'}, state {desc.state}"
+              + (f", group epoch {desc.group_epoch}" if desc.group_epoch is not None else "")
+              + "\n\n")
+    if desc.group_type == "consumer" and desc.members:
+        table([MEMBER_COLUMNS] + [(m.member_id, m.member_epoch, _partitions(m.assignment))
+                                  for m in desc.members], out)
+        out.write("\n")
     if not desc.members:
         out.write(f"Consumer group '{gid}' has no active members.\n\n")
     rows = [DESCRIBE_COLUMNS]
@@ -110,6 +120,14 @@ def describe(admin, gid, out, err):
         if not m.assignment:  # an idle member: shown without partitions, as Kafka does
             rows.append((gid, "-", "-", "-", "-", "-", m.member_id, m.host, m.client_id))
     table(rows, out)
+
+
+def _partitions(tps):
+    """topic:0,1,2;topic2:0 (or '-'): a member's assignment as one column."""
+    by_topic = {}
+    for tp in sorted(tps):
+        by_topic.setdefault(tp.topic, []).append(str(tp.partition))
+    return ";".join(f"{t}:{','.join(ps)}" for t, ps in by_topic.items()) or "-"
 
 
 def parse_topic(spec):

@@ -166,3 +166,34 @@ def test_consume_with_a_group_resumes_where_the_last_run_stopped(gbroker):
     assert [(r["CURRENT-OFFSET"], r["LAG"]) for r in rows] == [("10", "0")]
     err = one_line_error(run("consume", topic, "--group", group, "--offset", "3", "-b", bs), USAGE)
     assert "--group" in err
+
+
+def test_describe_shows_a_kip848_groups_protocol_assignor_and_member_epochs(gbroker):
+    bs, group = gbroker.bootstrap, name("g")
+    topic = topic_with(bs, [2, 2, 2, 2])
+    members = []
+    try:
+        for _ in range(2):  # polled below: a member revokes only inside its poll
+            members.append(Consumer({"bootstrap.servers": bs, "group.id": group,
+                                     "group.protocol": "consumer",
+                                     "group.remote.assignor": "range"}))
+            members[-1].subscribe([topic])
+        def described():
+            out = ok("groups", "describe", group, "-b", bs)
+            return out if "state Stable" in out and out.count(f"{topic}:") == 2 else None
+        deadline = time.monotonic() + 60
+        while (out := described()) is None:
+            assert time.monotonic() < deadline, "the group never settled"
+            for c in members:
+                c.poll(0.1)
+        assert f"Consumer group '{group}': protocol consumer, assignor range, state Stable" in out
+        lines = out.splitlines()
+        header = next(i for i, ln in enumerate(lines) if ln.startswith("MEMBER-ID"))
+        rows = {ln.split()[0]: ln.split()[1:] for ln in lines[header + 1:header + 3]}
+        assert set(rows) == {c.memberid() for c in members}
+        assert sorted(a for _, a in rows.values()) == [f"{topic}:0,1", f"{topic}:2,3"]  # range
+        assert all(int(epoch) > 0 for epoch, _ in rows.values())
+        assert {r["CONSUMER-ID"] for r in table(out)} == set(rows)
+    finally:
+        for c in members:
+            c.close()

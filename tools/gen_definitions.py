@@ -33,6 +33,8 @@ SUPPORTED = {
     "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
     "CreateAcls": (0, 3), "DescribeAcls": (0, 3), "DeleteAcls": (0, 3),
+    # The next-generation consumer group protocol (KIP-848).
+    "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0),
 }
 
 

@@ -43,9 +43,16 @@ def controller_apis():
 
 
 def served(broker):
-    """{api key: Entry} this node answers."""
+    """{api key: Entry} this node answers; KIP-848's APIs only while
+    `group.coordinator.rebalance.protocols` includes "consumer", as Kafka advertises them."""
     if broker.is_broker:
-        return HANDLERS
+        from minilog.connector.protocol import ApiKey
+        protocols = {p.strip() for p in broker.config["group.coordinator.rebalance.protocols"]
+                     .split(",")}
+        if "consumer" in protocols:
+            return HANDLERS
+        return {k: e for k, e in HANDLERS.items()
+                if k not in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)}
     wanted = controller_apis()
     return {k: e for k, e in HANDLERS.items() if k in wanted}
 
@@ -93,6 +100,7 @@ from . import (  # noqa: F401
     acls,
     api_versions,
     configs,
+    consumer_groups,
     fetch,
     groups,
     leader_epochs,

@@ -173,8 +173,8 @@ async def offset_commit(broker, header, req):
                 p.committed_metadata or "", commit_ts, now + retention if retention >= 0 else None)
     results = await broker.groups.commit_offsets(
         req.group_id, req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
-        req.generation_id_or_member_epoch if v >= 1 else -1, offsets) if offsets or not refused \
-        else {}
+        req.generation_id_or_member_epoch if v >= 1 else -1, offsets, api_version=v) \
+        if offsets or not refused else {}
     results.update(refused)
     return _COMMIT.cls(throttle_time_ms=0, topics=[_COMMIT.make("topics", name=t.name, partitions=[
         _COMMIT.make("topics", "partitions", partition_index=p.partition_index,
@@ -182,16 +182,17 @@ async def offset_commit(broker, header, req):
         for t in req.topics])
 
 
-def _fetch_group(broker, header, group_id, topics, require_stable=False):
+def _fetch_group(broker, header, group_id, topics, require_stable=False, member=(None, -1)):
     """(error, {topic: [(partition, OffsetAndMetadata or None, error)]}) in request order.
     With `require_stable` an offset still waiting for its transaction is answered
-    UNSTABLE_OFFSET_COMMIT (KIP-447), which the client retries. Topics the principal may not
+    UNSTABLE_OFFSET_COMMIT (KIP-447), which the client retries. `member` is the (member id,
+    member epoch) of a KIP-848 consumer fetching (v9+), checked as Kafka 4 checks it. Topics the principal may not
     describe are answered TOPIC_AUTHORIZATION_FAILED when named, left out when all are asked."""
     refused = group_refusal(broker, header, DESCRIBE, group_id)
     if refused:
         return refused, {}
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-    code, found = broker.groups.fetch_offsets(group_id, wanted)
+    code, found = broker.groups.fetch_offsets(group_id, wanted, *member)
     pending = broker.groups.txn_offsets.is_pending
     by_topic, hidden = {}, {}
     for (topic, partition), om in found:
@@ -224,7 +225,9 @@ async def offset_fetch(broker, header, req):
     if v >= 8:
         groups = []
         for grp in req.groups:
-            code, by_topic = _fetch_group(broker, header, grp.group_id, grp.topics, req.require_stable)
+            member = (grp.member_id, grp.member_epoch) if v >= 9 else (None, -1)
+            code, by_topic = _fetch_group(broker, header, grp.group_id, grp.topics,
+                                          req.require_stable, member)
             groups.append(_FETCH.make("groups", group_id=grp.group_id, error_code=code,
                                       topics=[] if code else _fetched_topics(("groups", "topics"),
                                                                              by_topic)))
@@ -264,7 +267,7 @@ async def list_groups(broker, header, req):
         groups = [g for g in groups if not group_refusal(broker, header, DESCRIBE, g[0])]
     return _LIST.cls(throttle_time_ms=0, error_code=code, groups=[
         _LIST.make("groups", group_id=gid, protocol_type=ptype, group_state=state,
-                   group_type="classic") for gid, ptype, state in groups])
+                   group_type=kind) for gid, ptype, state, kind in groups])
 
 
 @handles(ApiKey.DESCRIBE_GROUPS, 0, 5)

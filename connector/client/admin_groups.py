@@ -36,15 +36,19 @@ class MemberDescription(NamedTuple):
     host: str
     assignment: tuple  # of TopicPartition (consumer groups; () otherwise)
     topics: tuple = ()  # the member's subscription (consumer groups)
+    member_epoch: int | None = None  # KIP-848 groups only
 
 
 class GroupDescription(NamedTuple):
     group_id: str
-    state: str           # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    state: str           # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead;
+    #                      KIP-848 groups: Empty, Assigning, Reconciling, Stable, Dead
     protocol_type: str   # "consumer" for consumer groups
-    protocol: str        # the assignor in use, e.g. "range"
+    protocol: str        # the assignor in use, e.g. "range" (the server's, for KIP-848)
     members: tuple       # of MemberDescription
     coordinator: object  # BrokerInfo
+    group_type: str = "classic"  # or "consumer": KIP-848's protocol
+    group_epoch: int | None = None  # KIP-848 groups only
 
 
 def _m(api_key, *path):
@@ -97,17 +101,31 @@ class GroupAdmin:
                 if not states or out[k].state is None or out[k].state in states]
 
     async def describe_groups(self, group_ids, timeout=None):
-        """{group_id: GroupDescription}; consumer groups' member assignments decoded."""
+        """{group_id: GroupDescription}; consumer groups' member assignments decoded. As Kafka's
+        admin client: ConsumerGroupDescribe first (KIP-848 groups), DescribeGroups for a group
+        it does not know (classic groups) or from a broker without it."""
         group_ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
         out = {}
         for gid in group_ids:
             async def attempt(conn, gid=gid):
+                if conn.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
+                    resp = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                           _m(ApiKey.CONSUMER_GROUP_DESCRIBE)(
+                                               group_ids=[gid],
+                                               include_authorized_operations=False))
+                    g = resp.groups[0]
+                    if g.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+                        _check(g.error_code, f"describing group {gid!r}")
+                        return "consumer", g
                 resp = await conn.send(ApiKey.DESCRIBE_GROUPS, _m(ApiKey.DESCRIBE_GROUPS)(
                     groups=[gid], include_authorized_operations=False))
                 g = resp.groups[0]
                 _check(g.error_code, f"describing group {gid!r}")
-                return g
-            g = await self._on_coordinator(gid, attempt, timeout, "DescribeGroups")
+                return "classic", g
+            kind, g = await self._on_coordinator(gid, attempt, timeout, "DescribeGroups")
+            if kind == "consumer":
+                out[gid] = self._consumer_group(gid, g)
+                continue
             members = []
             for m in g.members:
                 assignment, topics = (), ()
@@ -123,6 +141,16 @@ class GroupAdmin:
             out[gid] = GroupDescription(gid, g.group_state, g.protocol_type, g.protocol_data,
                                         tuple(members), self._coordinator(gid).node)
         return out
+
+    def _consumer_group(self, gid, g):
+        """A ConsumerGroupDescribe answer as a GroupDescription."""
+        members = tuple(MemberDescription(
+            m.member_id, m.instance_id, m.client_id, m.client_host,
+            tuple(TopicPartition(tp.topic_name, p) for tp in m.assignment.topic_partitions
+                  for p in tp.partitions),
+            tuple(m.subscribed_topic_names), m.member_epoch) for m in g.members)
+        return GroupDescription(gid, g.group_state, CONSUMER_PROTOCOL_TYPE, g.assignor_name,
+                                members, self._coordinator(gid).node, "consumer", g.group_epoch)
 
     async def delete_groups(self, group_ids, timeout=None):
         """Delete groups (and their offsets); each must be empty."""

@@ -197,7 +197,10 @@ SPEC = {
     # Java's default: range, unless every member also offers cooperative-sticky; with range in
     # the list the rebalance protocol is eager (cooperative only when all assignors are).
     "partition.assignment.strategy": (_assignors, ["range", "cooperative-sticky"], (C,), None),
-    "group.protocol": (_enum("classic"), "classic", (C,), None),  # not KIP-848's "consumer"
+    # KIP-848: "consumer" lets the broker assign (group_consumer_protocol.py), with its
+    # `group.remote.assignor` (uniform, range; the broker's default when unset)
+    "group.protocol": (_enum("classic", "consumer"), "classic", (C,), None),
+    "group.remote.assignor": (_str, None, (C,), None),
     "on_commit": (_callable, None, (C,), None),  # confluent-kafka's: fn(error, offsets)
     "auto.offset.reset": (_enum("earliest", "latest", "none",
                                 aliases={"smallest": "earliest", "beginning": "earliest",

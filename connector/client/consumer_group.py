@@ -15,6 +15,7 @@ import time
 from .config import ConfigError
 from .fetcher import PartitionState
 from .group import GroupMembership
+from .group_consumer_protocol import ConsumerProtocolMembership
 from .group_api import OffsetAndMetadata
 from .transactions import GroupMetadata
 from .types import TopicPartition
@@ -32,7 +33,9 @@ class GroupConsumer:
         self._group_closing = None  # the membership unsubscribe() is closing
 
     def _new_membership(self):
-        return GroupMembership(self, self._cluster, self.config, on_commit=self.config["on_commit"])
+        membership = ConsumerProtocolMembership if self.config["group.protocol"] == "consumer" \
+            else GroupMembership
+        return membership(self, self._cluster, self.config, on_commit=self.config["on_commit"])
 
     def _need_group(self, what):
         if self._group is None:

@@ -511,6 +511,10 @@ class GroupMembership(GroupCommits, PollSteps):
         except KafkaError as e:
             log.info("group %s: LeaveGroup failed: %s", self.group_id, e)
 
+    def _leaves_on_close(self):
+        """Static members stay (their partitions wait for them until the session ends)."""
+        return self.instance_id is None
+
     def _close_time_left(self):
         """Seconds left of close's timeout (None: not closing, or no timeout)."""
         if self._close_by is None:
@@ -545,7 +549,7 @@ class GroupMembership(GroupCommits, PollSteps):
                     await self._lose(set(self.owned))
                 else:
                     await self._revoke(set(self.owned))
-                if self.instance_id is None:  # Java: whenever it has a member id
+                if self._leaves_on_close():  # Java: whenever it has a member id
                     # an abandoned JoinGroup or SyncGroup holds the member connection
                     await self._leave("the consumer is being closed",
                                       "leave" if joining else "member")

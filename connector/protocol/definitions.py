@@ -904,4 +904,61 @@ DeleteAclsResponse 31 0-3 flex2
       host string
       operation int8
       permission_type int8
+ConsumerGroupHeartbeatRequest 68 0-1 flex0
+  group_id string
+  member_id string
+  member_epoch int32
+  instance_id string null0+
+  rack_id string null0+
+  rebalance_timeout_ms int32 =-1
+  subscribed_topic_names []string null0+
+  subscribed_topic_regex string v1+ null1+
+  server_assignor string null0+
+  topic_partitions [] null0+
+    topic_id uuid
+    partitions []int32
+ConsumerGroupHeartbeatResponse 68 0-1 flex0
+  throttle_time_ms int32
+  error_code int16
+  error_message string null0+
+  member_id string null0+
+  member_epoch int32
+  heartbeat_interval_ms int32
+  assignment {} null0+
+    topic_partitions []
+      topic_id uuid
+      partitions []int32
+ConsumerGroupDescribeRequest 69 0-0 flex0
+  group_ids []string
+  include_authorized_operations bool
+ConsumerGroupDescribeResponse 69 0-0 flex0
+  throttle_time_ms int32
+  groups []
+    error_code int16
+    error_message string null0+
+    group_id string
+    group_state string
+    group_epoch int32
+    assignment_epoch int32
+    assignor_name string
+    members []
+      member_id string
+      instance_id string null0+
+      rack_id string null0+
+      member_epoch int32
+      client_id string
+      client_host string
+      subscribed_topic_names []string
+      subscribed_topic_regex string null0+
+      assignment {}
+        topic_partitions []
+          topic_id uuid
+          topic_name string
+          partitions []int32
+      target_assignment {}
+        topic_partitions []
+          topic_id uuid
+          topic_name string
+          partitions []int32
+    authorized_operations int32 =-2147483648
 '''
