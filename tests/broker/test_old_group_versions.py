@@ -182,3 +182,47 @@ def test_kafka_python_pinned_to_an_old_broker_version_produces_and_consumes_in_a
         assert consumer.committed(TopicPartition(name, 0)) == 30
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("fallback, codec", [
+    ("0.9.0", "none"), ("0.9.0", "gzip"), ("0.9.0", "snappy"), ("0.9.0", "lz4"),
+    ("0.8.2", "none")])
+def test_librdkafka_without_api_versions_produces_and_consumes_as_to_an_old_broker(
+        old_broker, fallback, codec):
+    """confluent-kafka with `api.version.request=false` speaks what `broker.version.fallback`
+    had (librdkafka takes only 0.8.x and 0.9.0 there: from 0.10 on it asks ApiVersions
+    anyway): message format v0 with Produce v0/v1 (LZ4 with Kafka 0.8's frame checksum),
+    Fetch v0/v1, ListOffsets v0; 0.9.0 consumes in a group with the v0 group APIs, 0.8.2 by
+    assignment."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    name = f"rdk-{fallback}-{codec}"
+    old = {"bootstrap.servers": old_broker.bootstrap, "api.version.request": False,
+           "broker.version.fallback": fallback}
+    producer = Producer({**old, "compression.codec": codec, "linger.ms": 5,
+                         "enable.idempotence": False})
+    for i in range(30):
+        producer.produce(name, key=b"k%d" % i, value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    group = fallback != "0.8.2"
+    consumer = Consumer({**old, "group.id": f"g-{name}", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        if group:
+            consumer.subscribe([name])
+        else:
+            consumer.assign([TopicPartition(name, 0, 0)])
+        records = []
+
+        def read():
+            m = consumer.poll(0.2)
+            if m is not None and not m.error():
+                records.append((m.offset(), m.key(), m.value()))
+            return len(records) >= 30
+        wait_until(read, what=f"30 records through librdkafka at {fallback}", interval=0)
+        assert records == [(i, b"k%d" % i, b"v%d" % i) for i in range(30)]
+        if group:
+            consumer.commit(asynchronous=False)
+            [tp] = consumer.committed([TopicPartition(name, 0)], timeout=30)
+            assert tp.offset == 30
+    finally:
+        consumer.close()
