@@ -132,6 +132,7 @@ KAFKA_39 = {
     "END_QUORUM_EPOCH": (0, 1), "ALTER_PARTITION": (0, 3), "DESCRIBE_CLUSTER": (0, 1),
     "DESCRIBE_PRODUCERS": (0, 0), "BROKER_REGISTRATION": (0, 4), "BROKER_HEARTBEAT": (0, 1),
     "DESCRIBE_TRANSACTIONS": (0, 0), "LIST_TRANSACTIONS": (0, 1), "ALLOCATE_PRODUCER_IDS": (0, 0),
+    "CONSUMER_GROUP_HEARTBEAT": (0, 0), "CONSUMER_GROUP_DESCRIBE": (0, 0), "ENVELOPE": (0, 0),
 }
 # Newest versions Kafka 3.9 has and minilog does not (none of them sent by clients to old
 # brokers): the maximum minilog advertises instead, each explained in docs/PROTOCOL_VERSIONS.md.
