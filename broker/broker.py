@@ -20,7 +20,7 @@ from .config import BrokerConfig
 from .controller import Controller
 from .controller_router import ControllerRouter
 from .group_coordinator import GroupCoordinator
-from .inter_broker import inter_broker_security
+from .inter_broker import controller_security, inter_broker_security
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .metrics import NO_METRICS, BrokerMetrics
@@ -54,7 +54,9 @@ class Broker:
         self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
         self.peer_connections = PeerConnections(config["broker.session.timeout.ms"] / 1000)
         if config.quorum_voters:
-            self.peers = PeerChannel(config.node_id, security=inter_broker_security(config))
+            self.peers = PeerChannel(config.node_id, security=inter_broker_security(config),
+                                     controller_security=controller_security(config),
+                                     controllers=config.quorum_voters.values())
             self.store = self.quorum = QuorumMetadataStore(
                 config, self.peers, on_refused=self.peer_connections.refused)
             self.producer_ids = quorum_blocks(self)
@@ -127,9 +129,12 @@ class Broker:
         return self
 
     def _endpoint(self) -> BrokerEndpoint:
-        """This broker's advertised addresses, every listener's (ephemeral ports as bound)."""
+        """This broker's advertised addresses, every broker listener's (ephemeral ports as
+        bound); controller listeners are not advertised, as in Kafka."""
+        registered = set(self.config.broker_listeners)
         addresses = {lst.name: (lst.advertised_host, lst.advertised_port or server.port)
-                     for lst, server in zip(self.config.listeners, self.servers)}
+                     for lst, server in zip(self.config.listeners, self.servers)
+                     if lst in registered}
         host, port = next(iter(addresses.values()))
         return BrokerEndpoint(self.config.node_id, host, port, listeners=addresses)
 

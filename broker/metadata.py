@@ -93,6 +93,11 @@ class BrokerEndpoint:
     rack: str = None
     listeners: dict = field(default_factory=dict)
 
+    def address_on(self, listener: str) -> tuple[str, int]:
+        """(host, port) of this broker on `listener` (the inter-broker one, for its peers),
+        its primary address when it registered no listener of that name."""
+        return self.listeners.get(listener) or (self.host, self.port)
+
 
 class MetadataImage:
     """Read side: what handlers consult. Mutated only through a store."""
