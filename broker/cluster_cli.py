@@ -101,9 +101,6 @@ def _nodes(state):
 
 def _secured(args, data_dir):
     """(listener, broker settings, client settings) of a new secured cluster."""
-    if args.controllers:
-        raise _UserError("minilog cluster: --secure runs the quorum on the brokers' SASL_SSL "
-                         "listener; it does not take --controllers yet")
     try:
         settings, client = secure_settings(data_dir)
     except SecureSetupError as e:

@@ -1,9 +1,10 @@
 """`minilog cluster up --secure`: what a local cluster needs to run on SASL_SSL only.
 
 A throw-away certificate authority and a certificate for 127.0.0.1 and localhost (`trustme`,
-PEM files in DIR/security), one SASL_SSL listener per broker (replication and the quorum run
-over it too), SCRAM-SHA-512 with an `admin` user whose random password the brokers log in to
-each other with, ACLs on with `admin` the super user, and DIR/client.properties: the client
+PEM files in DIR/security), one SASL_SSL listener per broker (replication and, in combined
+mode, the quorum run over it too; dedicated controllers listen on CONTROLLER, SASL_SSL as
+well), SCRAM-SHA-512 with an `admin` user whose random password the nodes log in to each
+other with, ACLs on with `admin` the super user, and DIR/client.properties: the client
 settings (librdkafka's names, which `minilog --command-config`, confluent-kafka and kcat -F
 read) to reach the cluster as admin.
 """
@@ -11,6 +12,7 @@ import secrets
 from pathlib import Path
 
 LISTENER = "SASL_SSL"
+CONTROLLER = "CONTROLLER"  # dedicated controllers' listener (controller.listener.names)
 MECHANISM = "SCRAM-SHA-512"
 ADMIN = "admin"
 CLIENT_PROPERTIES = "client.properties"
@@ -42,10 +44,13 @@ def secure_settings(data_dir: Path) -> tuple[dict, dict]:
     login = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
              f'username="{ADMIN}" password="{password}";')
     settings = {
+        "listener.security.protocol.map": f"{LISTENER}:{LISTENER},{CONTROLLER}:{LISTENER}",
         "ssl.keystore.location": str(server), "ssl.truststore.location": str(ca),
         "sasl.enabled.mechanisms": MECHANISM,
         "sasl.mechanism.inter.broker.protocol": MECHANISM,
-        f"listener.name.{LISTENER.lower()}.{MECHANISM.lower()}.sasl.jaas.config": login,
+        "sasl.mechanism.controller.protocol": MECHANISM,
+        **{f"listener.name.{name.lower()}.{MECHANISM.lower()}.sasl.jaas.config": login
+           for name in (LISTENER, CONTROLLER)},
         "sasl.scram": f"{MECHANISM}=[name={ADMIN},password={password}]",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": f"User:{ADMIN}",
