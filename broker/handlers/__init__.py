@@ -40,7 +40,7 @@ def controller_apis():
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
-        ApiKey.DESCRIBE_ACLS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+        ApiKey.DESCRIBE_ACLS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.ENVELOPE})
 
 
 def served(broker):
@@ -94,6 +94,7 @@ from . import (  # noqa: F401
     acls,
     api_versions,
     configs,
+    envelope,
     fetch,
     groups,
     leader_epochs,
