@@ -14,6 +14,7 @@ import signal
 
 from .acl_metadata import open_acls
 from .authorizer import authorizer_from_config
+from .broker_configs import DynamicBrokerConfig
 from .broker_lifecycle import BrokerLifecycle
 from .cleaner import LogCleaner
 from .config import BrokerConfig
@@ -73,6 +74,8 @@ class Broker:
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
+        self.dynamic_configs = DynamicBrokerConfig(self)
+        self.dynamic_configs.reapply()
         self.server = None  # the primary (first) listener's; `servers` has every listener's
         self.servers = []
         self.groups = self.cleaner = self.txn = None

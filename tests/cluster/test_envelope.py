@@ -5,7 +5,9 @@ Two brokers beside one dedicated controller, all on SASL_PLAINTEXT with PLAIN. T
 in as `broker`, which is not a super user: once the ACLs exist it may only CLUSTER_ACTION (what
 Kafka's inter-broker requests and the Envelope need). `allow.everyone.if.no.acl.found` lets the
 cluster form before any ACL exists; then alice may create topics, bob may not, and the broker,
-through which both requests come, may not either.
+through which both requests come, may not either. Dynamic broker configs go the same way: a
+change sent to one broker is authorized (ALTER_CONFIGS on the cluster) and committed by the
+controller, and applied by the broker it names.
 """
 import asyncio
 
@@ -17,6 +19,10 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -86,10 +92,12 @@ def _create(cluster, user, topic):
 
 @pytest.fixture(scope="module")
 def secured(cluster):
-    """The ACLs: the brokers may CLUSTER_ACTION, alice may create topics, bob nothing."""
+    """The ACLs: the brokers may CLUSTER_ACTION, alice may create topics and alter broker
+    configs, bob nothing."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **_login("alice")})
     acls = [_acl("broker", ResourceType.BROKER, "kafka-cluster", AclOperation.CLUSTER_ACTION),
             _acl("alice", ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE),
+            _acl("alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS),
             _acl("alice", ResourceType.TOPIC, "*", AclOperation.ALL)]
     for future in admin.create_acls(acls).values():
         future.result(60)
@@ -130,3 +138,27 @@ def test_an_envelope_from_a_principal_without_cluster_action_is_refused(secured)
         finally:
             conn.close()
     assert asyncio.run(send()).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_broker_config_changed_through_one_broker_is_applied_by_the_broker_it_names(secured):
+    cluster = secured
+    change = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[ConfigEntry(
+        "log.retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+
+    def alter(user):
+        admin = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap, **_login(user)})
+        try:
+            admin.incremental_alter_configs([change])[change].result(60)
+            return 0
+        except Exception as e:  # noqa: BLE001 - KafkaException carrying the broker's code
+            return e.args[0].code()
+    assert alter("bob") == CKError.CLUSTER_AUTHORIZATION_FAILED
+    assert alter("alice") == 0
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **_login("alice")})
+    described = ConfigResource(ResourceType.BROKER, "2")
+
+    def on_broker_2():
+        entry = admin.describe_configs([described])[described].result(30)["log.retention.ms"]
+        return (entry.value, entry.source) == \
+            ("3600000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    wait_for(on_broker_2, "broker 2 to apply its new log.retention.ms")
