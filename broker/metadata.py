@@ -184,7 +184,8 @@ class LocalMetadataStore:
         self._save()
         return ts
 
-    def add_partitions(self, name, new_total):
+    def add_partitions(self, name, new_total, assignment=None):
+        """`assignment` is checked to name only this broker: it leads every partition."""
         ts = self.image.topics[name]
         for i in range(len(ts.partitions), new_total):
             ts.partitions[i] = PartitionState([self.node_id], self.node_id)
