@@ -62,14 +62,18 @@ def test_a_secure_cluster_serves_what_its_hints_say_and_nothing_plain(tmp_path):
 
 def test_a_secure_cluster_with_a_dedicated_controller(tmp_path):
     """The controller listens on CONTROLLER, SASL_SSL too: brokers register, heartbeat and
-    forward there with the admin's SCRAM login, and a plain client gets nothing from it."""
+    forward there logged in as `broker`, which is not a super user but holds the one ACL
+    brokers need (CLUSTER_ACTION on the cluster), and a plain client gets nothing from it."""
     data = tmp_path / "c"
-    with _cluster_up(data, "--brokers", 2, "--controllers", 1, "--no-console") as (_, state):
+    with _cluster_up(data, "--brokers", 2, "--controllers", 1, "--no-console") as (out, state):
         settings = ["--command-config", str(data / "client.properties")]
         ok("topics", "create", "both", "--partitions", 1, "--replication-factor", 2, *settings)
         ok("produce", "both", *settings, input=b"one\ntwo\n", timeout=120)
         assert ok("consume", "both", "--from-beginning", "-e", *settings).split() == \
             ["one", "two"]
+        assert "allowed CLUSTER_ACTION" in out
+        acls = ok("acls", "list", *settings)
+        assert "User:broker" in acls and "CLUSTER_ACTION" in acls, acls
         status = ok("cluster", "status", "--data-dir", data)
         assert "controller: 3" in status and "under-replicated partitions: 0" in status, status
         controller = state["controllers"][0]["port"]
