@@ -97,9 +97,15 @@ _WHOLE = {ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER, ApiKey.CREATE_ACLS: ALTER,
           ApiKey.DELETE_ACLS: ALTER}
 
 
+# The internal topics a broker asks the controller for (`__transaction_state` on a first
+# transactional FindCoordinator): a cluster member (CLUSTER_ACTION) may create them.
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def _entry_refusal(broker, header, key, entry, create_on_cluster: bool) -> int:
     if key == ApiKey.CREATE_TOPICS:
-        ok = create_on_cluster or allowed(broker, header, CREATE, TOPIC, entry.name)
+        ok = create_on_cluster or allowed(broker, header, CREATE, TOPIC, entry.name) or \
+            (entry.name in _INTERNAL_TOPICS and allowed(broker, header, CLUSTER_ACTION, CLUSTER))
     elif key == ApiKey.DELETE_TOPICS:
         name = entry if isinstance(entry, str) else entry.name
         if name is None:  # by topic id

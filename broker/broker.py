@@ -91,10 +91,12 @@ class Broker:
     def partition(self, topic, index):
         return self.partitions.get((topic, index))
 
-    def auto_create_topic(self, name):
+    def auto_create_topic(self, name, on_behalf_of=None):
+        """`on_behalf_of`: the header of the client request that asks (the controller
+        authorizes its principal)."""
         if self.quorum is None:
             return self.topics.auto_create(name)
-        return self.router.auto_create(name)
+        return self.router.auto_create(name, on_behalf_of)
 
     def _open_logs(self):
         self.logs.remove_stale_deletions()

@@ -42,9 +42,11 @@ class ControllerRouter:
         self.broker, self.store, self.peers = broker, store, peers
         self._creating = set()
 
-    def auto_create(self, name):
+    def auto_create(self, name, on_behalf_of=None):
         """auto.create.topics.enable: ask the controller to create `name` in the background;
-        the client is told LEADER_NOT_AVAILABLE and asks again (as Kafka answers)."""
+        the client is told LEADER_NOT_AVAILABLE and asks again (as Kafka answers).
+        `on_behalf_of`: the header of the client request that wants it, whose principal the
+        controller then authorizes (Kafka's AutoTopicCreationManager); else the broker asks."""
         if self.store.is_controller:
             code = self.broker.topics.auto_create(name)
             return code or ErrorCode.LEADER_NOT_AVAILABLE
@@ -55,7 +57,8 @@ class ControllerRouter:
                 assignments=[], configs=[])])
             from .handlers import HANDLERS
             task = asyncio.ensure_future(self.handle(
-                ApiKey.CREATE_TOPICS, _Header(7), body, HANDLERS[ApiKey.CREATE_TOPICS].handler))
+                ApiKey.CREATE_TOPICS, _Header(7, on_behalf_of), body,
+                HANDLERS[ApiKey.CREATE_TOPICS].handler))
             task.add_done_callback(lambda _: self._creating.discard(name))
         return ErrorCode.LEADER_NOT_AVAILABLE
 
@@ -97,7 +100,7 @@ class ControllerRouter:
         """The controller's answer to `req`, None when it is not the controller (any more).
         A client's request goes in an Envelope; the broker's own (`_Header`) as it is."""
         version = header.api_version
-        if isinstance(header, _Header):
+        if isinstance(header, _Header) and header.on_behalf_of is None:
             return await self.peers.send(address, key, req, version, timeout=30.0,
                                          purpose="forward")
         envelope = wrap(key, version, header.client_id, req, request_principal(header),
@@ -113,10 +116,16 @@ class ControllerRouter:
 
 class _Header:
     """The header of a request this broker makes itself (auto-creating a topic): forwarded
-    as it is, with the broker's principal."""
+    as it is, with the broker's principal, or in an Envelope with the identity of the client
+    request it is made `on_behalf_of`."""
 
-    def __init__(self, api_version):
-        self.api_version = api_version
+    def __init__(self, api_version, on_behalf_of=None):
+        self.api_key, self.api_version = ApiKey.CREATE_TOPICS, api_version
+        self.on_behalf_of = on_behalf_of
+        self.forwarded = False
+        self.client_id = getattr(on_behalf_of, "client_id", None)
+        self.client_host = getattr(on_behalf_of, "client_host", None)
+        self.session = getattr(on_behalf_of, "session", None)
 
 
 def authorized_here(handler):
