@@ -117,7 +117,8 @@ def test_the_controller_authorizes_the_client_a_broker_forwards_for(secured):
     # loaded machine (a broker fenced for a moment leaves too few for two replicas)
     wait_for(lambda: _create(cluster, "alice", "alices") in (0, CKError.TOPIC_ALREADY_EXISTS),
              "alice's CreateTopics to be accepted")
-    assert "alices" in admin.list_topics(timeout=30).topics
+    wait_for(lambda: "alices" in admin.list_topics(timeout=30).topics,
+             "the brokers to apply the new topic")  # a moment after the controller answered
     # the brokers still work: the topic's two replicas are in sync
     wait_for(lambda: sorted(admin.list_topics("alices", timeout=10).topics["alices"]
                             .partitions[0].isrs) == [1, 2], "alices in sync on both brokers")
