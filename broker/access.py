@@ -6,10 +6,11 @@ cost of one attribute test. The principal is the connection's (`secure_connectio
 a PLAINTEXT connection is `User:ANONYMOUS`, as in Kafka.
 
 Forwarded requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls) are authorized on
-the broker the client reached, with the client's principal: refused entries are taken out of
-the request and answered there, the rest goes on to the controller, which sees the forwarding
-broker's principal (so brokers' principals belong in `super.users`, as Kafka advises).
+IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls) are authorized where
+they are answered (the active controller, or a single broker), with the client's principal,
+which a forwarding broker sends along in an Envelope (KIP-590): refused entries are taken out of
+the request and answered, the rest is handled. The forwarding broker itself needs only
+CLUSTER_ACTION on the cluster for the Envelope, as for every inter-broker request.
 """
 from minilog.connector.protocol import ApiKey, ErrorCode
 
@@ -67,7 +68,8 @@ def config_resource_refusal(broker, header, operation: AclOperation, resource_ty
 _ON_CLUSTER = {
     **dict.fromkeys((ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH,
                      ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
-                     ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.WRITE_TXN_MARKERS), CLUSTER_ACTION),
+                     ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.WRITE_TXN_MARKERS, ApiKey.ENVELOPE),
+                    CLUSTER_ACTION),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DESCRIBE,
 }
 
@@ -95,9 +97,15 @@ _WHOLE = {ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER, ApiKey.CREATE_ACLS: ALTER,
           ApiKey.DELETE_ACLS: ALTER}
 
 
+# The internal topics a broker asks the controller for (`__transaction_state` on a first
+# transactional FindCoordinator): a cluster member (CLUSTER_ACTION) may create them.
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def _entry_refusal(broker, header, key, entry, create_on_cluster: bool) -> int:
     if key == ApiKey.CREATE_TOPICS:
-        ok = create_on_cluster or allowed(broker, header, CREATE, TOPIC, entry.name)
+        ok = create_on_cluster or allowed(broker, header, CREATE, TOPIC, entry.name) or \
+            (entry.name in _INTERNAL_TOPICS and allowed(broker, header, CLUSTER_ACTION, CLUSTER))
     elif key == ApiKey.DELETE_TOPICS:
         name = entry if isinstance(entry, str) else entry.name
         if name is None:  # by topic id

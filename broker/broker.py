@@ -15,13 +15,14 @@ import signal
 
 from .acl_metadata import open_acls
 from .authorizer import authorizer_from_config
+from .broker_configs import DynamicBrokerConfig
 from .broker_lifecycle import BrokerLifecycle
 from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .controller import Controller
 from .controller_router import ControllerRouter
 from .group_coordinator import GroupCoordinator
-from .inter_broker import inter_broker_security
+from .inter_broker import controller_security, inter_broker_security
 from .log_manager import LogManager
 from .metadata import BrokerEndpoint, LocalMetadataStore
 from .metrics import NO_METRICS, BrokerMetrics
@@ -56,7 +57,9 @@ class Broker:
         self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
         self.peer_connections = PeerConnections(config["broker.session.timeout.ms"] / 1000)
         if config.quorum_voters:
-            self.peers = PeerChannel(config.node_id, security=inter_broker_security(config))
+            self.peers = PeerChannel(config.node_id, security=inter_broker_security(config),
+                                     controller_security=controller_security(config),
+                                     controllers=config.quorum_voters.values())
             self.store = self.quorum = QuorumMetadataStore(
                 config, self.peers, on_refused=self.peer_connections.refused)
             self.producer_ids = quorum_blocks(self)
@@ -73,6 +76,8 @@ class Broker:
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
         self.topics = TopicManager(self)
+        self.dynamic_configs = DynamicBrokerConfig(self)
+        self.dynamic_configs.reapply()
         self.server = None  # the primary (first) listener's; `servers` has every listener's
         self.servers = []
         self.groups = self.cleaner = self.txn = None
@@ -88,10 +93,12 @@ class Broker:
     def partition(self, topic, index):
         return self.partitions.get((topic, index))
 
-    def auto_create_topic(self, name):
+    def auto_create_topic(self, name, on_behalf_of=None):
+        """`on_behalf_of`: the header of the client request that asks (the controller
+        authorizes its principal)."""
         if self.quorum is None:
             return self.topics.auto_create(name)
-        return self.router.auto_create(name)
+        return self.router.auto_create(name, on_behalf_of)
 
     def _open_logs(self):
         self.logs.remove_stale_deletions()
@@ -129,9 +136,12 @@ class Broker:
         return self
 
     def _endpoint(self) -> BrokerEndpoint:
-        """This broker's advertised addresses, every listener's (ephemeral ports as bound)."""
+        """This broker's advertised addresses, every broker listener's (ephemeral ports as
+        bound); controller listeners are not advertised, as in Kafka."""
+        registered = set(self.config.broker_listeners)
         addresses = {lst.name: (lst.advertised_host, lst.advertised_port or server.port)
-                     for lst, server in zip(self.config.listeners, self.servers)}
+                     for lst, server in zip(self.config.listeners, self.servers)
+                     if lst in registered}
         host, port = next(iter(addresses.values()))
         return BrokerEndpoint(self.config.node_id, host, port, listeners=addresses)
 

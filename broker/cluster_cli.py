@@ -32,6 +32,7 @@ from .secure_cluster import (
     LISTENER,
     SecureSetupError,
     client_settings,
+    grant_cluster_action,
     secure_settings,
     write_client_properties,
 )
@@ -100,15 +101,15 @@ def _nodes(state):
 
 
 def _secured(args, data_dir):
-    """(listener, broker settings, client settings) of a new secured cluster."""
-    if args.controllers:
-        raise _UserError("minilog cluster: --secure runs the quorum on the brokers' SASL_SSL "
-                         "listener; it does not take --controllers yet")
+    """(listener, settings of every node, of each role, client settings) of a new secured
+    cluster."""
     try:
-        settings, client = secure_settings(data_dir)
+        settings, roles, client = secure_settings(data_dir, dedicated=args.controllers > 0)
     except SecureSetupError as e:
         raise _UserError(f"minilog cluster: {e}") from None
-    return LISTENER, settings, client
+    role_extra = {role: [x for k, v in values.items() for x in ("-o", f"{k}={v}")]
+                  for role, values in roles.items()}
+    return LISTENER, settings, role_extra, client
 
 
 def _up(args, out):
@@ -128,6 +129,7 @@ def _up(args, out):
         ports = [b["port"] for b in nodes]
         metrics_ports = [b.get("metrics_port") for b in nodes]
         extra = state.get("extra", []) + extra
+        role_extra = state.get("role_extra", {})
         replicated = state.get("replicated", True)
         listener, client = state.get("listener", "PLAINTEXT"), client_settings(data_dir)
     else:
@@ -139,20 +141,29 @@ def _up(args, out):
         ports = [args.port + i for i in range(brokers + controllers)] if args.port else None
         metrics_ports = None  # free ports: every node serves /metrics
         replicated = True
-        listener, client = "PLAINTEXT", {}
+        listener, client, role_extra = "PLAINTEXT", {}, {}
         if args.secure:
-            listener, settings, client = _secured(args, data_dir)
+            listener, settings, role_extra, client = _secured(args, data_dir)
             extra = [x for k, v in settings.items() for x in ("-o", f"{k}={v}")] + extra
     cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
                            replicated=replicated, controllers=controllers, listener=listener,
-                           metrics=True, metrics_ports=metrics_ports)
-    if client and not path.exists():
+                           metrics=True, metrics_ports=metrics_ports, role_extra=role_extra)
+    new = not path.exists()
+    if client and new:
         write_client_properties(data_dir, client, cluster.bootstrap)
     pids = dict(running)
     try:
+        for group in (cluster.controllers, cluster.brokers):
+            for b in group:
+                if b.node_id not in running:  # a restart starts only the stopped ones
+                    pids[b.node_id] = b.start().proc.pid
+            if group is cluster.controllers and group and client and new:
+                # brokers log in as a user that is not a super user: allow it what they need
+                grant_cluster_action([b.port for b in group], client)
+    except SecureSetupError as e:
         for b in cluster.nodes:
-            if b.node_id not in running:  # a restart starts only the stopped ones
-                pids[b.node_id] = b.start().proc.pid
+            b.kill()
+        raise _UserError(f"minilog cluster: {e}") from None
     except RuntimeError as e:
         for b in cluster.nodes:
             b.kill()
@@ -176,6 +187,9 @@ def _up(args, out):
                   f"client settings are in {properties}\n"
                   f"  minilog topics list --command-config {properties}\n"
                   f"  kcat -F {properties} -L\n")
+        if cluster.controllers:
+            out.write("  brokers log in as 'broker', allowed CLUSTER_ACTION on the cluster by an "
+                      "ACL (not a super user); controllers as 'controller', a super user\n")
     if console is not None:
         out.write(f"console: http://127.0.0.1:{console['port']}/ (log {data_dir / CONSOLE_LOG})\n")
     if not cluster.wait_until_live(JOIN_TIMEOUT_S, client):

@@ -16,7 +16,14 @@ from urllib.parse import urlsplit
 from minilog.connector.properties import PropertiesError
 from minilog.connector.properties import read_properties as _read_properties
 
-from .listeners import SECURITY_KEYS, Listener, ListenerError, is_listener_setting, parse_listeners
+from .listeners import (
+    SECURITY_KEYS,
+    Listener,
+    ListenerError,
+    is_listener_setting,
+    parse_listeners,
+    security_protocols,
+)
 
 HOUR_MS = 3600 * 1000
 
@@ -250,20 +257,82 @@ class BrokerConfig:
     def controller_listener_names(self) -> set:
         return {n.strip().upper() for n in self.values["controller.listener.names"].split(",")}
 
+    def _all_listeners(self) -> list[Listener]:
+        try:
+            return parse_listeners(self.values["listeners"], self.values["advertised.listeners"],
+                                   self.values["listener.security.protocol.map"],
+                                   self.controller_listener_names)
+        except ListenerError as e:
+            raise ConfigError(str(e)) from None
+
     @property
     def listeners(self) -> list[Listener]:
         """The listeners this node serves, primary first: a controller-only node's are its
-        controller listeners (controller.listener.names); another node's are all others
-        (combined nodes: every listener)."""
+        controller listeners (controller.listener.names); another node's are all others, then
+        (combined nodes) its controller listeners, so the primary is always a broker's."""
+        found = self._all_listeners()
+        controller = [lst for lst in found if lst.name in self.controller_listener_names]
+        if self.controller_only:
+            return controller or found
+        return [lst for lst in found if lst not in controller] + controller
+
+    @property
+    def broker_listeners(self) -> list[Listener]:
+        """The listeners a broker registers and clients are told of: not the controller's
+        (Kafka keeps those out of Metadata), unless a node has no other."""
+        found = self.listeners
+        return [lst for lst in found if lst.name not in self.controller_listener_names] or found
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        """Where this broker's peers reach it for replication and transaction markers:
+        `inter.broker.listener.name`, else the listener named as `security.inter.broker.protocol`
+        (Kafka's rule), else the first listener."""
+        name, protocol = (self.values["inter.broker.listener.name"],
+                          self.values["security.inter.broker.protocol"])
+        if name and protocol:
+            raise ConfigError("set only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol")
+        broker_listeners = self.broker_listeners
+        wanted = (name or protocol or "").strip().upper()
+        if not wanted:
+            return broker_listeners[0]
+        key = "inter.broker.listener.name" if name else "security.inter.broker.protocol"
+        if wanted in self.controller_listener_names and not self.controller_only:
+            raise ConfigError(f"{key}={wanted} is a controller listener "
+                              f"(controller.listener.names); brokers need a listener of their own")
+        found = next((lst for lst in broker_listeners if lst.name == wanted), None)
+        if found is None:
+            raise ConfigError(f"{key}={wanted} names no listener of listeners "
+                              f"({', '.join(lst.name for lst in broker_listeners)})")
+        return found
+
+    @property
+    def controller_listener(self) -> Listener:
+        """How the controller quorum is reached (Raft, registrations, heartbeats, forwarded
+        requests): the first of `controller.listener.names` this node listens on; on a
+        broker-only node, that name with its protocol from `listener.security.protocol.map`
+        (its address is in controller.quorum.voters); a node with no controller listener
+        serves the quorum on the listener its voter entry names, else its first."""
+        found = self._all_listeners()
+        names = [n.strip().upper() for n in self.values["controller.listener.names"].split(",")
+                 if n.strip()]
+        for name in names:
+            for lst in found:
+                if lst.name == name:
+                    return lst
+        voters = self.quorum_voters or {}
+        if self.node_id in voters:
+            port = voters[self.node_id][1]
+            return next((lst for lst in found if lst.port == port), found[0])
+        if not names:
+            return found[0]
         try:
-            found = parse_listeners(self.values["listeners"], self.values["advertised.listeners"],
-                                    self.values["listener.security.protocol.map"],
-                                    self.controller_listener_names)
+            protocols = security_protocols(self.values["listener.security.protocol.map"])
         except ListenerError as e:
             raise ConfigError(str(e)) from None
-        if self.controller_only:
-            found = [lst for lst in found if lst.name in self.controller_listener_names] or found
-        return found
+        name = names[0]
+        return Listener(name, protocols.get(name, "PLAINTEXT"), "", 0, "", 0)
 
     @property
     def quorum_voters(self):

@@ -18,6 +18,7 @@ SECURITY_KEYS: dict = {
     "security.inter.broker.protocol": (str, None),
     "sasl.enabled.mechanisms": (str, "GSSAPI"),
     "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
+    "sasl.mechanism.controller.protocol": (str, "GSSAPI"),
     "sasl.jaas.config": (str, None),
     "sasl.scram": (str, None),  # minilog: bootstrap SCRAM users, user:password[,user:password]
     # minilog: a connection must finish its TLS and SASL handshakes within this time.
@@ -91,7 +92,9 @@ class ListenerError(ValueError):
     pass
 
 
-def _protocol_map(spec: str | None) -> dict:
+def security_protocols(spec: str | None) -> dict:
+    """{listener name: security protocol} of `listener.security.protocol.map` (Kafka's
+    identity map of the four protocols when unset)."""
     if not spec:
         return {p: p for p in PROTOCOLS}
     out = {}
@@ -131,7 +134,7 @@ def parse_listeners(listeners: str, advertised: str | None, protocol_map: str | 
                     controller_names: set) -> list:
     """The listeners, in the order `listeners` gives them, each with its protocol and
     advertised address (advertised.listeners by name, else the bound address)."""
-    protocols = _protocol_map(protocol_map)
+    protocols = security_protocols(protocol_map)
     adv = {n: (h, p) for n, h, p in _endpoints(advertised, "advertised.listeners")} \
         if advertised else {}
     out = []

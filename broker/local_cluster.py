@@ -128,9 +128,11 @@ class LocalCluster:
     """
 
     def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None,
-                 controllers=0, listener="PLAINTEXT", metrics=False, metrics_ports=None):
+                 controllers=0, listener="PLAINTEXT", metrics=False, metrics_ports=None,
+                 role_extra=None):
         """`listener`: the brokers' one listener's protocol (SASL_SSL for a secured cluster,
-        whose settings are in `extra`)."""
+        whose settings are in `extra`); `role_extra`: more arguments for the nodes of one
+        role ({"broker": [...], "controller": [...]}, e.g. each role's login)."""
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="minilog-cluster-")
@@ -140,6 +142,7 @@ class LocalCluster:
         if replicated is None:
             replicated = size > 1 or controllers > 0
         self.replicated, self.extra, self.listener = replicated, list(extra), listener
+        self.role_extra = {role: list(args) for role, args in (role_extra or {}).items()}
         if metrics and not metrics_ports:
             metrics_ports = [free_port() for _ in range(size + controllers)]
         metrics_ports = list(metrics_ports or [None] * (size + controllers))
@@ -153,6 +156,7 @@ class LocalCluster:
                        "-o", f"transaction.state.log.replication.factor={min(3, size)}"]
             roles = {"broker": ["-o", "process.roles=broker"],
                      "controller": ["-o", "process.roles=controller"]}
+        roles = {role: args + self.role_extra.get(role, []) for role, args in roles.items()}
         self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],
                                       node_id=i + 1, extra=[*common, *roles["broker"], *extra],
                                       listener=listener, metrics_port=metrics_ports[i])
@@ -208,7 +212,8 @@ class LocalCluster:
             return [{"node_id": b.node_id, "port": b.port, "pid": pids.get(b.node_id),
                      "metrics_port": b.metrics_port} for b in nodes]
         state = {"brokers": saved(self.brokers), "controllers": saved(self.controllers),
-                 "extra": self.extra, "replicated": self.replicated, "listener": self.listener}
+                 "extra": self.extra, "replicated": self.replicated, "listener": self.listener,
+                 "role_extra": self.role_extra}
         self.data_dir.mkdir(parents=True, exist_ok=True)
         path = self.data_dir / STATE_FILE
         path.write_text(json.dumps(state, indent=1))

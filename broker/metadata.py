@@ -93,6 +93,11 @@ class BrokerEndpoint:
     rack: str = None
     listeners: dict = field(default_factory=dict)
 
+    def address_on(self, listener: str) -> tuple[str, int]:
+        """(host, port) of this broker on `listener` (the inter-broker one, for its peers),
+        its primary address when it registered no listener of that name."""
+        return self.listeners.get(listener) or (self.host, self.port)
+
 
 class MetadataImage:
     """Read side: what handlers consult. Mutated only through a store."""
@@ -179,7 +184,8 @@ class LocalMetadataStore:
         self._save()
         return ts
 
-    def add_partitions(self, name, new_total):
+    def add_partitions(self, name, new_total, assignment=None):
+        """`assignment` is checked to name only this broker: it leads every partition."""
         ts = self.image.topics[name]
         for i in range(len(ts.partitions), new_total):
             ts.partitions[i] = PartitionState([self.node_id], self.node_id)

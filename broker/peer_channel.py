@@ -2,7 +2,9 @@
 
 Raft (Vote, BeginQuorumEpoch, metadata Fetch), registration and heartbeats, AlterPartition,
 forwarded admin requests and replica fetching all go through the client's `BrokerConnection`,
-one per peer address and purpose, reopened on the next request after any failure.
+one per peer address and purpose, reopened on the next request after any failure. A request
+to a controller quorum voter's address (controller.quorum.voters) speaks the controller
+listener's security, any other the inter-broker listener's (`inter_broker.py`).
 """
 import logging
 
@@ -12,10 +14,14 @@ log = logging.getLogger("minilog.broker.peers")
 
 
 class PeerChannel:
-    def __init__(self, node_id, connect_timeout=2.0, security=None):
-        """`security`: how peers are reached (`inter_broker.py`), None for PLAINTEXT."""
+    def __init__(self, node_id, connect_timeout=2.0, security=None, controller_security=None,
+                 controllers=()):
+        """`security`: how other brokers are reached (`inter_broker.py`), None for PLAINTEXT;
+        `controller_security`: how the voters at the addresses `controllers` are."""
         self.client_id = f"minilog-broker-{node_id}"
         self.security = security
+        self.controller_security = controller_security
+        self.controllers = frozenset(controllers)
         self.connect_timeout = connect_timeout
         self._conns = {}  # (host, port, purpose) -> BrokerConnection
 
@@ -26,7 +32,9 @@ class PeerChannel:
         if conn is None or not conn.connected:
             conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
                                     connect_timeout=self.connect_timeout,
-                                    request_timeout=timeout, security=self.security)
+                                    request_timeout=timeout,
+                                    security=self.controller_security
+                                    if tuple(address) in self.controllers else self.security)
             self._conns[key] = conn
             try:
                 await conn.connect()

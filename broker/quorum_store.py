@@ -161,13 +161,17 @@ class QuorumMetadataStore:
         self.append([records.remove_topic_record(name)])
         return ts
 
-    def add_partitions(self, name, new_total):
+    def add_partitions(self, name, new_total, assignment=None):
+        """`assignment`: [replica ids] of each new partition, else placed across live brokers."""
         view = self.working
         ts = view.topics[name]
         rf = len(ts.partitions[0].replicas) if ts.partitions else 1
         current = len(ts.partitions)
-        assignment = assign_replicas(list(view.brokers), current, new_total - current, rf,
-                                     len(view.topics))
+        if assignment:
+            assignment = {current + i: list(r) for i, r in enumerate(assignment)}
+        else:
+            assignment = assign_replicas(list(view.brokers), current, new_total - current, rf,
+                                         len(view.topics))
         self.append([records.partition_record(name, i, PartitionState(r, r[0]))
                      for i, r in assignment.items()])
         return ts

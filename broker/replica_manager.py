@@ -54,6 +54,7 @@ class ReplicaManager:
         self.fetch_wait_ms = broker.config["replica.fetch.wait.max.ms"]
         self.fetch_max_bytes = broker.config["replica.fetch.max.bytes"]
         self.fetch_response_max_bytes = broker.config["replica.fetch.response.max.bytes"]
+        self.inter_broker_name = broker.config.inter_broker_listener.name
         self.fetchers = {}       # leader id -> ReplicaFetcher
         self._dirty = set()
         self._rebuilding = False  # after a reset: a replica missing from the image is kept
@@ -97,8 +98,9 @@ class ReplicaManager:
         return lifecycle.epoch if lifecycle is not None else -1
 
     def address_of(self, node_id):
+        """Where broker `node_id` takes replica fetches: its inter-broker listener."""
         ep = self.image.registered.get(node_id)
-        return None if ep is None else (ep.host, ep.port)
+        return None if ep is None else ep.address_on(self.inter_broker_name)
 
     # -- following the metadata -------------------------------------------------------------------
     def _on_record(self, rec, changed):

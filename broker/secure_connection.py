@@ -35,7 +35,7 @@ from minilog.connector.protocol import (
 
 from .access import ANONYMOUS
 from .config import ConfigError
-from .inter_broker import inter_broker_security
+from .inter_broker import controller_security, inter_broker_security
 from .listeners import Listener, listener_setting
 from .sasl import AuthenticationFailed, IllegalSaslState, SaslAuthenticator
 from .server import BrokerServer, _CloseConnection, _Connection
@@ -252,6 +252,7 @@ def check_listeners(config) -> None:
     certificate or user list is a one-line error before the broker binds or recovers."""
     if config.quorum_voters is not None:
         inter_broker_security(config)
+        controller_security(config)
     for listener in config.listeners:
         if listener.tls:
             server_context(config.values, listener)

@@ -26,8 +26,8 @@ from minilog.connector.protocol import (
     encode_response,
 )
 
-from .access import cluster_refusal, merge, refuse_forwarded
-from .controller_router import answer_all
+from .access import cluster_refusal
+from .controller_router import FORWARDED, authorized_here
 from .error_response import error_response
 from .file_region import FileRegion
 from .handlers import NO_RESPONSE, CloseConnection, Pending, served
@@ -72,10 +72,11 @@ class BrokerServer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def handle(self, frame, peer, closed=None, session=None):
+    async def handle(self, frame, peer, closed=None, session=None, forwarded=False):
         """The response chunks to one request frame, None when it gets no response; `closed`
         is a future done when the frame's connection closes; `session` is a secured
-        listener's (`secure_connection.Session`)."""
+        listener's (`secure_connection.Session`); `forwarded`: the frame came in an Envelope
+        (`handlers/envelope.py`)."""
         started = time.perf_counter()
         try:
             header, body_reader = decode_request_header(frame)
@@ -83,6 +84,7 @@ class BrokerServer:
             raise _CloseConnection(f"unreadable request header: {e}") from None
         header.client_host = peer[0] if peer else None
         header.closed = closed
+        header.forwarded = forwarded
         if session is not None:
             header.session = session
         key, version = header.api_key, header.api_version
@@ -102,15 +104,11 @@ class BrokerServer:
         if code:
             return encode_response(key, version, header.correlation_id,
                                    error_response(key, version, request, code))
-        request, refused = refuse_forwarded(self.broker, header, key, request, answer_all)
-        if request is None:  # every entry refused by the ACLs: nothing to forward
-            return encode_response(key, version, header.correlation_id, refused)
+        handler = entry.handler if key not in FORWARDED else authorized_here(entry.handler)
         if self.broker.router is not None:  # replicated: admin requests to the controller
-            call = self.broker.router.handle(key, header, request, entry.handler)
+            call = self.broker.router.handle(key, header, request, handler)
         else:
-            call = entry.handler(self.broker, header, request)
-        if refused is not None:
-            call = _with_refusals(call, key, refused)
+            call = handler(self.broker, header, request)
         return await self._answer(call, header, request, peer, started)
 
     async def _answer(self, call, header, request, peer, started):
@@ -316,10 +314,6 @@ class _Connection(FramedProtocol):
         if batch:
             self.transport.writelines(batch)
         await self.drain()
-
-
-async def _with_refusals(call, key, refused):
-    return merge(key, await call, refused)
 
 
 def _in(rng, v):

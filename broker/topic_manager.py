@@ -120,36 +120,42 @@ class TopicManager:
             return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
                     "but numPartitions was not set to -1.")
         seen, rf = set(), None
-        known = self.view.registered or self.view.brokers  # a single broker registers nowhere
         for a in assignments:
-            replicas = sorted(a.broker_ids)
             if a.partition_index in seen:
                 problem = ("Found multiple manual partition assignments for partition "
                            f"{a.partition_index}")
-            elif not replicas:
-                problem = "The manual partition assignment includes an empty replica list."
-            elif any(b not in known for b in replicas):
-                unknown = next(b for b in replicas if b not in known)
-                problem = (f"The manual partition assignment includes broker {unknown}, but no "
-                           "such broker is registered.")
-            elif len(set(replicas)) != len(replicas):
-                problem = "The manual partition assignment includes a broker more than once."
-            elif rf is not None and len(replicas) != rf:
-                problem = (f"The manual partition assignment includes a partition with "
-                           f"{len(replicas)} replica(s), but this is not consistent with "
-                           f"previous partitions, which have {rf} replica(s).")
-            elif not any(b in self.view.brokers for b in replicas):
-                problem = ("All brokers specified in the manual partition assignment for "
-                           f"partition {a.partition_index} are fenced or in controlled shutdown.")
             else:
+                problem = self._replicas_problem(list(a.broker_ids), rf, a.partition_index)
+            if problem is None:
                 seen.add(a.partition_index)
-                rf = len(replicas)
+                rf = len(a.broker_ids)
                 continue
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
         if seen != set(range(len(seen))):
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     "partitions should be a consecutive 0-based integer sequence")
         return 0, None
+
+    def _replicas_problem(self, replicas, rf, partition):
+        """What is wrong with one partition's manual replica list (None: nothing), as Kafka's
+        controller words it; `rf`: the replica count the others have (None: any)."""
+        known = self.view.registered or self.view.brokers  # a single broker registers nowhere
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        unknown = [b for b in replicas if b not in known]
+        if unknown:
+            return (f"The manual partition assignment includes broker {unknown[0]}, but no "
+                    "such broker is registered.")
+        if len(set(replicas)) != len(replicas):
+            return "The manual partition assignment includes a broker more than once."
+        if rf is not None and len(replicas) != rf:
+            return (f"The manual partition assignment includes a partition with "
+                    f"{len(replicas)} replica(s), but this is not consistent with "
+                    f"previous partitions, which have {rf} replica(s).")
+        if not any(b in self.view.brokers for b in replicas):
+            return ("All brokers specified in the manual partition assignment for "
+                    f"partition {partition} are fenced or in controlled shutdown.")
+        return None
 
     def auto_create(self, name):
         """Kafka's auto.create.topics.enable path; returns an error code (0 when created)."""
@@ -192,18 +198,32 @@ class TopicManager:
             self.broker.groups.on_partitions_deleted(deleted)
         return 0, None, ts
 
-    def add_partitions(self, name, count, validate_only=False):
+    def add_partitions(self, name, count, validate_only=False, assignments=None):
+        """CreatePartitions: `assignments` ([replica ids] per new partition, preferred leader
+        first) as the client gave them, else replicas placed as for a new topic."""
         ts = self.view.topics.get(name)
         if ts is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
-        if count <= len(ts.partitions):
+        current = len(ts.partitions)
+        if count <= current:
             return (ErrorCode.INVALID_PARTITIONS,
-                    f"topic {name!r} has {len(ts.partitions)} partitions; the new count must be larger")
-        message = self._unreachable_replication(len(ts.partitions[0].replicas))
-        if message:
-            return ErrorCode.INVALID_REPLICATION_FACTOR, message
+                    f"topic {name!r} has {current} partitions; the new count must be larger")
+        if assignments:
+            if len(assignments) != count - current:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Attempted to add {count - current} additional partition(s), but only "
+                        f"{len(assignments)} assignment(s) were specified.")
+            rf = len(ts.partitions[0].replicas) if ts.partitions else None
+            for i, replicas in enumerate(assignments):
+                problem = self._replicas_problem(replicas, rf, current + i)
+                if problem:
+                    return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+        else:
+            message = self._unreachable_replication(len(ts.partitions[0].replicas))
+            if message:
+                return ErrorCode.INVALID_REPLICATION_FACTOR, message
         if not validate_only:
-            self.store.add_partitions(name, count)
+            self.store.add_partitions(name, count, assignments or None)
             self.open_partitions(ts)
         return 0, None
 

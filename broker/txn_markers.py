@@ -103,9 +103,9 @@ async def _write_at(broker, leader: int, producer_id, epoch, coordinator_epoch, 
         coordinator_epoch=coordinator_epoch, topics=[
             _WRITE.make("markers", "topics", name=t, partition_indexes=ids)
             for t, ids in by_topic.items()])])
+    address = endpoint.address_on(broker.config.inter_broker_listener.name)
     try:
-        answer = await broker.peers.send((endpoint.host, endpoint.port),
-                                         ApiKey.WRITE_TXN_MARKERS, body, 1,
+        answer = await broker.peers.send(address, ApiKey.WRITE_TXN_MARKERS, body, 1,
                                          timeout=MARKER_ACK_TIMEOUT_MS / 1000 + 5,
                                          purpose="txn-markers")
     except (KafkaError, KafkaConnectionError, OSError) as e:

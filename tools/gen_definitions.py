@@ -24,6 +24,7 @@ SUPPORTED = {
     # Between brokers: the controller quorum (Raft), registration, ISR changes, truncation.
     "Vote": (0, 0), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
     "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 3),
+    "Envelope": (0, 0),
     "OffsetForLeaderEpoch": (0, 4), "AllocateProducerIds": (0, 0),
     # Transactions (KIP-98, KIP-447): coordinator APIs and the markers between brokers.
     "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "TxnOffsetCommit": (0, 4),

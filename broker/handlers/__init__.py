@@ -30,7 +30,8 @@ HANDLERS = {}
 
 def controller_apis():
     """What a controller-only node answers (KRaft's controller listener): the quorum, broker
-    lifecycle, AlterPartition and the admin requests brokers forward to the controller."""
+    lifecycle, AlterPartition, the admin requests brokers forward to the controller, and the
+    SASL login of a secured controller listener."""
     from minilog.connector.protocol import ApiKey
     return frozenset({
         ApiKey.API_VERSIONS, ApiKey.FETCH, ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH,
@@ -39,7 +40,7 @@ def controller_apis():
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
-        ApiKey.DESCRIBE_ACLS})
+        ApiKey.DESCRIBE_ACLS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.ENVELOPE})
 
 
 def served(broker):
@@ -101,6 +102,7 @@ from . import (  # noqa: F401
     api_versions,
     configs,
     consumer_groups,
+    envelope,
     fetch,
     groups,
     leader_epochs,

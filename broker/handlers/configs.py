@@ -1,8 +1,11 @@
-"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics (type 2) and the broker
-(type 4)."""
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics (type 2) and brokers
+(type 4: one broker by its node id, or every broker's default by the empty name; the dynamic
+ones are `broker_configs.py`'s)."""
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ..access import DESCRIBE_CONFIGS, config_resource_refusal
+from ..broker_configs import CLUSTER_DEFAULT, DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, \
+    BrokerConfigError, validate
 from . import handles
 
 _DESCRIBE = response(ApiKey.DESCRIBE_CONFIGS)
@@ -44,21 +47,31 @@ def _describe_one(broker, header, r):
                                   resource_type=r.resource_type, resource_name=r.resource_name)
         entries = broker.topics.effective_configs(r.resource_name)
     elif r.resource_type == BROKER:
-        if r.resource_name not in ("", str(broker.config.node_id)):
+        if r.resource_name not in (CLUSTER_DEFAULT, str(broker.config.node_id)):
             return _DESCRIBE.make("results", error_code=ErrorCode.INVALID_REQUEST,
                                   error_message=f"this is broker {broker.config.node_id}",
                                   resource_type=r.resource_type, resource_name=r.resource_name)
-        entries = {k: (v, STATIC_BROKER_CONFIG) for k, v in broker.config.values.items()
-                   if v is not None}
+        entries = _broker_entries(broker, r.resource_name)
     else:
         return _DESCRIBE.make("results", error_code=ErrorCode.INVALID_REQUEST,
                               error_message=f"unsupported resource type {r.resource_type}",
                               resource_type=r.resource_type, resource_name=r.resource_name)
-    configs = [_config_entry(k, v, src, read_only=r.resource_type == BROKER)
+    configs = [_config_entry(k, v, src, read_only=r.resource_type == BROKER and k not in DYNAMIC)
                for k, (v, src) in sorted(entries.items()) if keys is None or k in keys]
     return _DESCRIBE.make("results", error_code=0, error_message=None,
                           resource_type=r.resource_type, resource_name=r.resource_name,
                           configs=configs)
+
+
+def _broker_entries(broker, name):
+    """{key: (value, source)}: the cluster-wide dynamic defaults for the empty name, else this
+    broker's effective settings, each with where its value comes from."""
+    dynamic = broker.dynamic_configs
+    if name == CLUSTER_DEFAULT:
+        default, _ = dynamic.layers()
+        return {k: (v, DYNAMIC_DEFAULT_BROKER_CONFIG) for k, v in default.items()}
+    return {k: (v, dynamic.source(k) or STATIC_BROKER_CONFIG)
+            for k, v in broker.config.values.items() if v is not None}
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, 0, 4)
@@ -93,8 +106,10 @@ def _apply(current, effective, ops):
 def _alter_topic(broker, r, new_overrides, validate_only):
     """(code, message) of changing one resource's configs to `new_overrides(current, effective)`
     (which raises ValueError for a bad operation)."""
+    if r.resource_type == BROKER:
+        return _alter_broker(broker, r, new_overrides, validate_only)
     if r.resource_type != TOPIC:
-        return ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+        return ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}"
     if r.resource_name not in broker.metadata.topics:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {r.resource_name} does not exist"
     try:
@@ -103,6 +118,25 @@ def _alter_topic(broker, r, new_overrides, validate_only):
     except ValueError as e:
         return ErrorCode.INVALID_REQUEST, str(e)
     return broker.topics.alter_configs(r.resource_name, new, validate_only=validate_only)
+
+
+def _alter_broker(broker, r, new_overrides, validate_only):
+    """(code, message) of changing the dynamic settings of one broker (its id) or of every
+    broker (the empty name); answered once the change is committed (the router waits)."""
+    name = r.resource_name
+    if name != CLUSTER_DEFAULT and not name.isdigit():
+        return ErrorCode.INVALID_REQUEST, f"{name!r} is not a broker id"
+    store = broker.dynamic_configs.store
+    effective = {k: (v, None) for k, v in broker.config.values.items()}
+    try:
+        new = validate(new_overrides(store.working().get(name, {}), effective))
+    except BrokerConfigError as e:
+        return e.code, str(e)
+    except ValueError as e:
+        return ErrorCode.INVALID_REQUEST, str(e)
+    if not validate_only:
+        store.write(name, new)
+    return 0, None
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)

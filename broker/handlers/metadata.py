@@ -71,7 +71,7 @@ async def metadata(broker, header, req):
                 continue
             if ts is None and t.name is not None and auto and \
                     broker.config["auto.create.topics.enable"] and _may_create(broker, header, name):
-                code = broker.auto_create_topic(t.name)
+                code = broker.auto_create_topic(t.name, header)
                 if code:
                     topics.append(_META.make("topics", error_code=code, name=t.name))
                     continue

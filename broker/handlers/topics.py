@@ -74,7 +74,9 @@ async def delete_topics(broker, header, req):
 async def create_partitions(broker, header, req):
     results = []
     for t in req.topics:
-        code, message = broker.topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+        code, message = broker.topics.add_partitions(
+            t.name, t.count, validate_only=req.validate_only,
+            assignments=[list(a.broker_ids) for a in t.assignments or ()])
         results.append(_PARTS.make("results", name=t.name, error_code=code, error_message=message))
     return _PARTS.cls(throttle_time_ms=0, results=results)
 

@@ -645,6 +645,13 @@ AlterPartitionResponse 56 0-3 flex0
       isr []int32
       leader_recovery_state int8 v1+
       partition_epoch int32
+EnvelopeRequest 58 0-0 flex0
+  request_data bytes
+  request_principal bytes null0+
+  client_host_address bytes
+EnvelopeResponse 58 0-0 flex0
+  response_data bytes null0+
+  error_code int16
 OffsetForLeaderEpochRequest 23 0-4 flex4
   replica_id int32 v3+ =-2
   topics []

@@ -64,19 +64,21 @@ class FrameReader:
 
 
 class RequestHeader:
-    """The request header; `client_host`, `closed` and `session` are not on the wire: a server
-    sets them to the peer's address, so handlers can report where a request came from (e.g.
-    group members' hosts), to a future done when the request's connection closes, and, on a
-    secured listener, to the connection's listener and authenticated principal."""
+    """The request header; `client_host`, `closed`, `session` and `forwarded` are not on the
+    wire: a server sets them to the peer's address, so handlers can report where a request came
+    from (e.g. group members' hosts), to a future done when the request's connection closes,
+    on a secured listener to the connection's listener and authenticated principal, and to
+    True for a request that another broker forwarded in an Envelope."""
 
     __slots__ = ("api_key", "api_version", "client_host", "client_id", "closed", "correlation_id",
-                 "session")
+                 "forwarded", "session")
 
     def __init__(self, api_key, api_version, correlation_id, client_id=None, client_host=None):
         self.api_key, self.api_version = api_key, api_version
         self.correlation_id, self.client_id = correlation_id, client_id
         self.client_host = client_host
         self.closed = self.session = None
+        self.forwarded = False
 
     def __repr__(self):
         return (f"RequestHeader({self.api_key}, v{self.api_version}, "

@@ -12,8 +12,8 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import NewPartitions, NewTopic
 from minilog.broker.group_records import partition_for
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_failover import read_everything
@@ -488,6 +488,17 @@ def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
     placement = wait_for(lambda: c.partitions("placed"), "leaders for the topic")
     assert {p: replicas for p, (_, replicas, _) in placement.items()} == asked
     assert {p: leader for p, (leader, _, _) in placement.items()} == {0: 3, 1: 3, 2: 2}
+    # CreatePartitions too (librdkafka's 0081 checks it): new partitions where asked
+    added = {3: [1, 2, 3], 4: [2, 3, 1]}
+    wrong = NewPartitions("placed", 6, replica_assignment=[added[3]])
+    with pytest.raises(KafkaException) as e:
+        admin.create_partitions([wrong])["placed"].result(30)
+    assert e.value.args[0].name() == "INVALID_REPLICA_ASSIGNMENT"
+    more = NewPartitions("placed", 5, replica_assignment=[added[3], added[4]])
+    admin.create_partitions([more])["placed"].result(30)
+    placement = wait_for(lambda: len(c.partitions("placed") or ()) == 5 and c.partitions("placed"),
+                         "leaders for the new partitions")
+    assert {p: replicas for p, (_, replicas, _) in placement.items()} == {**asked, **added}
 
 
 def high_watermark(bootstrap, topic, partition):
