@@ -99,13 +99,12 @@ async def metadata(broker, header, req):
 
 @handles(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 async def describe_cluster(broker, header, req):
-    if not allowed(broker, header, DESCRIBE, CLUSTER):
-        return _CLUSTER.cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                            error_message="Cluster authorization failed.", endpoint_type=1,
-                            cluster_id=broker.metadata.cluster_id, controller_id=-1, brokers=[],
-                            cluster_authorized_operations=NOT_REQUESTED)
-    ops = authorized_operations(broker, header, CLUSTER) \
-        if req.include_cluster_authorized_operations else NOT_REQUESTED
+    """Answered to anyone, as Metadata is (Kafka's AuthHelper.computeDescribeClusterResponse):
+    without DESCRIBE on the cluster a principal's authorized operations are 0."""
+    ops = NOT_REQUESTED
+    if req.include_cluster_authorized_operations:
+        ops = authorized_operations(broker, header, CLUSTER) \
+            if allowed(broker, header, DESCRIBE, CLUSTER) else 0
     return _CLUSTER.cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                         cluster_id=broker.metadata.cluster_id,
                         controller_id=broker.metadata.controller_id,
