@@ -62,3 +62,14 @@ def list_offset(bootstrap, topic, partition, isolation_level, timestamp=-1):
     p = answer.topics[0].partitions[0]
     assert p.error_code == 0, p.error_code
     return p.offset
+
+
+def log_end(bootstrap, topic, partitions=1, consumer=None):
+    """The sum of the topic's high watermarks: records and markers written, committed or not
+    (asked through `consumer`, a minilog Consumer, if given: polling it is cheaper)."""
+    from minilog.connector.client import Consumer, TopicPartition
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    if consumer is not None:
+        return sum(consumer.end_offsets(tps).values())
+    with Consumer({"bootstrap.servers": bootstrap}) as c:
+        return sum(c.end_offsets(tps).values())

@@ -1,29 +1,12 @@
 """Transactions on three brokers with RF=3 topics: the coordinator's state replicated in
 `__transaction_state`, markers written by other brokers' partitions, and coordinator failover."""
 import pytest
-from minilog.connector.protocol import ApiKey, request
 from txntools import produce_in_txn, read_all, txn_producer
-from wire import RawConnection
-from clustertools import wait_for
+from clustertools import coordinator_of, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
 TXN = {"transaction.state.log.num.partitions": 3}
-
-
-def _coordinator_of(c, key, key_type=1):
-    """The node FindCoordinator names for `key` (a transactional id, or with key type 0 a
-    group), once it names one."""
-    req = request(ApiKey.FIND_COORDINATOR)
-
-    def ask():
-        conn = RawConnection(c.bootstrap_of(*c.alive()).split(",")[0])
-        try:
-            answer = conn.call(ApiKey.FIND_COORDINATOR, 3, req.cls(key=key, key_type=key_type))
-        finally:
-            conn.close()
-        return answer.node_id if answer.error_code == 0 else None
-    return wait_for(ask, f"the coordinator of {key}")
 
 
 def test_commit_and_abort_across_three_brokers(make_cluster):
@@ -46,10 +29,10 @@ def test_an_open_transaction_commits_after_its_coordinator_is_killed(make_cluste
     p = txn_producer(c.bootstrap, "failover-1")
     p.begin_transaction()
     produce_in_txn(p, "failover", [b"before-%d" % i for i in range(5)])
-    coordinator = _coordinator_of(c, "failover-1")
+    coordinator = coordinator_of(c, "failover-1")
     c.broker(coordinator).kill()
     # the new coordinator loads the open transaction from the replicated log
-    wait_for(lambda: _coordinator_of(c, "failover-1") != coordinator, "a new coordinator")
+    wait_for(lambda: coordinator_of(c, "failover-1") != coordinator, "a new coordinator")
     produce_in_txn(p, "failover", [b"after-%d" % i for i in range(5)])
     p.commit_transaction(120)
     rest = [n for n in (1, 2, 3) if n != coordinator]
@@ -63,8 +46,8 @@ def test_a_new_coordinator_finishes_a_prepared_commit_and_the_producer_carries_o
     c.create_topic("prepared", partitions=1, rf=1)
     (holder, _, _), = c.partitions("prepared").values()
     txn_id = next(t for t in (f"prepared-{i}" for i in range(50))
-                  if _coordinator_of(c, t) != holder)
-    coordinator = _coordinator_of(c, txn_id)
+                  if coordinator_of(c, t) != holder)
+    coordinator = coordinator_of(c, txn_id)
     p = txn_producer(c.bootstrap, txn_id)
     p.begin_transaction()
     produce_in_txn(p, "prepared", [b"v%d" % i for i in range(5)])
@@ -90,9 +73,9 @@ def test_offsets_sent_to_a_transaction_reach_a_coordinator_on_another_broker(mak
     c.create_topic("copied", partitions=1, rf=3)
     # a group whose offsets partition another broker leads than the transaction's coordinator
     p = txn_producer(c.bootstrap, "copier-1")
-    txn_node = _coordinator_of(c, "copier-1")
+    txn_node = coordinator_of(c, "copier-1")
     group = next(g for g in (f"copiers-{i}" for i in range(60))
-                 if _coordinator_of(c, g, key_type=0) != txn_node)
+                 if coordinator_of(c, g, key_type=0) != txn_node)
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group})
     try:
         p.begin_transaction()

@@ -22,10 +22,9 @@ from pathlib import Path
 import pytest
 from sparkprocs import environment, kill_marked, marked
 from sparktools import create_topic, produce, unique
-from txntools import SMALL, read_all
+from txntools import SMALL, log_end, read_all
 
 from brokers import MinilogBroker
-from minilog.connector.client import Consumer, TopicPartition
 
 JOB = Path(__file__).with_name("eos_copy_job.py")
 RECORDS = 200  # per input partition; micro-batches of 40 offsets: 10 batches
@@ -35,13 +34,6 @@ KILLS = int(os.environ.get("EOS_FAULT_KILLS", 1))
 def commits(checkpoint):
     d = checkpoint / "commits"
     return len([f for f in d.iterdir() if f.name.isdigit()]) if d.exists() else 0
-
-
-def log_end(bootstrap, topic):
-    """The sum of the topic's high watermarks: records written, committed or not."""
-    with Consumer({"bootstrap.servers": bootstrap}) as c:
-        tps = [TopicPartition(topic, p) for p in range(2)]
-        return sum(c.end_offsets(tps).values())
 
 
 def tail(log, chars=3000):
@@ -91,8 +83,8 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
                 time.sleep(pause)
                 moment = f"{pause:.2f} s later"
             else:  # once the next micro-batch's first records are in the log, mid-write
-                before = log_end(broker.bootstrap, out)
-                while log_end(broker.bootstrap, out) == before and job.poll() is None:
+                before = log_end(broker.bootstrap, out, 2)
+                while log_end(broker.bootstrap, out, 2) == before and job.poll() is None:
                     assert time.monotonic() < end, f"seed {seed}: no new records\n{tail(log)}"
                     time.sleep(0.01)
                 moment = "mid-write"
