@@ -64,12 +64,13 @@ def list_offset(bootstrap, topic, partition, isolation_level, timestamp=-1):
     return p.offset
 
 
-def log_end(bootstrap, topic, partitions=1, consumer=None):
+def log_end(bootstrap, topic, partitions=1, consumer=None, isolation="read_uncommitted"):
     """The sum of the topic's high watermarks: records and markers written, committed or not
-    (asked through `consumer`, a minilog Consumer, if given: polling it is cheaper)."""
+    (with isolation read_committed: of its last stable offsets). Asked through `consumer`, a
+    minilog Consumer, if given: polling it is cheaper."""
     from minilog.connector.client import Consumer, TopicPartition
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     if consumer is not None:
         return sum(consumer.end_offsets(tps).values())
-    with Consumer({"bootstrap.servers": bootstrap}) as c:
+    with Consumer({"bootstrap.servers": bootstrap, "isolation.level": isolation}) as c:
         return sum(c.end_offsets(tps).values())
