@@ -90,3 +90,27 @@ def test_offsets_sent_to_a_transaction_reach_a_coordinator_on_another_broker(mak
     finally:
         consumer.close()
 
+
+
+def test_a_leader_verifies_a_transactional_write_with_a_coordinator_on_another_broker(
+        make_cluster):
+    """KIP-890 part 1 across brokers: AddPartitionsToTxn v4 verify_only from the leader."""
+    from minilog.connector.protocol import ErrorCode
+    from txntools import raw_add_partition, raw_init, raw_txn_produce
+    from wire import RawConnection
+    c = make_cluster(3, **TXN)
+    c.create_topic("verified", partitions=1, rf=3)
+    leader = c.partitions("verified")[0][0]
+    txn_id = next(t for t in (f"verified-{i}" for i in range(50))
+                  if coordinator_of(c, t) != leader)
+    at_coordinator = RawConnection(c.bootstrap_of(coordinator_of(c, txn_id)))
+    at_leader = RawConnection(c.bootstrap_of(leader))
+    try:
+        pid, epoch = raw_init(at_coordinator, txn_id)
+        assert raw_txn_produce(at_leader, txn_id, pid, epoch, "verified") == \
+            ErrorCode.INVALID_TXN_STATE
+        assert raw_add_partition(at_coordinator, txn_id, pid, epoch, "verified") == 0
+        assert raw_txn_produce(at_leader, txn_id, pid, epoch, "verified") == 0
+    finally:
+        at_coordinator.close()
+        at_leader.close()
