@@ -28,7 +28,7 @@ from minilog.jobs.pipeline import start_query
 
 pytestmark = pytest.mark.timeout(420)
 
-ROWS = 100  # per input partition; micro-batches of 40 offsets: 5 batches
+ROWS = 80  # per input partition; micro-batches of 40 offsets: 4 batches
 MARKERS = 4  # per micro-batch at most: two tasks' transactions, each on both output partitions
 # 40 kB values: a Python worker's output stream is buffered (64 kB), small rows would reach
 # the sink's writer all at once at the end of the task, however slowly they are made
