@@ -5,7 +5,7 @@ import time
 import traceback
 
 BENCHMARKS = ("produce", "consume", "latency", "constant_cost", "scale", "replication", "spark",
-              "rebalance")
+              "rebalance", "transactions")
 EXTRA = ("profile", "kernel", "security", "metrics")  # on request only: a diagnosis (profile) and a micro-benchmark
 USAGE = (f"usage: python -m bench {{{'|'.join(BENCHMARKS + EXTRA)}|all}} "
          "[--quick] [--out DIR] [--repeats N]")

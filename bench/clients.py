@@ -136,16 +136,18 @@ def read_confluent(bootstrap, topic, partitions, total, timeout=60.0, settings=N
         c.close()
 
 
-def _minilog_consumer(bootstrap):
+def _minilog_consumer(bootstrap, settings=None):
     from minilog.connector.client import Consumer
-    return Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+    return Consumer({**(settings or {}), "bootstrap.servers": bootstrap,
+                     "auto.offset.reset": "earliest"})
 
 
-def read_minilog(bootstrap, topic, partitions, total, arrow, timeout=60.0):
+def read_minilog(bootstrap, topic, partitions, total, arrow, timeout=60.0, settings=None):
     """Seconds for minilog's consumer to hand out `total` records: Python records from `poll`
-    (`arrow` False) or pyarrow RecordBatches from `poll_arrow` (`arrow` True)."""
+    (`arrow` False) or pyarrow RecordBatches from `poll_arrow` (`arrow` True). `settings`:
+    more client settings (isolation.level)."""
     from minilog.connector.client import TopicPartition
-    c = _minilog_consumer(bootstrap)
+    c = _minilog_consumer(bootstrap, settings)
     try:
         got, t0 = 0, time.perf_counter()
         tps = [TopicPartition(topic, p) for p in range(partitions)]

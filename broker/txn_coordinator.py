@@ -292,13 +292,21 @@ class TransactionCoordinator:
         return 0, new.producer_id, new.producer_epoch
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn ----------------------------------------------------
-    async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
-                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def _producer_txn(self, txn_id: str, producer_id: int,
+                      epoch: int) -> tuple[int, TxnMetadata | None]:
+        """(error, metadata) of `txn_id` for a request of this producer id and epoch: the
+        error if this broker is not its coordinator, it is unknown, or the producer is not its
+        current one."""
         error = self.validate(txn_id)
         md = self.txns.get(txn_id) if not error else None
         if not error and md is None:
             error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        error = error or s.producer_error(md, producer_id, epoch) or s.add_error(md)
+        return error or s.producer_error(md, producer_id, epoch), md
+
+    async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
+                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        error, md = self._producer_txn(txn_id, producer_id, epoch)
+        error = error or s.add_error(md)
         if error:
             return dict.fromkeys(partitions, error)
         topics = self.broker.metadata.topics
@@ -316,6 +324,17 @@ class TransactionCoordinator:
                                        start_ms=start))
         return dict.fromkeys(partitions, code)
 
+    def verify_partitions(self, txn_id: str, producer_id: int, epoch: int,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 part 1, AddPartitionsToTxn v4 with VerifyOnly (a partition leader asking):
+        0 for each partition the producer's ongoing transaction has added, INVALID_TXN_STATE
+        for the others; the producer's own error (fenced, unknown) for all."""
+        error, md = self._producer_txn(txn_id, producer_id, epoch)
+        if error:
+            return dict.fromkeys(partitions, error)
+        ongoing = md.partitions if md.state == s.ONGOING else frozenset()
+        return {tp: 0 if tp in ongoing else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+
     async def add_offsets(self, txn_id: str, producer_id: int, epoch: int, group_id: str) -> int:
         index = partition_for(group_id, self.broker.config["offsets.topic.num.partitions"]) \
             if self.broker.groups is None else self.broker.groups.store.partition_for(group_id)
@@ -324,11 +343,7 @@ class TransactionCoordinator:
 
     # -- EndTxn ---------------------------------------------------------------------------------
     async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> int:
-        error = self.validate(txn_id)
-        md = self.txns.get(txn_id) if not error else None
-        if not error and md is None:
-            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        error = error or s.producer_error(md, producer_id, epoch)
+        error, md = self._producer_txn(txn_id, producer_id, epoch)
         if error:
             return error
         error, prepare = s.end_decision(md, commit)

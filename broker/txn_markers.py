@@ -89,15 +89,21 @@ async def deliver(broker, producer_id: int, epoch: int, coordinator_epoch: int, 
     return True
 
 
+def indexes_by_topic(tps: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """{topic: [partition index]} of (topic, partition) pairs, as requests list them."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in tps:
+        by_topic.setdefault(topic, []).append(index)
+    return by_topic
+
+
 async def _write_at(broker, leader: int, producer_id, epoch, coordinator_epoch, commit, tps):
     if leader == broker.config.node_id:
         return await write_local(broker, producer_id, epoch, coordinator_epoch, commit, tps)
     endpoint = broker.metadata.brokers.get(leader)
     if leader < 0 or endpoint is None:
         return dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    by_topic: dict[str, list[int]] = {}
-    for topic, index in tps:
-        by_topic.setdefault(topic, []).append(index)
+    by_topic = indexes_by_topic(tps)
     body = _WRITE.cls(markers=[_WRITE.make(
         "markers", producer_id=producer_id, producer_epoch=epoch, transaction_result=commit,
         coordinator_epoch=coordinator_epoch, topics=[

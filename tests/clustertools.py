@@ -42,6 +42,21 @@ def active_controller(bootstrap):
         return admin.describe_cluster(timeout=10).controller_id
 
 
+def coordinator_of(cluster, key, key_type=1):
+    """The node FindCoordinator names for `key` (a transactional id, or with key type 0 a
+    group), once a live broker names one."""
+    req = request(ApiKey.FIND_COORDINATOR)
+
+    def ask():
+        conn = RawConnection(cluster.bootstrap_of(*cluster.alive()).split(",")[0])
+        try:
+            answer = conn.call(ApiKey.FIND_COORDINATOR, 3, req.cls(key=key, key_type=key_type))
+        finally:
+            conn.close()
+        return answer.node_id if answer.error_code == 0 else None
+    return wait_for(ask, f"the coordinator of {key}")
+
+
 def _all_led(placement):
     """`placement` ({partition: (leader, replicas, isr)}) if every partition has a leader."""
     return None if any(leader < 0 for leader, _, _ in placement.values()) else placement

@@ -48,6 +48,42 @@ def marked(mark):
     return pids
 
 
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def python_workers(root=None):
+    """The ids of the Python workers that run tasks (`pyspark.worker`, forked by
+    `pyspark.daemon`; not the data source's planning and commit processes) that descend from
+    `root` (default: this process, whose in-process Spark started them): never another test
+    run's."""
+    root = os.getpid() if root is None else root
+    workers = []
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        parent = _parent(pid)
+        if (not _cmdline(pid).endswith(b"pyspark.daemon\0pyspark.worker\0")
+                or b"pyspark.daemon" not in _cmdline(parent)):
+            continue
+        ancestor = parent
+        while ancestor > 1 and ancestor != root:
+            ancestor = _parent(ancestor)
+        if ancestor == root:
+            workers.append(pid)
+    return workers
+
+
 def kill_marked(mark, grace=10.0):
     """SIGTERM the marked processes, SIGKILL what is left after `grace` seconds; raise if any
     is still there after that."""

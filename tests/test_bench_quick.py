@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 RATIO = re.compile(r"^ratio .+ = (\S+)", re.MULTILINE)
 BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale", "replication", "spark",
-              "security", "rebalance"]
+              "security", "rebalance", "transactions"]
 TIMEOUTS = {"spark": 420}  # a Spark session takes 20-60 s to start on a busy 2-core machine
 
 

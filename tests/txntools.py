@@ -62,3 +62,52 @@ def list_offset(bootstrap, topic, partition, isolation_level, timestamp=-1):
     p = answer.topics[0].partitions[0]
     assert p.error_code == 0, p.error_code
     return p.offset
+
+
+def log_end(bootstrap, topic, partitions=1, consumer=None, isolation="read_uncommitted"):
+    """The sum of the topic's high watermarks: records and markers written, committed or not
+    (with isolation read_committed: of its last stable offsets). Asked through `consumer`, a
+    minilog Consumer, if given: polling it is cheaper."""
+    from minilog.connector.client import Consumer, TopicPartition
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    if consumer is not None:
+        return sum(consumer.end_offsets(tps).values())
+    with Consumer({"bootstrap.servers": bootstrap, "isolation.level": isolation}) as c:
+        return sum(c.end_offsets(tps).values())
+
+
+def raw_init(conn, txn_id):
+    """(producer id, epoch) of `txn_id` from InitProducerId over `conn` (a RawConnection to
+    its coordinator), once the coordinator is ready."""
+    from waiting import wait_until
+    find = request(ApiKey.FIND_COORDINATOR)
+    wait_until(lambda: conn.call(ApiKey.FIND_COORDINATOR, 3, find.cls(
+        key=txn_id, key_type=1)).error_code == 0, what="a transaction coordinator")
+    r = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(conn.call(
+        ApiKey.INIT_PRODUCER_ID, 4, request(ApiKey.INIT_PRODUCER_ID).cls(
+            transactional_id=txn_id, transaction_timeout_ms=60000))), what="InitProducerId")
+    return r.producer_id, r.producer_epoch
+
+
+def raw_add_partition(conn, txn_id, pid, epoch, topic, partition=0):
+    """AddPartitionsToTxn v3 over `conn` (to the coordinator): the partition's error code."""
+    req = request(ApiKey.ADD_PARTITIONS_TO_TXN)
+    r = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, req.cls(
+        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch, v3_and_below_topics=[req.make(
+            "v3_and_below_topics", name=topic, partitions=[partition])]))
+    return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+
+def raw_txn_produce(conn, txn_id, pid, epoch, topic, partition=0, seq=0):
+    """A transactional batch of 3 records (sequence `seq`) produced over `conn` (to the
+    partition's leader) with acks=-1: its error code."""
+    from minilog.connector.records import encode_batch
+    records = encode_batch([(1000 + i, None, b"v%d" % (seq + i), []) for i in range(3)],
+                           producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                           transactional=True)
+    req = request(ApiKey.PRODUCE)
+    body = req.cls(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[req.make(
+        "topic_data", name=topic, partition_data=[req.make(
+            "topic_data", "partition_data", index=partition, records=records)])])
+    return conn.call(ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0].error_code

@@ -10,6 +10,7 @@ import asyncio
 from minilog.connector import batch as batch_format
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from .. import txn_verify
 from ..access import TOPIC, TXN, WRITE, allowed
 from ..log_validator import validate_keys
 from ..producer_errors import append_error_code
@@ -109,6 +110,7 @@ async def produce(broker, header, req):
             for t in req.topic_data]
         return _RESP.cls(responses=results, throttle_time_ms=0)
     refused = _refusal(broker, header, req)
+    unverified = {} if refused else await txn_verify.refused(broker, req)
     results = []
     for t in req.topic_data:
         code = refused or (0 if allowed(broker, header, WRITE, TOPIC, t.name)
@@ -116,8 +118,11 @@ async def produce(broker, header, req):
         if code:
             parts = [_partition_result(p.index, code) for p in t.partition_data]
         else:
-            parts = [produce_to_partition(broker, t.name, p.index, p.records, acks,
-                                          header.api_version < 3) for p in t.partition_data]
+            parts = [_partition_result(p.index, unverified[(t.name, p.index)])
+                     if (t.name, p.index) in unverified else
+                     produce_to_partition(broker, t.name, p.index, p.records, acks,
+                                          header.api_version < 3)
+                     for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == -1 and broker.replicas is not None:
         for t in req.topic_data:  # appended: let the frame's buffer serve the next request

@@ -3,8 +3,10 @@ and, between brokers, WriteTxnMarkers. InitProducerId with a transactional id is
 `producer_ids.py`, beside the idempotent one.
 
 The coordinator's rules are in `txn_coordinator.py` and `txn_state.py`; handlers translate the
-versions' shapes. AddPartitionsToTxn v4+ (KIP-890's batched broker-to-broker verification) and
-EndTxn v5 (KIP-890 part 2) are not implemented, so not advertised.
+versions' shapes. AddPartitionsToTxn v4 is KIP-890 part 1's broker-to-broker form (batched by
+transaction, with `verify_only`: a partition leader asking, `txn_verify.py`), refused to
+principals without CLUSTER_ACTION as in Kafka; v5 (the TRANSACTION_ABORTABLE error) and EndTxn
+v5 belong to KIP-890 part 2 (epoch bumped per transaction), not implemented, so not advertised.
 """
 import time
 
@@ -12,7 +14,8 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from .. import txn_markers
 from ..group_records import OffsetAndMetadata
-from ..access import READ, WRITE, group_refusal, topic_refusal, txn_refusal
+from ..access import CLUSTER, CLUSTER_ACTION, READ, WRITE, allowed, group_refusal, \
+    topic_refusal, txn_refusal
 from . import handles
 
 _ADD_PARTITIONS = response(ApiKey.ADD_PARTITIONS_TO_TXN)
@@ -49,29 +52,54 @@ def _add_partitions_refusals(broker, header, transactional_id, wanted) -> dict:
     return {(t, i): topics[t] or ErrorCode.OPERATION_NOT_ATTEMPTED for t, i in wanted}
 
 
-@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4)
 async def add_partitions_to_txn(broker, header, req):
-    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    if header.api_version >= 4:
+        return await _add_partitions_between_brokers(broker, header, req)
+    results = await _add_partitions(broker, header, req.v3_and_below_transactional_id,
+                                    req.v3_and_below_producer_id,
+                                    req.v3_and_below_producer_epoch,
+                                    req.v3_and_below_topics, header.api_version)
+    return _ADD_PARTITIONS.cls(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+
+
+async def _add_partitions(broker, header, txn_id, producer_id, epoch, topics, version,
+                          verify_only=False) -> list:
+    """One transaction's partitions added (or, `verify_only`, checked): its topic results."""
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
     txn = _coordinator(broker)
-    refused = _add_partitions_refusals(broker, header, req.v3_and_below_transactional_id,
-                                       wanted)
+    refused = _add_partitions_refusals(broker, header, txn_id, wanted)
     if refused:
         results = refused
     elif txn is None:
         results = dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    elif verify_only:
+        results = txn.verify_partitions(txn_id, producer_id, epoch, wanted)
     else:
-        results = await txn.add_partitions(req.v3_and_below_transactional_id,
-                                           req.v3_and_below_producer_id,
-                                           req.v3_and_below_producer_epoch, wanted)
+        results = await txn.add_partitions(txn_id, producer_id, epoch, wanted)
     by_topic = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append(_ADD_PARTITIONS.make(
             "results_by_topic_v3_and_below", "results_by_partition", partition_index=index,
-            partition_error_code=for_version(code, ApiKey.ADD_PARTITIONS_TO_TXN,
-                                             header.api_version)))
-    return _ADD_PARTITIONS.cls(throttle_time_ms=0, results_by_topic_v3_and_below=[
-        _ADD_PARTITIONS.make("results_by_topic_v3_and_below", name=t, results_by_partition=r)
-        for t, r in by_topic.items()])
+            partition_error_code=for_version(code, ApiKey.ADD_PARTITIONS_TO_TXN, version)))
+    return [_ADD_PARTITIONS.make("results_by_topic_v3_and_below", name=t, results_by_partition=r)
+            for t, r in by_topic.items()]
+
+
+async def _add_partitions_between_brokers(broker, header, req):
+    if not allowed(broker, header, CLUSTER_ACTION, CLUSTER):
+        return _ADD_PARTITIONS.cls(throttle_time_ms=0,
+                                   error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                   results_by_transaction=[])
+    out = []
+    for t in req.transactions:
+        topics = await _add_partitions(broker, header, t.transactional_id, t.producer_id,
+                                       t.producer_epoch, t.topics, header.api_version,
+                                       verify_only=t.verify_only)
+        out.append(_ADD_PARTITIONS.make("results_by_transaction",
+                                        transactional_id=t.transactional_id,
+                                        topic_results=topics))
+    return _ADD_PARTITIONS.cls(throttle_time_ms=0, error_code=0, results_by_transaction=out)
 
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)

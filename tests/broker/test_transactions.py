@@ -1,12 +1,14 @@
 """Transactions on one broker, with confluent-kafka as a user writes them (KIP-98, KIP-447):
 commit and abort, read_committed consumers, the last stable offset, zombie fencing, offsets
-committed with the transaction, and the state surviving kill -9."""
+committed with the transaction, and the state surviving kill -9; and the leader's check that a
+transactional write belongs to an ongoing transaction (KIP-890 part 1, raw requests)."""
 import pytest
 from brokers import MinilogBroker
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_groups import _create
-from txntools import SMALL, list_offset, produce_in_txn, read_all, txn_producer
+from txntools import (SMALL, list_offset, produce_in_txn, raw_add_partition, raw_init,
+                      raw_txn_produce, read_all, txn_producer)
 from waiting import wait_until
 from wire import RawConnection
 
@@ -203,3 +205,38 @@ def test_an_idle_transactional_id_expires_and_stays_gone_after_a_restart(make_br
     produce_in_txn(again, "expiring", [b"again"])
     again.commit_transaction(60)
     assert known("idle-1")
+
+
+def test_a_write_outside_the_transaction_is_refused_and_holds_nothing(txn_broker):
+    """KIP-890 part 1 (the leader is the coordinator here): a transactional write to a
+    partition the producer's ongoing transaction has not added is refused, so no hanging
+    transaction holds the last stable offset; once added, the same write is appended."""
+    bs = txn_broker.bootstrap
+    _create(bs, "verified", 1)
+    conn = RawConnection(bs)
+    try:
+        pid, epoch = raw_init(conn, "verified-1")
+        assert raw_txn_produce(conn, "verified-1", pid, epoch, "verified") == \
+            ErrorCode.INVALID_TXN_STATE
+        assert list_offset(bs, "verified", 0, 1) == list_offset(bs, "verified", 0, 0) == 0
+        assert raw_add_partition(conn, "verified-1", pid, epoch, "verified") == 0
+        assert raw_txn_produce(conn, "verified-1", pid, epoch, "verified") == 0
+        assert raw_txn_produce(conn, "verified-1", pid, epoch, "verified", seq=3) == 0
+        assert list_offset(bs, "verified", 0, 0) == 6  # open: the LSO stays at its start
+        assert list_offset(bs, "verified", 0, 1) == 0
+    finally:
+        conn.close()
+
+
+def test_a_fenced_epoch_is_refused_before_the_append(txn_broker):
+    bs = txn_broker.bootstrap
+    _create(bs, "fenced-write", 1)
+    conn = RawConnection(bs)
+    try:
+        pid, epoch = raw_init(conn, "fenced-write-1")
+        raw_init(conn, "fenced-write-1")  # a newer instance: the old epoch is fenced
+        assert raw_txn_produce(conn, "fenced-write-1", pid, epoch, "fenced-write") == \
+            ErrorCode.INVALID_PRODUCER_EPOCH
+        assert list_offset(bs, "fenced-write", 0, 0) == 0
+    finally:
+        conn.close()

@@ -1,29 +1,12 @@
 """Transactions on three brokers with RF=3 topics: the coordinator's state replicated in
 `__transaction_state`, markers written by other brokers' partitions, and coordinator failover."""
 import pytest
-from minilog.connector.protocol import ApiKey, request
 from txntools import produce_in_txn, read_all, txn_producer
-from wire import RawConnection
-from clustertools import wait_for
+from clustertools import coordinator_of, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
 TXN = {"transaction.state.log.num.partitions": 3}
-
-
-def _coordinator_of(c, key, key_type=1):
-    """The node FindCoordinator names for `key` (a transactional id, or with key type 0 a
-    group), once it names one."""
-    req = request(ApiKey.FIND_COORDINATOR)
-
-    def ask():
-        conn = RawConnection(c.bootstrap_of(*c.alive()).split(",")[0])
-        try:
-            answer = conn.call(ApiKey.FIND_COORDINATOR, 3, req.cls(key=key, key_type=key_type))
-        finally:
-            conn.close()
-        return answer.node_id if answer.error_code == 0 else None
-    return wait_for(ask, f"the coordinator of {key}")
 
 
 def test_commit_and_abort_across_three_brokers(make_cluster):
@@ -46,10 +29,10 @@ def test_an_open_transaction_commits_after_its_coordinator_is_killed(make_cluste
     p = txn_producer(c.bootstrap, "failover-1")
     p.begin_transaction()
     produce_in_txn(p, "failover", [b"before-%d" % i for i in range(5)])
-    coordinator = _coordinator_of(c, "failover-1")
+    coordinator = coordinator_of(c, "failover-1")
     c.broker(coordinator).kill()
     # the new coordinator loads the open transaction from the replicated log
-    wait_for(lambda: _coordinator_of(c, "failover-1") != coordinator, "a new coordinator")
+    wait_for(lambda: coordinator_of(c, "failover-1") != coordinator, "a new coordinator")
     produce_in_txn(p, "failover", [b"after-%d" % i for i in range(5)])
     p.commit_transaction(120)
     rest = [n for n in (1, 2, 3) if n != coordinator]
@@ -57,14 +40,14 @@ def test_an_open_transaction_commits_after_its_coordinator_is_killed(make_cluste
     assert got == [b"before-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(5)]
 
 
-def test_a_new_coordinator_finishes_a_commit_its_predecessor_prepared(make_cluster):
+def test_a_new_coordinator_finishes_a_prepared_commit_and_the_producer_carries_on(make_cluster):
     # a dedicated controller keeps the quorum while two brokers are down
     c = make_cluster(3, controllers=1, **TXN)
     c.create_topic("prepared", partitions=1, rf=1)
     (holder, _, _), = c.partitions("prepared").values()
     txn_id = next(t for t in (f"prepared-{i}" for i in range(50))
-                  if _coordinator_of(c, t) != holder)
-    coordinator = _coordinator_of(c, txn_id)
+                  if coordinator_of(c, t) != holder)
+    coordinator = coordinator_of(c, txn_id)
     p = txn_producer(c.bootstrap, txn_id)
     p.begin_transaction()
     produce_in_txn(p, "prepared", [b"v%d" % i for i in range(5)])
@@ -74,9 +57,14 @@ def test_a_new_coordinator_finishes_a_commit_its_predecessor_prepared(make_clust
         c.broker(coordinator).kill()
     finally:
         c.resume(holder)
+    # the same producer finds the new coordinator, which must end the prepared commit first
+    p.begin_transaction()
+    produce_in_txn(p, "prepared", [b"w%d" % i for i in range(5)])
+    p.commit_transaction(120)
     survivor = next(n for n in (1, 2, 3) if n not in (holder, coordinator))
-    got = read_all(c.bootstrap_of(survivor, holder), "prepared", "read_committed", 5)
-    assert got == [b"v%d" % i for i in range(5)]
+    expected = [b"v%d" % i for i in range(5)] + [b"w%d" % i for i in range(5)]
+    for reader in (survivor, holder):  # each read_committed consumer sees every record once
+        assert read_all(c.bootstrap_of(reader), "prepared", "read_committed", 10) == expected
 
 
 def test_offsets_sent_to_a_transaction_reach_a_coordinator_on_another_broker(make_cluster):
@@ -85,9 +73,9 @@ def test_offsets_sent_to_a_transaction_reach_a_coordinator_on_another_broker(mak
     c.create_topic("copied", partitions=1, rf=3)
     # a group whose offsets partition another broker leads than the transaction's coordinator
     p = txn_producer(c.bootstrap, "copier-1")
-    txn_node = _coordinator_of(c, "copier-1")
+    txn_node = coordinator_of(c, "copier-1")
     group = next(g for g in (f"copiers-{i}" for i in range(60))
-                 if _coordinator_of(c, g, key_type=0) != txn_node)
+                 if coordinator_of(c, g, key_type=0) != txn_node)
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group})
     try:
         p.begin_transaction()
@@ -102,3 +90,27 @@ def test_offsets_sent_to_a_transaction_reach_a_coordinator_on_another_broker(mak
     finally:
         consumer.close()
 
+
+
+def test_a_leader_verifies_a_transactional_write_with_a_coordinator_on_another_broker(
+        make_cluster):
+    """KIP-890 part 1 across brokers: AddPartitionsToTxn v4 verify_only from the leader."""
+    from minilog.connector.protocol import ErrorCode
+    from txntools import raw_add_partition, raw_init, raw_txn_produce
+    from wire import RawConnection
+    c = make_cluster(3, **TXN)
+    c.create_topic("verified", partitions=1, rf=3)
+    leader = c.partitions("verified")[0][0]
+    txn_id = next(t for t in (f"verified-{i}" for i in range(50))
+                  if coordinator_of(c, t) != leader)
+    at_coordinator = RawConnection(c.bootstrap_of(coordinator_of(c, txn_id)))
+    at_leader = RawConnection(c.bootstrap_of(leader))
+    try:
+        pid, epoch = raw_init(at_coordinator, txn_id)
+        assert raw_txn_produce(at_leader, txn_id, pid, epoch, "verified") == \
+            ErrorCode.INVALID_TXN_STATE
+        assert raw_add_partition(at_coordinator, txn_id, pid, epoch, "verified") == 0
+        assert raw_txn_produce(at_leader, txn_id, pid, epoch, "verified") == 0
+    finally:
+        at_coordinator.close()
+        at_leader.close()

@@ -1,8 +1,8 @@
 """A streaming copy job for the exactly-once fault test, run as its own driver process so that
 the test can kill it (driver Python, its JVM and Python workers) with SIGKILL.
 
-Usage: python eos_copy_job.py BOOTSTRAP SOURCE OUT CHECKPOINT GUARANTEE run|finish
-`run` copies micro-batches of 40 offsets until killed; `finish` copies what is left
+Usage: python eos_copy_job.py BOOTSTRAP SOURCE OUT CHECKPOINT GUARANTEE TXN_TIMEOUT_MS run|finish
+TXN_TIMEOUT_MS is the sink producers' transaction.timeout.ms. `run` copies micro-batches of 40 offsets until killed; `finish` copies what is left
 (availableNow) and exits 0. Each task hands its rows to the sink in slices of 5, 50 ms apart,
 so that a write takes a good part of a micro-batch: a kill then often lands mid-write."""
 import sys
@@ -20,7 +20,7 @@ def slowly(batches):
             time.sleep(0.05)
 
 
-def main(bootstrap, source, out, checkpoint, guarantee, mode):
+def main(bootstrap, source, out, checkpoint, guarantee, txn_timeout_ms, mode):
     spark = (SparkSession.builder.master("local[2]").appName("eos-copy")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -31,6 +31,7 @@ def main(bootstrap, source, out, checkpoint, guarantee, mode):
           .mapInArrow(slowly, "value binary"))
     w = (df.writeStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", out).option("deliveryGuarantee", guarantee)
+         .option("kafka.transaction.timeout.ms", txn_timeout_ms)
          .option("checkpointLocation", checkpoint))
     w = w.trigger(availableNow=True) if mode == "finish" else w.trigger(processingTime="0 seconds")
     query = start_query(w)

@@ -3,7 +3,8 @@
 A streaming copy job (its own driver process: Python, JVM, Python workers) is killed at a seeded
 moment (a random pause after a micro-batch: between micro-batches, mid-write, mid-commit; or
 as soon as a micro-batch's first records reach the log), restarted from its checkpoint,
-then run to the end (`EOS_FAULT_KILLS=3` kills it three times; each kill costs a Spark start,
+each time down longer than the sink's transaction.timeout.ms (the coordinator aborts what the
+killed job left open or prepared), then run to the end (`EOS_FAULT_KILLS=3` kills it three times; each kill costs a Spark start,
 over a minute on a loaded machine, so the default suite kills once). A read_committed consumer
 must then see every input record exactly once. The seed is printed on failure; rerun one with
 `EOS_FAULT_SEED=<seed> python -m pytest tests/datasource/test_exactly_once_faults.py`.
@@ -22,26 +23,20 @@ from pathlib import Path
 import pytest
 from sparkprocs import environment, kill_marked, marked
 from sparktools import create_topic, produce, unique
-from txntools import SMALL, read_all
+from txntools import SMALL, log_end, read_all
 
 from brokers import MinilogBroker
-from minilog.connector.client import Consumer, TopicPartition
 
 JOB = Path(__file__).with_name("eos_copy_job.py")
 RECORDS = 200  # per input partition; micro-batches of 40 offsets: 10 batches
 KILLS = int(os.environ.get("EOS_FAULT_KILLS", 1))
+TXN_TIMEOUT_S = 10  # the sink's transaction.timeout.ms; a killed job stays down longer
+CLEANUP = ["-o", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500"]
 
 
 def commits(checkpoint):
     d = checkpoint / "commits"
     return len([f for f in d.iterdir() if f.name.isdigit()]) if d.exists() else 0
-
-
-def log_end(bootstrap, topic):
-    """The sum of the topic's high watermarks: records written, committed or not."""
-    with Consumer({"bootstrap.servers": bootstrap}) as c:
-        tps = [TopicPartition(topic, p) for p in range(2)]
-        return sum(c.end_offsets(tps).values())
 
 
 def tail(log, chars=3000):
@@ -69,14 +64,15 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
     guarantee = os.environ.get("EOS_FAULT_GUARANTEE", "exactly-once")
     rng = random.Random(seed)
     print(f"eos fault seed {seed}")
-    broker = MinilogBroker(extra=SMALL).start()
+    broker = MinilogBroker(extra=SMALL + CLEANUP).start()
     mark, log, checkpoint = uuid.uuid4().hex, tmp_path / "job.log", tmp_path / "ck"
     try:
         source = create_topic(broker.bootstrap, unique("fault-in"), 2)
         out = create_topic(broker.bootstrap, unique("fault-out"), 2)
         produce(broker.bootstrap, source, [(p, None, f"{p}-{i}".encode(), [])
                                            for p in range(2) for i in range(RECORDS)])
-        args = [broker.bootstrap, source, out, str(checkpoint), guarantee]
+        args = [broker.bootstrap, source, out, str(checkpoint), guarantee,
+                str(TXN_TIMEOUT_S * 1000)]
         kills, t0 = [], time.monotonic()
         for _ in range(KILLS):
             job = start(args + ["run"], mark, log)
@@ -91,15 +87,23 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
                 time.sleep(pause)
                 moment = f"{pause:.2f} s later"
             else:  # once the next micro-batch's first records are in the log, mid-write
-                before = log_end(broker.bootstrap, out)
-                while log_end(broker.bootstrap, out) == before and job.poll() is None:
+                before = log_end(broker.bootstrap, out, 2)
+                while log_end(broker.bootstrap, out, 2) == before and job.poll() is None:
                     assert time.monotonic() < end, f"seed {seed}: no new records\n{tail(log)}"
                     time.sleep(0.01)
                 moment = "mid-write"
             kills.append((commits(checkpoint), moment))
             kill_9(mark)
+            down_until = time.monotonic() + TXN_TIMEOUT_S + 1
             job.wait(30)
             print(f"killed at {time.monotonic() - t0:.1f}s after {kills[-1]}")
+            # down longer than the transaction timeout: the coordinator aborts what the job
+            # left open, and the log's last stable offset reaches its end
+            while (time.monotonic() < down_until
+                   or log_end(broker.bootstrap, out, 2, isolation="read_committed")
+                   < log_end(broker.bootstrap, out, 2)):
+                assert time.monotonic() < down_until + 60, f"seed {seed}: nothing timed out"
+                time.sleep(0.2)
         finish = start(args + ["finish"], mark, log)
         assert finish.wait(240) == 0, f"seed {seed}: the last run failed\n{tail(log)}"
         print(f"finished at {time.monotonic() - t0:.1f}s")
