@@ -240,3 +240,38 @@ def test_a_fenced_epoch_is_refused_before_the_append(txn_broker):
         assert list_offset(bs, "fenced-write", 0, 0) == 0
     finally:
         conn.close()
+
+
+def test_a_read_committed_fetch_lists_the_aborted_transactions_of_what_it_returns(txn_broker):
+    """Kafka bounds Fetch's aborted_transactions by the batches the response carries, not by
+    the last stable offset: a fetch of the first transaction alone lists it and not a later
+    one; a fetch of everything lists both. A transaction whose records begin in the fetched
+    range is listed even when its marker lies beyond it."""
+    bs = txn_broker.bootstrap
+    _create(bs, "bounded", 1)
+    p = txn_producer(bs, "bounded-1", **{"linger.ms": 0, "batch.num.messages": 1})
+    for prefix, commit in ((b"a", False), (b"c", True), (b"b", False)):
+        p.begin_transaction()
+        produce_in_txn(p, "bounded", [prefix + b"%d" % i for i in range(3)])
+        p.commit_transaction(60) if commit else p.abort_transaction(60)
+    req = request(ApiKey.FETCH)
+
+    def aborted_in(max_bytes):
+        conn = RawConnection(bs)
+        try:
+            resp = conn.call(ApiKey.FETCH, 11, req.cls(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                isolation_level=1, session_id=0, session_epoch=-1, rack_id="",
+                topics=[req.make("topics", topic="bounded", partitions=[req.make(
+                    "topics", "partitions", partition=0, current_leader_epoch=-1,
+                    fetch_offset=0, log_start_offset=-1, partition_max_bytes=max_bytes)])],
+                forgotten_topics_data=[]))
+        finally:
+            conn.close()
+        part = resp.responses[0].partitions[0]
+        return [a.first_offset for a in part.aborted_transactions], len(part.records)
+
+    every, _ = aborted_in(1 << 20)
+    assert every == [0, 8]  # 3 records + marker, 3 + marker, then the second aborted one
+    first, size = aborted_in(1)  # the first batch alone (a fetch returns at least one)
+    assert size > 0 and first == [0]
