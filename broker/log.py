@@ -338,6 +338,17 @@ class Log:
                     return data
             return b""
 
+    def offset_after_read(self, offset, length):
+        """The offset after the batches a `read(offset, ...)` of `length` bytes returned: where
+        a read_committed fetch's list of aborted transactions ends (Kafka bounds it so)."""
+        with self._lock:
+            i = bisect.bisect_right(self._bases, offset) - 1
+            for seg in self._segments[max(i, 0):]:
+                end = seg.offset_after(offset, length)
+                if end is not None:
+                    return end
+            return self._leo
+
     def iter_batch_headers(self, from_offset):
         """Headers of the stored batches holding offsets >= `from_offset` (for replays).
 

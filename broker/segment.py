@@ -23,7 +23,8 @@ INT32_MAX = 0x7FFFFFFF
 # The header fields a scan needs: base offset, batch length, (epoch), magic, (crc, attributes),
 # last offset delta. One unpack of 27 bytes is several times cheaper than a full BatchHeader.
 _SCAN = struct.Struct(">qiibIhi")
-_BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of every batch
+_BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of every batch (and the last offset delta's at 23)
+_BASE_OFFSET = struct.Struct(">q")  # at byte 0
 _SCAN_CHUNK = 8192                   # one pread covers the ~4 KiB between index entries
 _RECOVER_CHUNK = 1 << 20
 _IOV_MAX = 1024                      # writev takes at most this many buffers (Linux IOV_MAX)
@@ -297,6 +298,22 @@ class LogSegment:
                 break
             p += size
         return p - pos
+
+    def offset_after(self, start_offset, length):
+        """The offset after the last batch of a read of `length` bytes from the batch holding
+        `start_offset` (what `read` returned), or None when no batch holds it. The index gives a
+        batch start near the read's end, so a few headers are read whatever the length."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        pos, _ = found
+        end = pos + length
+        p = last = max(pos, self.offset_index.lookup_position(end - 1)[1])  # a start before end
+        while end - p >= 12:
+            size = _BATCH_LENGTH.unpack_from(self._pread(p, 12), 8)[0] + 12
+            last, p = p, p + size
+        head = self._pread(last, 27)
+        return _BASE_OFFSET.unpack_from(head)[0] + _BATCH_LENGTH.unpack_from(head, 23)[0] + 1
 
     def translate_offset(self, offset):
         """(position, header) of the first batch whose last offset is >= `offset`, or None."""

@@ -12,7 +12,6 @@ Records longer than `ZERO_COPY_OVER` bytes are answered as `FileRegion`s, which 
 sends with sendfile: the page cache goes to the socket without passing through Python.
 """
 import asyncio
-import struct
 
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
@@ -26,8 +25,6 @@ from . import handles
 
 _RESP = response(ApiKey.FETCH)
 ZERO_COPY_OVER = 64 * 1024  # shorter reads are one pread: cheaper than a sendfile round
-_BASE_AND_LENGTH = struct.Struct(">qi")  # a batch's base offset and length, its first 12 bytes
-_LAST_DELTA = struct.Struct(">i")        # its last offset delta, at byte 23
 
 
 def _epoch_error(partition, requested):
@@ -133,27 +130,14 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed
             if isinstance(data, FileRegion):
                 regions.append(data)
             waiting_on.append(partition)
-            aborted = partition.log.aborted_transactions(
-                p.fetch_offset, min(partition.last_stable_offset, _end_offset(data))) \
+            # Kafka bounds the list by the batches returned, not the last stable offset.
+            aborted = partition.log.aborted_transactions(p.fetch_offset, min(
+                partition.last_stable_offset,
+                partition.log.offset_after_read(p.fetch_offset, len(data)))) \
                 if read_committed and data else ()
             out.append(_partition_response(p.partition, 0, partition, data, aborted=aborted))
         topics.append(_RESP.make("responses", topic=name, topic_id=topic_id, partitions=out))
     return topics, total, waiting_on, errors, regions
-
-
-def _end_offset(data) -> int:
-    """The offset after the last batch of `data` (whole batches, bytes or a FileRegion): the
-    end of the range whose aborted transactions a read_committed fetch lists, as Kafka bounds
-    them by the fetched data rather than the last stable offset. Reads 12 bytes a batch."""
-    read = data.read if isinstance(data, FileRegion) else \
-        (lambda at, n: bytes(data[at:at + n]))
-    pos, last_start = 0, 0
-    while pos + 12 <= len(data):
-        _, length = _BASE_AND_LENGTH.unpack(read(pos, 12))
-        last_start, pos = pos, pos + 12 + length
-    head = read(last_start, 27)
-    (base, _), (delta,) = _BASE_AND_LENGTH.unpack_from(head), _LAST_DELTA.unpack_from(head, 23)
-    return base + delta + 1
 
 
 def _down_convert(topics, version, wanted):

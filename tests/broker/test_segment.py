@@ -183,3 +183,14 @@ def test_delete_removes_all_three_files(seg, tmp_path):
     fill(seg, 3)
     seg.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("start, max_bytes", [(0, 10**6), (0, 1), (7, 1000), (31, 3000),
+                                              (100, 200)])
+def test_offset_after_is_the_offset_after_the_last_batch_read(seg, start, max_bytes):
+    """What a read_committed fetch bounds its aborted transactions by: found from the index
+    near the read's end, it equals the last batch's last offset + 1 of what `read` returned."""
+    fill(seg, 60, payload_size=150, records=2)
+    data = seg.read(start, max_bytes)
+    last = [h for _, h in iter_batches(data)][-1]
+    assert seg.offset_after(start, len(data)) == last.last_offset + 1
