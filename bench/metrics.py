@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 from . import clients, cluster
-from .profile import sampled
+from .profile import raw_stacks, sampled
 from .report import Report, bars, main_args, median
 
 RECORDS, QUICK_RECORDS = 2_000_000, 30_000
@@ -151,11 +151,9 @@ def _metrics_share(broker, n):
         with sampled(broker.proc.pid, path):
             _produce_seconds(broker.bootstrap, topic, n)
         total = inside = 0
-        for line in path.read_text().splitlines():
-            stack, _, count = line.rpartition(" ")
-            if stack and count.isdigit():
-                total += int(count)
-                inside += int(count) if any(f in stack for f in _METRICS_FRAMES) else 0
+        for stack, count in raw_stacks(path):
+            total += count
+            inside += count if any(f in stack for f in _METRICS_FRAMES) else 0
     return inside / total if total else None
 
 

@@ -71,14 +71,18 @@ _PLUMBING = ("threading.py:", "<frozen ", "asyncio/runners.py:", "asyncio/base_e
              "client/connection.py:LoopThread._run")
 
 
+def raw_stacks(path):
+    """(stack, samples) of each line of a raw py-spy file (frames joined by ';')."""
+    for line in Path(path).read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack and n.isdigit():
+            yield stack, int(n)
+
+
 def summarize(path, top=12):
     """(samples, [(function, self %)], [(function, total %)]) of a raw py-spy file."""
     self_count, total_count, samples = collections.Counter(), collections.Counter(), 0
-    for line in Path(path).read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not stack or not n.isdigit():
-            continue
-        n = int(n)
+    for stack, n in raw_stacks(path):
         frames = [_frame_name(f) for f in stack.split(";") if f]
         if not frames:
             continue
