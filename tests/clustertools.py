@@ -115,6 +115,10 @@ class TestCluster(LocalCluster):
         admin.create_topics([new])[name].result(30)
         # Every live broker has applied the topic (as Kafka, metadata reaches brokers a moment
         # after the controller answers): raw requests to its leader find it.
+        return self.wait_agreed(name)
+
+    def wait_agreed(self, name):
+        """{partition: (leader, replicas, isr)} once every live broker answers the same."""
         return wait_for(lambda: self._agreed(name), f"every broker to know the leaders of {name}")
 
     def _agreed(self, name):

@@ -373,9 +373,9 @@ def test_a_coordinator_awaiting_its_lease_tells_clients_to_retry_it_not_to_leave
     group rebalanced without end: 7 commits in 240 s."""
     c = make_cluster(3)
     c.create_topic("work", partitions=1, rf=3)
-    wait_for(lambda: c.partitions(OFFSETS), "the offsets topic")
+    # every broker's view: a later metadata call may reach one that has not learnt the leaders
+    placement = c.wait_agreed(OFFSETS)
     controller = active_controller(c.bootstrap)
-    placement = c.partitions(OFFSETS)
     group = next(g for g in (f"kept-{i}" for i in range(1000))
                  if placement[partition_for(g, OFFSETS_PARTITIONS)][0] != controller)
     index = partition_for(group, OFFSETS_PARTITIONS)
@@ -496,8 +496,11 @@ def test_createtopics_honours_a_manual_replica_assignment(make_cluster):
     assert e.value.args[0].name() == "INVALID_REPLICA_ASSIGNMENT"
     more = NewPartitions("placed", 5, replica_assignment=[added[3], added[4]])
     admin.create_partitions([more])["placed"].result(30)
-    placement = wait_for(lambda: len(c.partitions("placed") or ()) == 5 and c.partitions("placed"),
-                         "leaders for the new partitions")
+    def all_five():
+        # one metadata snapshot per try: two calls may reach brokers that disagree
+        seen = c.partitions("placed")
+        return seen if seen and len(seen) == 5 else None
+    placement = wait_for(all_five, "leaders for the new partitions")
     assert {p: replicas for p, (_, replicas, _) in placement.items()} == {**asked, **added}
 
 
