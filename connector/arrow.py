@@ -39,16 +39,17 @@ def spark_kafka_schema(include_headers=True):
 
 
 def decode_to_arrow(data, topic, partition, start_offset=0, end_offset=None,
-                    include_headers=True, check_crc=True):
+                    include_headers=True, check_crc=True, skip=frozenset()):
     """Decode the whole data batches in `data` (a fetch response's records) into one
     RecordBatch of `spark_kafka_schema(include_headers)`.
 
-    Keeps offsets in [start_offset, end_offset) (end None: no limit); skips control batches
-    and a partial trailing batch. Raises CorruptRecord as `records.decode_batches` does.
+    Keeps offsets in [start_offset, end_offset) (end None: no limit); skips control batches,
+    the batches based at `skip` and a partial trailing batch. Raises CorruptRecord as
+    `records.decode_batches` does.
     """
     max_offset = INT64_MAX if end_offset is None else end_offset
     segments = []
-    for h, payload in iter_payloads(data, start_offset, max_offset, check_crc):
+    for h, payload in iter_payloads(data, start_offset, max_offset, check_crc, skip):
         lat = h.max_timestamp if h.log_append_time else None
         segments.append((payload, h.record_count, h.base_offset, h.base_timestamp, lat))
     try:

@@ -97,11 +97,12 @@ def encode_batch(records, *, compression=0, base_offset=0, producer_id=-1, produ
                        producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
-def iter_payloads(data, min_offset=0, max_offset=INT64_MAX, check_crc=True):
+def iter_payloads(data, min_offset=0, max_offset=INT64_MAX, check_crc=True, skip=frozenset()):
     """Yield (header, records payload) for each whole data batch in `data` that can hold an
     offset in [min_offset, max_offset), payload decompressed.
 
-    Control batches (transaction markers) and a partial trailing batch (a fetch response cut
+    Control batches (transaction markers), the batches whose base offsets are in `skip` (a
+    read_committed reader's aborted ones) and a partial trailing batch (a fetch response cut
     at its size limit) are skipped; batches outside the range are skipped without being
     checked or decompressed.
     """
@@ -110,7 +111,8 @@ def iter_payloads(data, min_offset=0, max_offset=INT64_MAX, check_crc=True):
         if h.magic != 2:
             raise CorruptRecord(f"batch at offset {h.base_offset} uses message format v{h.magic};"
                                 " only record batch v2 (Kafka >= 0.11) is supported")
-        if h.is_control or h.last_offset < min_offset or h.base_offset >= max_offset:
+        if h.is_control or h.last_offset < min_offset or h.base_offset >= max_offset \
+                or h.base_offset in skip:
             continue
         if h.record_count < 0:
             raise CorruptRecord(f"batch at offset {h.base_offset}: negative record count")
@@ -125,9 +127,11 @@ def iter_payloads(data, min_offset=0, max_offset=INT64_MAX, check_crc=True):
         yield h, payload
 
 
-def decode_batches(data, topic=None, partition=None, start_offset=0, check_crc=True):
+def decode_batches(data, topic=None, partition=None, start_offset=0, check_crc=True,
+                   skip=frozenset()):
     """Every record of every whole data batch in `data` (a fetch response's records), in
-    offset order, skipping control batches and offsets below `start_offset`.
+    offset order, skipping control batches, the batches based at `skip` and offsets below
+    `start_offset`.
 
     A fetch returns the whole batch holding the fetch offset, so records before it come back
     too: `start_offset` drops them. Raises CorruptRecord on a bad CRC or malformed records.
@@ -136,7 +140,7 @@ def decode_batches(data, topic=None, partition=None, start_offset=0, check_crc=T
     kernel = _kernel.active
     paused = _pause_gc()
     try:
-        for h, payload in iter_payloads(data, start_offset, INT64_MAX, check_crc):
+        for h, payload in iter_payloads(data, start_offset, INT64_MAX, check_crc, skip):
             lat = h.max_timestamp if h.log_append_time else None
             try:
                 kernel.decode_records(payload, h.record_count, h.base_offset, h.base_timestamp,

@@ -362,7 +362,7 @@ class AsyncConsumer(GroupConsumer):
                 if pd.diverging is not None:
                     self._diverged(tp, st, *pd.diverging)
                 elif pd.next_offset is not None and pd.next_offset > st.fetch_offset:
-                    st.chunks.append(Chunk(pd.records, pd.next_offset, pd.epochs))
+                    st.chunks.append(Chunk(pd.records, pd.next_offset, pd.epochs, pd.skip))
                     st.fetch_offset, st.fetch_epoch = pd.next_offset, pd.epochs[-1][1]
                     got_data = True
             elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:

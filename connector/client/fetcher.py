@@ -7,9 +7,10 @@ the cluster has no topic ids), and turns each partition's answer into a `Chunk`:
 bytes exactly as fetched, plus the offset to fetch next. Nothing here walks records: decoding
 happens later, once per chunk, into Python records or straight into Arrow columns.
 
-read_committed: records of aborted transactions are dropped here, per batch, using the aborted
-transaction list of the response (Kafka's algorithm, KIP-98), so both decoding paths see only
-committed data.
+read_committed: the batches of aborted transactions are found here, per batch header, using the
+aborted transaction list of the response (Kafka's algorithm, KIP-98), in the same walk that
+finds the next offset; both decoding paths then skip them (`skip`, their base offsets), so the
+fetched bytes are never copied to leave them out.
 """
 import asyncio
 import collections
@@ -38,11 +39,11 @@ class Chunk:
     `epochs`: ((first offset, partition leader epoch), ...) from the batch headers, one entry
     per epoch change (almost always one): the epoch of any offset in the chunk without
     looking at its records."""
-    __slots__ = ("data", "epochs", "index", "next_offset", "records")
+    __slots__ = ("data", "epochs", "index", "next_offset", "records", "skip")
 
-    def __init__(self, data, next_offset, epochs=()):
+    def __init__(self, data, next_offset, epochs=(), skip=frozenset()):
         self.data, self.next_offset, self.records, self.index = data, next_offset, None, 0
-        self.epochs = epochs
+        self.epochs, self.skip = epochs, skip
 
     def epoch_before(self, offset):
         """The leader epoch of the batch holding `offset - 1` (-1 if unknown)."""
@@ -109,7 +110,7 @@ class PartitionState:
         while self.chunks and len(out) < limit:
             chunk = self.chunks[0]
             if chunk.records is None:
-                chunk.records = decode(chunk.data, tp, self.position, check_crc)
+                chunk.records = decode(chunk.data, tp, self.position, check_crc, chunk.skip)
                 chunk.index = 0
             records = chunk.records
             if not out and chunk.index == 0 and len(records) <= limit:
@@ -132,7 +133,8 @@ class PartitionState:
         while self.chunks and (limit is None or rows < limit):
             chunk = self.chunks[0]
             end = None if limit is None else self.position + (limit - rows)
-            batch = decode_arrow(chunk.data, tp, self.position, end, include_headers, check_crc)
+            batch = decode_arrow(chunk.data, tp, self.position, end, include_headers, check_crc,
+                                 chunk.skip)
             chunk.records = None  # a cached Python decoding no longer starts at the position
             if end is not None and end < chunk.next_offset:
                 self.position = end
@@ -152,10 +154,11 @@ class PartitionData(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: bytes          # whole batches (aborted ones removed under read_committed)
+    records: bytes          # whole batches, as fetched
     next_offset: object     # the offset after the last whole batch, or None if none
     epochs: tuple = ()      # ((first offset, leader epoch), ...), see Chunk
     diverging: object = None  # (epoch, end offset): the log diverged before the fetch offset
+    skip: frozenset = frozenset()  # base offsets of aborted batches (read_committed)
 
 
 def fetch_version(conn, cluster, topics):
@@ -197,9 +200,8 @@ def parse_response(cluster, resp, read_committed):
             data = p.records or b""
             # the position moves past every batch fetched, markers and aborted ones included:
             # a fetch ending on them must not be fetched again
-            next_offset, epochs = batch_epochs(data)
-            if read_committed and p.aborted_transactions and data:
-                data = drop_aborted(data, p.aborted_transactions)
+            aborted = p.aborted_transactions if read_committed else None
+            next_offset, epochs, skip = scan_batches(data, aborted)
             diverging = getattr(p, "diverging_epoch", None)
             if diverging is not None and diverging.end_offset >= 0:
                 diverging = (diverging.epoch, diverging.end_offset)
@@ -207,19 +209,37 @@ def parse_response(cluster, resp, read_committed):
                 diverging = None
             out[TopicPartition(name, p.partition_index)] = PartitionData(
                 p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                data, next_offset, epochs, diverging)
+                data, next_offset, epochs, diverging, skip)
     return out
 
 
-def batch_epochs(data):
-    """(offset after the last whole batch or None, ((first offset, leader epoch), ...)) of
-    `data`, one entry per change of epoch: a walk over batch headers, never records."""
-    last, epochs = None, []
+def scan_batches(data, aborted=None):
+    """(offset after the last whole batch or None, ((first offset, leader epoch), ...) one
+    entry per change of epoch, the base offsets of the batches of `aborted` transactions (a
+    Fetch response's list; None or empty: none)): one walk over batch headers, never records.
+
+    A producer's transaction is aborted from its first offset up to that producer's next
+    control batch (its ABORT marker): producers run one transaction at a time, so the first
+    marker after the first offset ends that very transaction.
+    """
+    last, epochs, skip = None, [], []
+    pending = sorted((a.first_offset, a.producer_id) for a in aborted) if aborted else None
+    aborting = set()
     for _, h in _batch.iter_batches(data):
         if not epochs or epochs[-1][1] != h.partition_leader_epoch:
             epochs.append((h.base_offset, h.partition_leader_epoch))
         last = h
-    return (None, ()) if last is None else (last.last_offset + 1, tuple(epochs))
+        if pending is None:
+            continue
+        while pending and pending[0][0] <= h.last_offset:
+            aborting.add(heapq.heappop(pending)[1])
+        if h.is_control:
+            aborting.discard(h.producer_id)
+        elif h.is_transactional and h.producer_id in aborting:
+            skip.append(h.base_offset)
+    if last is None:
+        return None, (), frozenset()
+    return last.last_offset + 1, tuple(epochs), frozenset(skip)
 
 
 async def fetch_once(conn, cluster, offsets, *, max_wait_ms, min_bytes, max_bytes,
@@ -234,30 +254,6 @@ async def fetch_once(conn, cluster, offsets, *, max_wait_ms, min_bytes, max_byte
     return parse_response(cluster, resp, isolation_level == 1)
 
 
-def drop_aborted(data, aborted):
-    """`data` without the batches of aborted transactions and without control batches.
-
-    Walks batch headers only. A producer's transaction is aborted from its first offset up to
-    that producer's next control batch (its ABORT marker): producers run one transaction at
-    a time, so the first marker after the first offset ends that very transaction.
-    """
-    pending = sorted((a.first_offset, a.producer_id) for a in aborted)
-    heapq.heapify(pending)
-    aborting = set()
-    keep = []
-    view = memoryview(data)
-    for pos, h in _batch.iter_batches(view):
-        while pending and pending[0][0] <= h.last_offset:
-            aborting.add(heapq.heappop(pending)[1])
-        if h.is_control:
-            aborting.discard(h.producer_id)
-            continue
-        if h.is_transactional and h.producer_id in aborting:
-            continue
-        keep.append(view[pos:pos + h.size])
-    return b"".join(keep)
-
-
 RETRY_LATER = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -267,19 +263,21 @@ RETRY_LATER = frozenset({
 })
 
 
-def decode(data, tp, start, check_crc=True):
-    """Python records of `data` from offset `start`; corrupt data raises KafkaError."""
+def decode(data, tp, start, check_crc=True, skip=frozenset()):
+    """Python records of `data` from offset `start`, without the batches based at `skip`;
+    corrupt data raises KafkaError."""
     try:
-        return decode_batches(data, tp.topic, tp.partition, start, check_crc)
+        return decode_batches(data, tp.topic, tp.partition, start, check_crc, skip)
     except CorruptRecord as e:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
 
 
-def decode_arrow(data, tp, start, end, include_headers=True, check_crc=True):
-    """An Arrow RecordBatch of `data`'s records in [start, end); corrupt data raises KafkaError."""
+def decode_arrow(data, tp, start, end, include_headers=True, check_crc=True, skip=frozenset()):
+    """An Arrow RecordBatch of `data`'s records in [start, end), without the batches based at
+    `skip`; corrupt data raises KafkaError."""
     try:
         return decode_to_arrow(data, tp.topic, tp.partition, start, end, include_headers,
-                               check_crc)
+                               check_crc, skip)
     except CorruptRecord as e:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
 
@@ -340,7 +338,8 @@ async def fetch_range_arrow(cluster, cfg, tp, start, end, timeout=None, include_
                 deadline = time.monotonic() + span
                 if nxt < end:
                     pending = fetch(nxt)
-                batch = decode_arrow(pd.records, tp, pos, end, include_headers, cfg["check.crcs"])
+                batch = decode_arrow(pd.records, tp, pos, end, include_headers, cfg["check.crcs"],
+                                     pd.skip)
                 pos = min(nxt, end)
                 if batch.num_rows:
                     yield batch

@@ -18,7 +18,7 @@ from minilog.connector.client import (
     Producer,
     TopicPartition,
 )
-from minilog.connector.client.fetcher import drop_aborted
+from minilog.connector.client.fetcher import scan_batches
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -257,8 +257,9 @@ def test_read_committed_drops_aborted_transactions():
         def __init__(self, producer_id, first_offset):
             self.producer_id, self.first_offset = producer_id, first_offset
     data = txn(1, 0, 2) + txn(2, 2, 2) + marker(1, 4) + txn(1, 5, 1) + marker(2, 6)
-    kept = drop_aborted(data, [Aborted(1, 0)])
-    values = [r.value for r in records_format.decode_batches(kept)]
+    next_offset, _, skip = scan_batches(data, [Aborted(1, 0)])
+    assert next_offset == 7 and skip == {0}
+    values = [r.value for r in records_format.decode_batches(data, skip=skip)]
     assert values == [b"p2", b"p2", b"p1"]
 
 
