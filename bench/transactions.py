@@ -2,7 +2,9 @@
 
 - Reading: one partition of 2,000,000 records of 100 B written in transactions of 1,000, one in ten aborted
   (10% aborted records, each transaction closed by its marker), read from offset 0 to the end
-  by a read_committed and a read_uncommitted consumer in turn (interleaved repeats, median).
+  by a read_committed and a read_uncommitted consumer in turn (interleaved repeats, the first
+  level alternating, each reader's runs together; median, and the median of each repeat's
+  ratio: the machine is shared, and its load changes between repeats more than within one).
   Both read the same log to its end; the read_committed one hands out 10% fewer records, so
   the figure compared is log offsets per second (the time to reach the end). Readers: minilog's
   `poll_arrow` (aborted batches dropped per batch) and confluent-kafka's `consume`.
@@ -79,22 +81,25 @@ def _reads(rep, b, n, repeats):
     cases = [(r, iso, committed if iso == "read_committed" else n)
              for r in READERS for iso in ("read_uncommitted", "read_committed")]
     times = {(r, iso): [] for r, iso, _ in cases}
-    for r, iso, want in cases:  # warm-up
-        READERS[r](b.bootstrap, "aborted", want, {"isolation.level": iso})
-    for _ in range(repeats):
-        for r, iso, want in cases:
-            times[(r, iso)].append(READERS[r](b.bootstrap, "aborted", want,
-                                              {"isolation.level": iso}))
+    for reader in READERS:  # one reader at a time: another's threads and buffers stay out
+        mine = [case for case in cases if case[0] == reader]
+        for r, iso, want in mine:  # warm-up
+            READERS[r](b.bootstrap, "aborted", want, {"isolation.level": iso})
+        for i in range(repeats):  # the two levels in turn, the first one alternating
+            for r, iso, want in mine[::-1] if i % 2 else mine:
+                times[(r, iso)].append(READERS[r](b.bootstrap, "aborted", want,
+                                                  {"isolation.level": iso}))
     rows = []
     for r, iso, want in cases:
         t = median(times[(r, iso)])
         rows.append({"reader": r, "isolation": iso, "records": want, "offsets_s": n / t,
                      "min": n / max(times[(r, iso)]), "max": n / min(times[(r, iso)])})
         rep.log(f"{r:20} {iso:17} {n / t:>12,.0f} offsets/s")
-    got = {(x["reader"], x["isolation"]): x["offsets_s"] for x in rows}
-    for r in READERS:
-        rep.ratio(f"{r}: read_committed/read_uncommitted, 10% aborted",
-                  got[(r, "read_committed")], got[(r, "read_uncommitted")], "target >= 0.95")
+    for r in READERS:  # each repeat's two runs are neighbours: the machine's load moves both
+        paired = median([u / c for u, c in zip(times[(r, "read_uncommitted")],
+                                               times[(r, "read_committed")])])
+        rep.ratio(f"{r}: read_committed/read_uncommitted, 10% aborted, median of each "
+                  "repeat's ratio", paired, 1, "target >= 0.95")
     return rows
 
 
