@@ -149,6 +149,12 @@ class TestCluster(LocalCluster):
         return _all_led({p.id: (p.leader, list(p.replicas), sorted(p.isrs))
                          for p in md.partitions.values()})
 
+    def partition_of(self, topic, partition=0, *via):
+        """(leader, replicas, isr) of one partition once a broker names its leader: a client
+        may ask a broker that has not yet learnt what another answered a moment ago."""
+        return wait_for(lambda: (self.partitions(topic, *via) or {}).get(partition),
+                        f"a leader for {topic}-{partition}")
+
     def wait_isr(self, topic, partition, isr, what=None):
         return wait_for(lambda: (self.partitions(topic) or {}).get(partition, (0, 0, None))[2]
                         == sorted(isr), what or f"ISR of {topic}-{partition} to be {sorted(isr)}")

@@ -1,4 +1,5 @@
 """A bare Kafka-protocol socket for tests that must send what no well-behaved client would."""
+import collections
 import socket
 import time
 
@@ -17,6 +18,7 @@ class RawConnection:
         host, port = bootstrap.split(":")
         self.sock = socket.create_connection((host, int(port)), timeout=5)
         self.frames = FrameReader()
+        self.pending = collections.deque()  # frames read but not yet returned
         self.corr = 0
 
     def send_raw(self, data):
@@ -29,13 +31,13 @@ class RawConnection:
         return decode_response(api_key, version, frame)
 
     def recv_frame(self):
-        while True:
+        """The next frame in order (one read may bring several: pipelined answers)."""
+        while not self.pending:
             data = self.sock.recv(65536)
             if not data:
                 raise ConnectionError("closed by broker")
-            frames = self.frames.feed(data)
-            if frames:
-                return frames[0]
+            self.pending.extend(self.frames.feed(data))
+        return self.pending.popleft()
 
     def is_closed_by_peer(self):
         try:

@@ -113,7 +113,7 @@ def test_leader_killed_repeatedly_loses_and_duplicates_no_acknowledged_record(ma
         for _ in range(3):
             before = len(producer.acked)
             wait_for(lambda: producer.progressed_to(before + 300), "writes before the kill")
-            victim = c.partitions("ha")[0][0]
+            victim = c.partition_of("ha")[0]
             c.broker(victim).kill()
             after_kill = len(producer.acked)
             wait_for(lambda: producer.progressed_to(after_kill + 300),
@@ -200,7 +200,7 @@ def test_deposed_leaders_uncommitted_tail_is_truncated(make_cluster):
              "a new leader among the followers")
     acked = produce_all(c.bootstrap_of(*followers), "div", [b"kept-%d" % i for i in range(3)])
     assert sorted(offset for _, offset in acked.values()) == [10, 11, 12]
-    new_leader = c.partitions("div")[0][0]
+    new_leader = c.partition_of("div")[0]
     conn = RawConnection(c.broker(new_leader).bootstrap)
     try:  # epoch 0 ended where the new leader's epoch began: what the deposed leader cuts to
         assert _end_of_epoch(conn, "div", 0) == (0, 0, 10)
@@ -298,7 +298,7 @@ def test_group_offsets_survive_the_loss_of_their_coordinator(make_cluster):
     first.commit(offsets=[CTP("grp", 0, 20)], asynchronous=False)
     first.close()
     index = partition_for("keeper", 3)
-    coordinator = c.partitions("__consumer_offsets")[index][0]
+    coordinator = c.partition_of("__consumer_offsets", index)[0]
     conn = RawConnection(c.broker(coordinator).bootstrap)
     try:  # the commit is on every in-sync replica once the high watermark reaches the log end
         wait_for(lambda: (lambda hw, end: hw == end)(*_high_and_end(conn, "__consumer_offsets", index)),
@@ -412,4 +412,4 @@ def test_leadership_returns_to_the_preferred_replica(make_cluster):
     c.broker(leader).start()
     wait_for(lambda: c.partitions("home")[0][0] == leader,
              f"broker {leader} to lead again once back in the ISR")
-    assert c.partitions("home")[0][2] == sorted(replicas)
+    wait_for(lambda: c.partitions("home")[0][2] == sorted(replicas), "the whole ISR back")

@@ -280,7 +280,7 @@ def _stale_answers_after_a_restart(c, index, old, new):
     acknowledged commit is `old`; commit `new` through its successor as soon as there is one,
     asking the restarted broker all along. Its answers of `old` after `new` was acknowledged."""
     c.wait_isr(OFFSETS, index, [1, 2, 3])
-    coordinator = c.partitions(OFFSETS)[index][0]
+    coordinator = c.partition_of(OFFSETS, index)[0]
     rest = [n for n in (1, 2, 3) if n != coordinator]
     restarted = c.broker(coordinator)
     restarted.kill()
@@ -310,8 +310,7 @@ def test_5_a_restarted_coordinator_serves_no_offsets_older_than_acknowledged(mak
     c = make_cluster(3)
     c.create_topic("work", partitions=1, rf=3)
     index = partition_for("stale", OFFSETS_PARTITIONS)
-    wait_for(lambda: (c.partitions(OFFSETS) or {}).get(index), f"a leader for {OFFSETS}-{index}")
-    leader = c.partitions(OFFSETS)[index][0]
+    leader = c.partition_of(OFFSETS, index)[0]
     wait_for(lambda: offset_commit(c.broker(leader).bootstrap, "stale", "work", 100) == 0,
              "a first commit")
     for old, new in ((100, 200), (200, 300), (300, 400)):
