@@ -130,13 +130,6 @@ def _list(v, name):
     return [s.strip() for s in v.split(",") if s.strip()] if isinstance(v, str) else list(v)
 
 
-def _unsupported(what):
-    def check(v, name):
-        raise ConfigError(f"{name} is not supported by the minilog client ({what})")
-    check.unsupported = True  # only in its own role: another role's dict may carry it
-    return check
-
-
 # name: (coerce, default, roles, minimum)
 SPEC = {
     # -- every client --
@@ -254,8 +247,6 @@ class Config(Mapping):
                 hint = f" (did you mean {close!r}?)" if close else ""
                 raise ConfigError(f"unknown configuration key {name!r}{hint}")
             coerce, _, roles, minimum = spec
-            if role not in roles and getattr(coerce, "unsupported", False):
-                continue  # another role's unsupported key: not ours to refuse
             shown = name if given_name == name else f"{given_name} ({name})"
             value = coerce(raw, shown) if raw is not None else None
             if minimum is not None and value is not None and value < minimum:
