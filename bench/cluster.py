@@ -29,10 +29,15 @@ class _Bench:
     def cpu_seconds(self):
         """CPU time (user + system) the broker process used so far; None where /proc is not."""
         try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return stat_cpu_seconds(Path(f"/proc/{self.proc.pid}/stat").read_text())
         except (OSError, ValueError, IndexError):
             return None
+
+
+def stat_cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds in the text of a /proc/<pid>/stat (or task/<tid>/stat) file."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class MinilogBroker(_Bench, BrokerProcess):

@@ -9,8 +9,13 @@ byte differs by the records' size); then a new connection is opened through each
 again and again: the time
 from creating minilog's client connection to its first answer, TLS and SASL handshakes
 included (the added connection set-up time). The issue's target: throughput ratios >= 0.7.
+Each confluent-kafka produce run also counts CPU seconds (this process, its busiest
+librdkafka thread, the broker): on two cores the run is as fast as the CPU both sides need
+lets it be, and what TLS adds on each side shows which side holds the ratio down.
 """
 import asyncio
+import math
+import os
 import sys
 import tempfile
 import time
@@ -67,13 +72,41 @@ class SecureBenchBroker(cluster.MinilogBroker):
         return conf
 
 
-def _produce_seconds(broker, protocol, topic, n, client="confluent"):
+def _produce_run(broker, protocol, topic, n, client="confluent"):
+    """(seconds, CPU seconds of this process, of its busiest librdkafka thread, of the broker)
+    to produce `n` records. On two cores what both sides spend together bounds the run's
+    speed, and so does any one thread's CPU time: it cannot overlap with itself."""
     cfg = {**broker.settings(protocol), **clients.PRODUCER, "batch.size": BATCH}
     prod = clients.producer(client, cfg)
     try:
-        return clients.timed_produce(prod, topic, clients.value_of(SIZE), n, 1)
+        ours, threads, theirs = _own_cpu_seconds(), _rdkafka_threads(), broker.cpu_seconds()
+        took = clients.timed_produce(prod, topic, clients.value_of(SIZE), n, 1)
+        theirs = broker.cpu_seconds() - theirs if theirs is not None else math.nan
+        busiest = max((t - threads.get(tid, 0.0) for tid, t in _rdkafka_threads().items()),
+                      default=math.nan)
+        return took, _own_cpu_seconds() - ours, busiest, theirs
     finally:
         prod.close()
+
+
+def _own_cpu_seconds():
+    """CPU time of this process, all threads (librdkafka's included)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def _rdkafka_threads():
+    """{thread id: CPU seconds} of this process's librdkafka threads (named `rdk:...`), from
+    /proc; empty where there is none."""
+    found = {}
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            raw = stat.read_text()
+        except OSError:  # the thread ended
+            continue
+        if raw[raw.find("(") + 1:].startswith("rdk:"):
+            found[stat.parent.name] = cluster.stat_cpu_seconds(raw)
+    return found
 
 
 def _consume_seconds(broker, protocol, topic, n):
@@ -110,6 +143,8 @@ def run(args):
     rep = Report("security", quick, args.out, {"records": n, "value_bytes": SIZE,
                                                "repeats": repeats, "mechanism": "SCRAM-SHA-512"})
     produce = {p: [] for p in PROTOCOLS}
+    cpu = {p: [] for p in PROTOCOLS}  # CPU seconds of each confluent produce: (client, its
+    # busiest librdkafka thread, broker)
     produce_minilog = {p: [] for p in PROTOCOLS}
     consume = {p: [] for p in PROTOCOLS}
     with cluster.running_broker(SecureBenchBroker()) as b:
@@ -117,11 +152,13 @@ def run(args):
             for p in PROTOCOLS:
                 topic = f"sec-{p.lower()}-{r}"
                 cluster.create_topic(b.bootstrap, topic, 1)
-                took = (_produce_seconds(b, p, topic, n), _consume_seconds(b, p, topic, n))
+                seconds, *spent = _produce_run(b, p, topic, n)
+                took = (seconds, _consume_seconds(b, p, topic, n))
                 cluster.create_topic(b.bootstrap, f"{topic}-m", 1)
-                ours = _produce_seconds(b, p, f"{topic}-m", n, "minilog")
+                ours = _produce_run(b, p, f"{topic}-m", n, "minilog")[0]
                 if r:
                     produce[p].append(took[0])
+                    cpu[p].append(spent)
                     consume[p].append(took[1])
                     produce_minilog[p].append(ours)
         connect = {p: _connect_seconds(b, p, CONNECTIONS) for p in PROTOCOLS}
@@ -132,9 +169,17 @@ def run(args):
                      "produce_minilog_s": n / median(produce_minilog[p]),
                      "produce_mb_s": n * SIZE / median(produce[p]) / 1e6,
                      "consume_mb_s": n * SIZE / median(consume[p]) / 1e6,
-                     "connect_ms": median(connect[p]) * 1000})
+                     "connect_ms": median(connect[p]) * 1000,
+                     "client_cpu_s": median(c for c, _, _ in cpu[p]),
+                     "rdkafka_thread_cpu_s": median(c for _, c, _ in cpu[p]),
+                     "broker_cpu_s": median(c for _, _, c in cpu[p]),
+                     "cores_busy": median((ours + theirs) / t
+                                          for (ours, _, theirs), t in zip(cpu[p], produce[p]))})
         rep.log(f"{p:10} produce {rows[-1]['produce_s']:>10,.0f}/s  consume "
-                f"{rows[-1]['consume_s']:>10,.0f}/s  connect {rows[-1]['connect_ms']:.1f} ms")
+                f"{rows[-1]['consume_s']:>10,.0f}/s  connect {rows[-1]['connect_ms']:.1f} ms  "
+                f"produce CPU client {rows[-1]['client_cpu_s']:.2f} s (busiest librdkafka "
+                f"thread {rows[-1]['rdkafka_thread_cpu_s']:.2f} s) broker "
+                f"{rows[-1]['broker_cpu_s']:.2f} s")
     rep.section(f"{n:,} records of {SIZE} B through each listener with confluent-kafka "
                 f"(records/s, median; produce also with minilog's producer), and minilog's "
                 f"client connection set-up (ms, median of "
@@ -143,6 +188,13 @@ def run(args):
                  ("produce_mb_s", "produce MB/s"), ("produce_minilog_s", "produce/s, minilog"),
                  ("consume_s", "consume/s"),
                  ("consume_mb_s", "consume MB/s"), ("connect_ms", "connect ms")])
+    rep.section("CPU seconds of each confluent-kafka produce run (median): this process (the "
+                "Python loop calling produce() and librdkafka's threads), the busiest "
+                "librdkafka thread (the one that encrypts and writes), the broker, and the "
+                "cores client and broker kept busy on average (CPU over wall seconds)", rows,
+                [("protocol", "protocol"), ("client_cpu_s", "client CPU s"),
+                 ("rdkafka_thread_cpu_s", "librdkafka thread CPU s"),
+                 ("broker_cpu_s", "broker CPU s"), ("cores_busy", "cores busy")])
     got = {r["protocol"]: r for r in rows}
     for p in PROTOCOLS[1:]:
         for what in ("produce_s", "produce_minilog_s", "consume_s"):
