@@ -289,15 +289,19 @@ def test_a_regex_subscription_takes_new_matching_topics_and_new_partitions(kip84
         member.close()
 
 
-def _heartbeat(conn, group, member_id, epoch, owned=None, join=False, rebalance_ms=1000):
-    """One raw ConsumerGroupHeartbeat v1 (a member that does as the test says)."""
+def _heartbeat(conn, group, member_id, epoch, owned=None, join=False, rebalance_ms=1000,
+               topics=None):
+    """One raw ConsumerGroupHeartbeat v1 (a member that does as the test says); a join
+    subscribes to `topics` (default orders), any other heartbeat only if `topics` is given."""
     hb = request(ApiKey.CONSUMER_GROUP_HEARTBEAT)
     tps = None if owned is None else [hb.make("topic_partitions", topic_id=t, partitions=sorted(ps))
                                       for t, ps in owned.items()]
+    if topics is None and join:
+        topics = ["orders"]
     return conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, hb.cls(
         group_id=group, member_id=member_id, member_epoch=epoch,
         rebalance_timeout_ms=rebalance_ms if join else -1,
-        subscribed_topic_names=["orders"] if join else None, topic_partitions=tps))
+        subscribed_topic_names=topics, topic_partitions=tps))
 
 
 def _parts(answer):
@@ -328,6 +332,28 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(ki
     assert a.error_code in (0, ErrorCode.UNKNOWN_MEMBER_ID)
     assert _heartbeat(conn, group, "stubborn-a", a_epoch, owned=owned).error_code == \
         ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_subscribe_unsubscribe_subscribe_at_once_is_answered_as_by_kafka_4(kip848_broker, conn):
+    """librdkafka's order when an application calls subscribe(), unsubscribe() and subscribe()
+    in a row (its test 0045 subscribe_many_updates): the new subscription while owning the old
+    one's partitions, the leave before having revoked them, then a join under the same member
+    id. Kafka 4's answers: revoke first at the same epoch (UNREVOKED_PARTITIONS), a leave
+    answered with the member id and epoch -1 only (consumerGroupLeave), a fresh join."""
+    group, member = "resubscriber", "resubscriber-a"  # raw heartbeats: the broker's side
+    joined = _heartbeat(conn, group, member, 0, owned={}, join=True)
+    orders = _parts(joined)
+    assert joined.error_code == 0 and sum(map(len, orders.values())) == PARTITIONS
+    moved = _heartbeat(conn, group, member, joined.member_epoch, owned=orders, topics=["audit"])
+    assert (moved.error_code, moved.member_epoch) == (0, joined.member_epoch)
+    assert _parts(moved) == {}  # orders is to be revoked first; audit comes after
+    left = _heartbeat(conn, group, member, -1)
+    assert (left.error_code, left.member_id, left.member_epoch, left.heartbeat_interval_ms,
+            left.assignment) == (0, member, -1, 0, None)
+    back = _heartbeat(conn, group, member, 0, owned={}, join=True, topics=["audit"])
+    assert back.error_code == 0 and back.member_epoch > joined.member_epoch
+    assert sum(map(len, _parts(back).values())) == PARTITIONS
+    assert not set(_parts(back)) & set(orders)  # audit's partitions, none of orders'
 
 
 def test_a_broker_with_only_the_classic_protocol_does_not_offer_kip848(make_broker):
