@@ -1,7 +1,11 @@
 """Raft over the `__cluster_metadata` log, as KRaft does it (KIP-595): the controller quorum.
 
 Voters elect a leader with Vote (randomized election timeouts, a vote per epoch kept in
-`quorum-state`, votes only for logs at least as up to date); the winner announces itself with
+`quorum-state`, votes only for logs at least as up to date). An election starts with a pre-vote
+(KIP-996): the voter asks, without entering a new epoch, whether the others would elect it, and
+they say no while they have heard from a leader within the fetch timeout. So a voter that was
+paused or cut off, and wakes up believing its leader lost, learns who leads and follows it in
+the same epoch instead of deposing a working leader with a needless election. The winner announces itself with
 BeginQuorumEpoch and appends a leader-change record, committed with everything before it.
 Followers pull with the ordinary Fetch request (replica id, last fetched epoch), exactly as
 partition followers do: the leader answers a divergent follower with `diverging_epoch` and the
@@ -29,6 +33,7 @@ import time
 from minilog.connector.batch import split_batches
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+from minilog.connector.protocol.primitives import ZERO_UUID
 from minilog.connector.records import decode_batches, encode_batch, next_offset_after
 
 from . import metadata_records as records
@@ -202,62 +207,94 @@ class RaftNode:
         await asyncio.sleep(random.uniform(0, self.election_timeout / 2))
         if self.role == FOLLOWER and not self._leader_lost():
             return  # someone else won meanwhile
+        if not await self._ballot(pre_vote=True):
+            return
         self.role = CANDIDATE
         self._save(QuorumState(self.epoch + 1, self.node_id, None))
         self._set_partition_role(False)
-        epoch = self.epoch
-        log.info("raft node %d: candidate in epoch %d", self.node_id, epoch)
-        granted = {self.node_id}
-        tasks = [asyncio.ensure_future(self._request_vote(v, epoch)) for v in self.voters
-                 if v != self.node_id]
+        log.info("raft node %d: candidate in epoch %d", self.node_id, self.epoch)
+        if await self._ballot(pre_vote=False) and self.role == CANDIDATE:
+            self._become_leader()
+
+    async def _ballot(self, pre_vote):
+        """Ask every other voter for its vote in our epoch (a pre-vote: whether it would vote
+        for us in the next one, nothing persisted anywhere); whether a majority granted it. A
+        lost ballot waits out its randomized deadline, so that split votes do not repeat in
+        lockstep.
+
+        A lost pre-vote still counts as won when a voter answered from an older epoch than
+        ours: having entered a newer epoch (then lost touch), we can never follow that
+        epoch's leader, and only an election moves the quorum past it."""
+        epoch, role = self.epoch, self.role
+        granted, behind = {self.node_id}, False
+        tasks = {asyncio.ensure_future(self._request_vote(v, epoch, pre_vote)): v
+                 for v in self.voters if v != self.node_id}
         deadline = time.monotonic() + self.election_timeout * random.uniform(1, 2)
         try:
             while len(granted) * 2 <= len(self.voters) and tasks:
                 done, _ = await asyncio.wait(tasks, timeout=max(0, deadline - time.monotonic()),
                                              return_when=asyncio.FIRST_COMPLETED)
-                if not done or self.role != CANDIDATE or self.epoch != epoch:
+                if not done or self.role != role or self.epoch != epoch:
                     break
                 for t in done:
-                    tasks.remove(t)
-                    voter = t.result()
-                    if voter is not None:
+                    voter = tasks.pop(t)
+                    yes, their_epoch = t.result()
+                    if yes:
                         granted.add(voter)
+                    behind |= 0 <= their_epoch < epoch
         finally:
             for t in tasks:
                 t.cancel()
-        if self.role == CANDIDATE and self.epoch == epoch and len(granted) * 2 > len(self.voters):
-            self._become_leader()
-        elif self.role == CANDIDATE:
+        still = self.role == role and self.epoch == epoch  # no leader or epoch learnt meanwhile
+        won = still and (len(granted) * 2 > len(self.voters) or (pre_vote and behind))
+        if not won and still and (role == CANDIDATE or self._leader_lost()):
             await asyncio.sleep(max(0, deadline - time.monotonic()))
+        return won
 
-    async def _request_vote(self, voter, epoch):
-        """The voter's id if it granted its vote, else None."""
-        body = _VOTE.cls(cluster_id=self.cluster_id, topics=[_VOTE.make(
+    async def _request_vote(self, voter, epoch, pre_vote=False):
+        """(whether the voter granted its vote or pre-vote, its epoch; -1 without an answer)."""
+        body = _VOTE.cls(cluster_id=self.cluster_id, voter_id=voter, topics=[_VOTE.make(
             "topics", topic_name=METADATA_TOPIC, partitions=[_VOTE.make(
                 "topics", "partitions", partition_index=0, candidate_epoch=epoch,
-                candidate_id=self.node_id, last_offset_epoch=self.partition.epoch_cache.latest_epoch,
-                last_offset=self.log.log_end_offset)])])
+                candidate_id=self.node_id, candidate_directory_id=ZERO_UUID,
+                voter_directory_id=ZERO_UUID,
+                last_offset_epoch=self.partition.epoch_cache.latest_epoch,
+                last_offset=self.log.log_end_offset, pre_vote=pre_vote)])])
         try:
             resp = await self.peers.send(self.voters[voter], ApiKey.VOTE, body,
                                          timeout=self.election_timeout, purpose="vote")
         except (KafkaError, KafkaConnectionError, OSError):
-            return None
+            return False, -1
         if resp.error_code or not resp.topics:
-            return None
+            return False, -1
         p = resp.topics[0].partitions[0]
+        if pre_vote and p.vote_granted:
+            return True, p.leader_epoch
         if p.leader_epoch > self.epoch or (p.leader_epoch == self.epoch and p.leader_id >= 0
                                            and p.leader_id != self.node_id):
             # A newer epoch, or ours already has a leader (a node back from a restart campaigns
             # without knowing it): follow it, rather than campaign again in a higher epoch and
             # depose a working leader, as KRaft's candidates do.
             self.become_follower(p.leader_epoch, p.leader_id if p.leader_id >= 0 else None)
-            return None
-        return voter if p.vote_granted else None
+            return False, p.leader_epoch
+        return bool(p.vote_granted), p.leader_epoch
 
-    def handle_vote(self, epoch, candidate, last_epoch, last_offset):
-        """(granted, our epoch, leader id or -1) for a Vote request."""
+    def handle_vote(self, epoch, candidate, last_epoch, last_offset, pre_vote=False):
+        """Whether to grant a Vote request (the answer carries our epoch and leader).
+
+        A pre-vote changes nothing here: it is granted to a log at least as up to date as ours
+        unless, in the same epoch, we lead or follow a leader we heard from within the fetch
+        timeout. A candidate already in a newer epoch (it entered one, then lost touch) can
+        never follow our leader again: it gets the pre-vote, and its election moves everyone on.
+        """
         if candidate not in self.voters or epoch < self.epoch:
             return False
+        if pre_vote:
+            if epoch == self.epoch and (self.role == LEADER or (
+                    self.state.leader_id is not None and not self._leader_lost())):
+                return False
+            mine = (self.partition.epoch_cache.latest_epoch, self.log.log_end_offset)
+            return (last_epoch, last_offset) >= mine
         if epoch > self.epoch:
             self.become_follower(epoch, None)
         if self.role == LEADER or self.state.leader_id not in (None, candidate) or \

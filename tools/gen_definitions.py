@@ -22,7 +22,7 @@ SUPPORTED = {
     "CreatePartitions": (0, 3), "IncrementalAlterConfigs": (0, 1), "OffsetDelete": (0, 0),
     "DescribeCluster": (0, 1), "AlterConfigs": (0, 2), "DescribeLogDirs": (0, 4),
     # Between brokers: the controller quorum (Raft), registration, ISR changes, truncation.
-    "Vote": (0, 0), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
+    "Vote": (0, 2), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
     "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 3),
     "Envelope": (0, 0),
     "OffsetForLeaderEpoch": (0, 4), "AllocateProducerIds": (0, 0),
@@ -40,16 +40,28 @@ SUPPORTED = {
 
 
 # Versions newer than the definitions in kafka-protocol/, declared here from their KIPs until
-# those files catch up: message name -> fields appended (Kafka's JSON field form).
+# those files catch up: message name -> {path of struct field names (() the top level): fields
+# appended there (Kafka's JSON field form)}.
 NEWER = {
     # KIP-939 (two-phase commit), Kafka 4.x: InitProducerId v6
-    "InitProducerIdRequest": [
+    "InitProducerIdRequest": {(): [
         {"name": "Enable2Pc", "type": "bool", "versions": "6+", "default": "false"},
-        {"name": "KeepPreparedTxn", "type": "bool", "versions": "6+", "default": "false"}],
-    "InitProducerIdResponse": [
+        {"name": "KeepPreparedTxn", "type": "bool", "versions": "6+", "default": "false"}]},
+    "InitProducerIdResponse": {(): [
         {"name": "OngoingTxnProducerId", "type": "int64", "versions": "6+", "default": "-1"},
-        {"name": "OngoingTxnProducerEpoch", "type": "int16", "versions": "6+", "default": "-1"}],
+        {"name": "OngoingTxnProducerEpoch", "type": "int16", "versions": "6+", "default": "-1"}]},
+    # KIP-996 (pre-vote), Kafka 4.0: Vote v2; the response is as in v1
+    "VoteRequest": {("Topics", "Partitions"): [
+        {"name": "PreVote", "type": "bool", "versions": "2+", "default": "false"}]},
 }
+
+
+def _append_newer(msg, name):
+    for path, fields in NEWER.get(name, {}).items():
+        struct = msg
+        for step in path:
+            struct = next(f for f in struct["fields"] if f["name"] == step)
+        struct["fields"] = struct["fields"] + fields
 
 
 def _load(path):
@@ -122,7 +134,7 @@ def main(root):
     for api, (lo, hi) in SUPPORTED.items():
         for kind in ("Request", "Response"):
             msg = _load(Path(root) / f"{api}{kind}.json")
-            msg["fields"] = msg["fields"] + NEWER.get(f"{api}{kind}", [])
+            _append_newer(msg, f"{api}{kind}")
             common = {c["name"]: c["fields"] for c in msg.get("commonStructs", [])}
             flex = _range(msg.get("flexibleVersions"))
             flex_s = f" flex{flex[0]}" if flex and flex[0] <= hi else ""

@@ -45,10 +45,11 @@ def _answer(broker, req, schema, decide):
     return _quorum_answer(schema, raft, code, **fields)
 
 
-@handles(ApiKey.VOTE, 0, 0)
+@handles(ApiKey.VOTE, 0, 2)
 async def vote(broker, header, req):
     return _answer(broker, req, _VOTE, lambda raft, p: (0, {"vote_granted": raft.handle_vote(
-        p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset)}))
+        p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset,
+        pre_vote=getattr(p, "pre_vote", False))}))
 
 
 @handles(ApiKey.BEGIN_QUORUM_EPOCH, 0, 0)

@@ -531,17 +531,21 @@ DescribeLogDirsResponse 35 0-4 flex2
         is_future_key bool
     total_bytes int64 v4+ =-1
     usable_bytes int64 v4+ =-1
-VoteRequest 52 0-0 flex0
+VoteRequest 52 0-2 flex0
   cluster_id string null0+
+  voter_id int32 v1+ =-1
   topics []
     topic_name string
     partitions []
       partition_index int32
       candidate_epoch int32
       candidate_id int32
+      candidate_directory_id uuid v1+
+      voter_directory_id uuid v1+
       last_offset_epoch int32
       last_offset int64
-VoteResponse 52 0-0 flex0
+      pre_vote bool v2+
+VoteResponse 52 0-2 flex0
   error_code int16
   topics []
     topic_name string
@@ -551,6 +555,10 @@ VoteResponse 52 0-0 flex0
       leader_id int32
       leader_epoch int32
       vote_granted bool
+  node_endpoints [] v1+ tag0@1+
+    node_id int32 v1+
+    host string v1+
+    port uint16 v1+
 BeginQuorumEpochRequest 53 0-0
   cluster_id string null0+
   topics []

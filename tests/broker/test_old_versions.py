@@ -137,7 +137,7 @@ KAFKA_39 = {
 # Newest versions Kafka 3.9 has and minilog does not (none of them sent by clients to old
 # brokers): the maximum minilog advertises instead, each explained in docs/PROTOCOL_VERSIONS.md.
 BELOW_KAFKA_39 = {
-    "FETCH": 16, "ADD_PARTITIONS_TO_TXN": 4, "VOTE": 0, "BEGIN_QUORUM_EPOCH": 0,
+    "FETCH": 16, "ADD_PARTITIONS_TO_TXN": 4, "BEGIN_QUORUM_EPOCH": 0,
     "END_QUORUM_EPOCH": 0, "BROKER_REGISTRATION": 0, "BROKER_HEARTBEAT": 0,
 }
 
