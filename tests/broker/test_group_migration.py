@@ -68,13 +68,13 @@ class Topic:
         self.producer.flush(60)
 
 
-def _member(broker, group, topic, protocol):
+def _member(broker, group, topic, protocol, client="confluent"):
     conf = {"bootstrap.servers": broker.bootstrap, "group.id": group,
             "group.protocol": protocol, "auto.offset.reset": "earliest",
             "auto.commit.interval.ms": 200}
     if protocol == "classic":
         conf.update({"session.timeout.ms": 20000, "heartbeat.interval.ms": 300})
-    return PollingMember(conf, [topic.name])
+    return PollingMember(conf, [topic.name], client)
 
 
 def _describe(conn, group):
@@ -169,28 +169,51 @@ def test_the_last_consumer_protocol_member_leaving_makes_the_group_classic(broke
     assert _committed(broker, group, topic) == topic.ends
 
 
-def test_a_classic_member_joins_a_live_consumer_group(broker, conn):
-    topic, group = Topic(broker, "joined"), "classic-joins"
+@pytest.mark.parametrize("client", ["confluent", "minilog"])
+def test_a_classic_member_joins_a_live_consumer_group(broker, conn, client):
+    topic, group = Topic(broker, f"joined-{client}"), f"classic-joins-{client}"
     topic.produce("first")
-    members = [_member(broker, group, topic, "consumer")]
+    members = [_member(broker, group, topic, "consumer", client)]
     try:
         wait_until(lambda: _settled(conn, group, [CONSUMER]), 60, "the consumer group")
         with OwnershipSampler(broker.bootstrap, group) as sampler:
-            members.append(_member(broker, group, topic, "classic"))
+            members.append(_member(broker, group, topic, "classic", client))
             d = wait_until(lambda: _settled(conn, group, [CLASSIC, CONSUMER]), 90,
                            "the classic member in the consumer group")
         assert sorted(len(ps) for ps in owned(d).values()) == [3, 3]
         assert sampler.overlaps == []
         topic.produce("second")
         wait_until(lambda: _all_read(topic, members), 60, "both members reading")
+        wait_until(lambda: _committed(broker, group, topic) == topic.ends, 60, "their commits")
     finally:
         _close(members)
 
 
-def _classic_join(conn, group):
+def test_a_classic_member_of_a_consumer_group_commits_at_its_generation(broker, conn):
+    """OffsetCommit v8 (before member epochs) from a classic member: its generation is its
+    member epoch, as Kafka checks it."""
+    topic, group = Topic(broker, "commits"), "classic-commits"
+    assert _consumer_join(conn, group, topic.name).error_code == 0
+    joined = _classic_join(conn, group, topic.name)
+    assert joined.error_code == 0 and joined.leader == ""
+    commit = request(ApiKey.OFFSET_COMMIT)
+
+    def commit_at(generation):
+        answer = conn.call(ApiKey.OFFSET_COMMIT, 8, commit.cls(
+            group_id=group, generation_id_or_member_epoch=generation,
+            member_id=joined.member_id, group_instance_id=None, topics=[commit.make(
+                "topics", name=topic.name, partitions=[commit.make(
+                    "topics", "partitions", partition_index=0, committed_offset=5,
+                    committed_leader_epoch=-1, committed_metadata="")])]))
+        return answer.topics[0].partitions[0].error_code
+    assert commit_at(joined.generation_id) == 0
+    assert commit_at(joined.generation_id + 1) == ErrorCode.ILLEGAL_GENERATION
+
+
+def _classic_join(conn, group, topic="orders"):
     """A JoinGroup v5 (again with the member id it hands out, MEMBER_ID_REQUIRED)."""
     join = request(ApiKey.JOIN_GROUP)
-    metadata = encode_subscription(Subscription(("orders",)), 0)
+    metadata = encode_subscription(Subscription((topic,)), 0)
     member_id = ""
     for _ in range(2):
         answer = conn.call(ApiKey.JOIN_GROUP, 5, join.cls(
@@ -203,11 +226,11 @@ def _classic_join(conn, group):
     return answer
 
 
-def _consumer_join(conn, group):
+def _consumer_join(conn, group, topic="orders"):
     hb = request(ApiKey.CONSUMER_GROUP_HEARTBEAT)
     return conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, hb.cls(
         group_id=group, member_id="", member_epoch=0, rebalance_timeout_ms=10000,
-        subscribed_topic_names=["orders"], topic_partitions=[]))
+        subscribed_topic_names=[topic], topic_partitions=[]))
 
 
 def test_the_disabled_policy_keeps_live_groups_to_one_protocol(make_broker):
