@@ -72,6 +72,7 @@ class ConsumerMember:
     classic: ClassicMetadata | None = None  # set for a member speaking the classic protocol
     session_timer: object = None     # asyncio handles, owned by the coordinator
     rebalance_timer: object = None
+    classic_timer: object = None     # a classic member's join or sync deadline
 
     def owns_any(self, partitions: Partitions) -> bool:
         return any(p in self.assigned.get(t, ()) or p in self.pending_revocation.get(t, ())

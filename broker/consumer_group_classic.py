@@ -140,6 +140,7 @@ class ClassicMembers:
         error, _ = await self._protocol.advance(group, member, changed, epoch_before, owned)
         if error:
             return JoinResult(error, member_id)
+        self._deadline(group, member, "did not sync in time")
         return JoinResult(0, member_id, member.member_epoch, g.CONSUMER_PROTOCOL_TYPE,
                           member.classic.protocol_name, "")
 
@@ -172,6 +173,7 @@ class ClassicMembers:
         if group.group_epoch > member.member_epoch and member.state != M_UNREVOKED:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         self._protocol.schedule_session(group, member)
+        self._deadline(group, member, None)
         return SyncResult(0, assignment_bytes(member.assigned, self._topic_names(),
                                               member.classic.protocols[0][1]),
                           g.CONSUMER_PROTOCOL_TYPE, member.classic.protocol_name)
@@ -186,7 +188,24 @@ class ClassicMembers:
         if generation_id != member.member_epoch:
             return ErrorCode.ILLEGAL_GENERATION
         self._protocol.schedule_session(group, member)
-        return ErrorCode.REBALANCE_IN_PROGRESS if group.must_rejoin(member) else 0
+        if not group.must_rejoin(member):
+            return 0
+        if member.classic_timer is None:
+            self._deadline(group, member, "did not rejoin in time")
+        return ErrorCode.REBALANCE_IN_PROGRESS
+
+    def _deadline(self, group: ConsumerGroup, member: ConsumerMember, reason: str | None) -> None:
+        """Kafka's join and sync timeouts for a classic member: asked to rejoin, or answered
+        its JoinGroup, it must rejoin or sync within its rebalance timeout (heartbeats alone
+        do not keep it, since it may hold partitions others wait for) or be removed; None
+        cancels the deadline."""
+        if member.classic_timer:
+            member.classic_timer.cancel()
+            member.classic_timer = None
+        if reason is not None:
+            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else 300000
+            member.classic_timer = self.coordinator._loop.call_later(
+                timeout / 1000, self._protocol.expire, group, member, reason)
 
     async def leave(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> int:
         """LeaveGroup of a classic member: it leaves as a consumer member with epoch -1."""

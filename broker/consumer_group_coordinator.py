@@ -282,7 +282,7 @@ class ConsumerGroupProtocol:
             member.session_timer.cancel()
         timeout_ms = member.classic.session_timeout_ms if member.classic else self.session_timeout_ms
         member.session_timer = self._loop.call_later(
-            timeout_ms / 1000, self._expire, group, member, "session timed out")
+            timeout_ms / 1000, self.expire, group, member, "session timed out")
 
     def _schedule_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """Kafka's rebalance timeout: started when a member is asked to revoke, cancelled once
@@ -294,17 +294,17 @@ class ConsumerGroupProtocol:
         elif member.rebalance_timer is None:
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else 300000
             member.rebalance_timer = self._loop.call_later(
-                timeout / 1000, self._expire, group, member, "did not revoke in time")
+                timeout / 1000, self.expire, group, member, "did not revoke in time")
 
     @staticmethod
     def cancel_timers(member: ConsumerMember) -> None:
-        for name in ("session_timer", "rebalance_timer"):
+        for name in ("session_timer", "rebalance_timer", "classic_timer"):
             timer = getattr(member, name)
             if timer:
                 timer.cancel()
                 setattr(member, name, None)
 
-    def _expire(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+    def expire(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         if group.members.get(member.member_id) is not member or group.dead:
             return
         asyncio.ensure_future(self.remove(group, member, reason))

@@ -210,14 +210,32 @@ def test_a_classic_member_of_a_consumer_group_commits_at_its_generation(broker, 
     assert commit_at(joined.generation_id + 1) == ErrorCode.ILLEGAL_GENERATION
 
 
-def _classic_join(conn, group, topic="orders"):
+def test_a_classic_member_that_never_syncs_is_removed_though_it_heartbeats(broker, conn):
+    """Kafka's sync timeout: heartbeats alone do not keep a classic member that never took
+    its assignment (it may hold partitions others wait for)."""
+    topic, group = Topic(broker, "unsynced"), "unsynced"
+    assert _consumer_join(conn, group, topic.name).error_code == 0
+    joined = _classic_join(conn, group, topic.name, rebalance_timeout_ms=1000)
+    assert joined.error_code == 0
+    hb = request(ApiKey.HEARTBEAT)
+
+    def removed():
+        answer = conn.call(ApiKey.HEARTBEAT, 3, hb.cls(
+            group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+            group_instance_id=None))
+        return answer.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    wait_until(removed, 60, "the unsynced member removed", interval=0.2)
+    assert [m.member_type for m in _describe(conn, group).members] == [CONSUMER]
+
+
+def _classic_join(conn, group, topic="orders", rebalance_timeout_ms=10000):
     """A JoinGroup v5 (again with the member id it hands out, MEMBER_ID_REQUIRED)."""
     join = request(ApiKey.JOIN_GROUP)
     metadata = encode_subscription(Subscription((topic,)), 0)
     member_id = ""
     for _ in range(2):
         answer = conn.call(ApiKey.JOIN_GROUP, 5, join.cls(
-            group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
+            group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=rebalance_timeout_ms,
             member_id=member_id, group_instance_id=None, protocol_type="consumer",
             protocols=[join.make("protocols", name="range", metadata=metadata)]))
         if answer.error_code != ErrorCode.MEMBER_ID_REQUIRED:
