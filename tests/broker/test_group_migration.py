@@ -68,12 +68,13 @@ class Topic:
         self.producer.flush(60)
 
 
-def _member(broker, group, topic, protocol, client="confluent"):
+def _member(broker, group, topic, protocol, client="confluent", strategy="range,roundrobin"):
     conf = {"bootstrap.servers": broker.bootstrap, "group.id": group,
             "group.protocol": protocol, "auto.offset.reset": "earliest",
             "auto.commit.interval.ms": 200}
     if protocol == "classic":
-        conf.update({"session.timeout.ms": 20000, "heartbeat.interval.ms": 300})
+        conf.update({"session.timeout.ms": 20000, "heartbeat.interval.ms": 300,
+                     "partition.assignment.strategy": strategy})
     return PollingMember(conf, [topic.name], client)
 
 
@@ -117,10 +118,13 @@ def _close(members):
         m.close()
 
 
-def test_a_rolling_upgrade_keeps_classic_members_and_loses_no_record(broker, conn):
-    topic, group = Topic(broker, "rolling"), "rolling-upgrade"
+@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
+def test_a_rolling_upgrade_keeps_classic_members_and_loses_no_record(broker, conn, strategy):
+    """Eager classic members give up everything when they rejoin; cooperative ones report
+    what they own in their subscription and keep it."""
+    topic, group = Topic(broker, f"rolling-{strategy[:4]}"), f"rolling-upgrade-{strategy[:4]}"
     topic.produce("classic")
-    members = [_member(broker, group, topic, "classic") for _ in range(2)]
+    members = [_member(broker, group, topic, "classic", strategy=strategy) for _ in range(2)]
     try:
         wait_until(lambda: _all_read(topic, members), 60, "two classic members reading")
         with OwnershipSampler(broker.bootstrap, group) as sampler:
