@@ -6,6 +6,7 @@ member leaves, a classic member joining a live consumer group, `disabled` keepin
 refusals, and a mixed group surviving kill -9 of its broker."""
 import pytest
 from brokers import MinilogBroker
+from clitools import ok
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from consumer_protocol import OwnershipSampler, PollingMember, owned
@@ -186,6 +187,10 @@ def test_a_classic_member_joins_a_live_consumer_group(broker, conn, client):
                            "the classic member in the consumer group")
         assert sorted(len(ps) for ps in owned(d).values()) == [3, 3]
         assert sampler.overlaps == []
+        out = ok("groups", "describe", group, "-b", broker.bootstrap).splitlines()
+        header = next(i for i, line in enumerate(out) if line.startswith("MEMBER-ID"))
+        shown = dict(line.split()[:2] for line in out[header + 1:header + 3])
+        assert shown == {m.member_id: ("classic", "consumer")[m.member_type] for m in d.members}
         topic.produce("second")
         wait_until(lambda: _all_read(topic, members), 60, "both members reading")
         wait_until(lambda: _committed(broker, group, topic) == topic.ends, 60, "their commits")
