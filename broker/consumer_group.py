@@ -309,9 +309,13 @@ class ConsumerGroup:
                                   f"{member.member_epoch}")
 
     # -- classic members ------------------------------------------------------------------------
-    def all_classic(self) -> bool:
-        """True when the group has members and every one speaks the classic protocol."""
-        return bool(self.members) and all(m.classic for m in self.members.values())
+    def can_become_classic(self) -> bool:
+        """Every member (there is one at least) speaks the classic protocol, and they share a
+        protocol a classic group can elect."""
+        if not self.members or not all(m.classic for m in self.members.values()):
+            return False
+        first = next(iter(self.members.values())).classic
+        return self.supports_classic_protocols([name for name, _ in first.protocols])
 
     def supports_classic_protocols(self, names: list[str]) -> bool:
         """Kafka's supportsClassicProtocols: a joining classic member shares a protocol with

@@ -78,7 +78,7 @@ class ClassicMembers:
     def maybe_downgrade(self, group: ConsumerGroup) -> list | None:
         """When only classic members remain: make the group classic again and start its
         rebalance; the records replacing the consumer group's, or None."""
-        if not self.policy.downgrade or not group.all_classic():
+        if not self.policy.downgrade or not group.can_become_classic():
             return None
         classic = classic_from_consumer(group, self._topic_names(), now_ms())
         entries = self._protocol.all_tombstones(group) + [self.coordinator.group_entry(classic)]

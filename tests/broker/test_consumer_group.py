@@ -178,3 +178,15 @@ def test_an_all_classic_consumer_group_becomes_classic_with_its_target_assignmen
     assert {mid: {p for _, p in decode_assignment(m.assignment).partitions}
             for mid, m in classic.members.items()} == {"c1": {0, 1}, "c2": {2, 3}}
     assert classic.offsets == {("t", 0): "committed"}
+
+
+def test_a_consumer_group_becomes_classic_only_when_its_members_are_classic_and_share_a_protocol():
+    from minilog.broker.consumer_group import ClassicMetadata
+    group = _group("modern")
+    assert not group.can_become_classic()
+    group.add_member(ConsumerMember("c1", classic=ClassicMetadata(10000, [("range", b"")])))
+    assert not group.can_become_classic()  # a consumer-protocol member is still there
+    group.remove_member("modern")
+    assert group.can_become_classic()
+    group.add_member(ConsumerMember("c2", classic=ClassicMetadata(10000, [("roundrobin", b"")])))
+    assert not group.can_become_classic()  # no protocol a classic group could elect
