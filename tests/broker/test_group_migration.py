@@ -6,7 +6,7 @@ member leaves, a classic member joining a live consumer group, `disabled` keepin
 refusals, and a mixed group surviving kill -9 of its broker."""
 import pytest
 from brokers import MinilogBroker
-from clitools import ok
+from clitools import ok, one_line_error, run
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from consumer_protocol import OwnershipSampler, PollingMember, owned
@@ -270,6 +270,12 @@ def test_the_disabled_policy_keeps_live_groups_to_one_protocol(make_broker):
         assert _classic_join(conn, "modern").error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     finally:
         conn.sock.close()
+
+
+def test_an_unknown_migration_policy_stops_the_broker_with_one_line(tmp_path):
+    r = run("broker", "start", "--data-dir", tmp_path, "--listen", "127.0.0.1:0",
+            "-o", "group.consumer.migration.policy=sideways")
+    assert "must be one of bidirectional, upgrade, downgrade, disabled" in one_line_error(r, 2)
 
 
 def test_a_mixed_group_survives_kill_9_of_its_broker(make_broker):
