@@ -238,6 +238,7 @@ class ConsumerGroupProtocol:
         """Apply the fields the request sent (null means unchanged); True if the subscription
         changed, which needs a new target assignment."""
         member.client_id, member.client_host = req.client_id, req.client_host
+        member.classic = None  # a classic member heartbeating this way has upgraded itself
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         if req.rebalance_timeout_ms != -1:

@@ -119,17 +119,21 @@ def _close(members):
         m.close()
 
 
-@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
-def test_a_rolling_upgrade_keeps_classic_members_and_loses_no_record(broker, conn, strategy):
+@pytest.mark.parametrize("client,strategy", [("confluent", "range,roundrobin"),
+                                             ("confluent", "cooperative-sticky"),
+                                             ("minilog", "cooperative-sticky")])
+def test_a_rolling_upgrade_keeps_classic_members_and_loses_no_record(broker, conn, client,
+                                                                     strategy):
     """Eager classic members give up everything when they rejoin; cooperative ones report
     what they own in their subscription and keep it."""
-    topic, group = Topic(broker, f"rolling-{strategy[:4]}"), f"rolling-upgrade-{strategy[:4]}"
+    name = f"rolling-{client}-{strategy[:4]}"
+    topic, group = Topic(broker, name), name
     topic.produce("classic")
-    members = [_member(broker, group, topic, "classic", strategy=strategy) for _ in range(2)]
+    members = [_member(broker, group, topic, "classic", client, strategy) for _ in range(2)]
     try:
         wait_until(lambda: _all_read(topic, members), 60, "two classic members reading")
         with OwnershipSampler(broker.bootstrap, group) as sampler:
-            members.append(_member(broker, group, topic, "consumer"))
+            members.append(_member(broker, group, topic, "consumer", client))
             d = wait_until(lambda: _settled(conn, group, [CLASSIC, CLASSIC, CONSUMER]), 90,
                            "the group converted with its two classic members kept")
             assert all(owned(d).values())  # all three hold partitions
@@ -141,7 +145,7 @@ def test_a_rolling_upgrade_keeps_classic_members_and_loses_no_record(broker, con
             for kind in range(2):  # replace the classic members one by one
                 closed.append(members.pop(0))
                 closed[-1].close()
-                members.append(_member(broker, group, topic, "consumer"))
+                members.append(_member(broker, group, topic, "consumer", client))
                 wait_until(lambda: _settled(conn, group, [CLASSIC] * (1 - kind) +
                                             [CONSUMER] * (2 + kind)), 90, f"replacement {kind}")
                 topic.produce(f"rolled-{kind}")
