@@ -1,9 +1,11 @@
 """KIP-848's online migration against a real broker: classic and consumer-protocol members in
-one live group (`group.consumer.migration.policy`), with confluent-kafka consumers of both
-protocols. A rolling upgrade of a live classic group with no partition owned twice (sampled
-with ConsumerGroupDescribe) and no record lost, the downgrade when the last consumer-protocol
-member leaves, a classic member joining a live consumer group, `disabled` keeping today's
-refusals, and a mixed group surviving kill -9 of its broker."""
+one live group (`group.consumer.migration.policy`), with confluent-kafka's and minilog's
+consumers of both protocols. A rolling upgrade of a live classic group (eager and cooperative
+classic members) with no partition owned twice (sampled with ConsumerGroupDescribe) and no
+record lost, the downgrade when the last consumer-protocol member leaves, a classic member
+joining a live consumer group, a classic member's commits at its generation and its sync
+timeout, `disabled` keeping today's refusals, and a mixed group surviving kill -9 of its
+broker."""
 import pytest
 from brokers import MinilogBroker
 from clitools import ok, one_line_error, run
