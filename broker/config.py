@@ -68,6 +68,8 @@ BROKER_KEYS = {
     "group.consumer.session.timeout.ms": (int, 45000),
     "group.consumer.heartbeat.interval.ms": (int, 5000),
     "group.consumer.assignors": (str, "uniform,range"),
+    # KIP-848's online migration of live groups between the classic and consumer protocols
+    "group.consumer.migration.policy": (str, "bidirectional"),
     "min.insync.replicas": (int, 1),
     "producer.id.expiration.ms": (int, 86400000),
     "replica.lag.time.max.ms": (int, 30000),
@@ -131,6 +133,9 @@ DEPRECATED_KEYS = {
     "log.message.timestamp.difference.max.ms":
         "replaced by log.message.timestamp.before.max.ms and log.message.timestamp.after.max.ms",
 }
+
+# group.consumer.migration.policy's values (Kafka's ConsumerGroupMigrationPolicy).
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 log = logging.getLogger("minilog.broker.config")
 
@@ -203,6 +208,11 @@ class BrokerConfig:
                     "transaction.state.log.num.partitions", "transaction.max.timeout.ms"):
             if values[key] <= 0:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
+        policy = values["group.consumer.migration.policy"] = \
+            values["group.consumer.migration.policy"].strip().lower()
+        if policy not in MIGRATION_POLICIES:
+            raise ConfigError(f"group.consumer.migration.policy must be one of "
+                              f"{', '.join(MIGRATION_POLICIES)}, got {policy!r}")
         cfg = cls(values)
         _ = cfg.listeners  # parsing them validates `listeners` and `advertised.listeners`
         cfg._check_roles()

@@ -7,6 +7,10 @@ each member is then reconciled towards its target one heartbeat at a time: parti
 give up are revoked first (it keeps its epoch until it stops reporting them), and a partition
 is handed to a new owner only once nobody holds it, so no partition is ever owned by two
 members. Timers and persistence live in `consumer_group_coordinator.py`.
+
+A member may speak the classic protocol (KIP-848's online migration): it keeps its JoinGroup
+protocols in `classic`, is reconciled only when it rejoins (it reports what it owns in its
+subscription), and is told to rejoin by its Heartbeat (`must_rejoin`).
 """
 import re
 from dataclasses import dataclass, field
@@ -36,6 +40,19 @@ class FencedError(Exception):
 
 
 @dataclass
+class ClassicMetadata:
+    """What a classic member of a consumer group sent in JoinGroup (Kafka's
+    ClassicMemberMetadata): its session timeout and protocols [(name, metadata)] in order."""
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol a classic member of a consumer group is answered with (its first)."""
+        return self.protocols[0][0]
+
+
+@dataclass
 class ConsumerMember:
     member_id: str
     instance_id: str | None = None
@@ -52,8 +69,10 @@ class ConsumerMember:
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
     epoch_before_leave: int = 0      # a static member that left with epoch -2 comes back here
+    classic: ClassicMetadata | None = None  # set for a member speaking the classic protocol
     session_timer: object = None     # asyncio handles, owned by the coordinator
     rebalance_timer: object = None
+    classic_timer: object = None     # a classic member's join or sync deadline
 
     def owns_any(self, partitions: Partitions) -> bool:
         return any(p in self.assigned.get(t, ()) or p in self.pending_revocation.get(t, ())
@@ -288,6 +307,37 @@ class ConsumerGroup:
                 raise FencedError(ErrorCode.FENCED_MEMBER_EPOCH,
                                   f"epoch {received} is older than the member's "
                                   f"{member.member_epoch}")
+
+    # -- classic members ------------------------------------------------------------------------
+    def can_become_classic(self) -> bool:
+        """Every member (there is one at least) speaks the classic protocol, and they share a
+        protocol a classic group can elect."""
+        if not self.members or not all(m.classic for m in self.members.values()):
+            return False
+        first = next(iter(self.members.values())).classic
+        return self.supports_classic_protocols([name for name, _ in first.protocols])
+
+    def supports_classic_protocols(self, names: list[str]) -> bool:
+        """Kafka's supportsClassicProtocols: a joining classic member shares a protocol with
+        every classic member already in the group."""
+        classic = [m.classic for m in self.members.values() if m.classic]
+        return bool(names) and any(all(any(n == name for n, _ in c.protocols) for c in classic)
+                                   for name in names)
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a target partition of `member` is still held
+        by another member."""
+        if member.state != M_UNRELEASED:
+            return False
+        return any(p not in member.assigned.get(t, ()) and self.owners.get((t, p)) not in
+                   (None, member.member_id)
+                   for t, ps in self.target.get(member.member_id, {}).items() for p in ps)
+
+    def must_rejoin(self, member: ConsumerMember) -> bool:
+        """A classic member's Heartbeat answers REBALANCE_IN_PROGRESS (Kafka's rule): the group
+        moved on, it must revoke, or the partitions it waited for are free."""
+        return (member.member_epoch < self.group_epoch or member.state == M_UNREVOKED
+                or (member.state == M_UNRELEASED and not self.waiting_on_unreleased(member)))
 
     def check_commit_epoch(self, member_id: str, epoch: int) -> int:
         """OffsetCommit/OffsetFetch with member epochs (KIP-848): 0 or the error code."""

@@ -8,7 +8,9 @@ for `group.consumer.session.timeout.ms` removes the member; rebalance timeout: a
 does not revoke in time is fenced), and persistence: each heartbeat that changes the group
 writes Kafka's records (`consumer_group_records.py`) as one batch to `__consumer_offsets` and
 answers once the in-sync replicas have it, so a new coordinator resumes the group after a
-failover. A group is classic or consumer, never both, in the coordinator's one `groups` map.
+failover. A group is classic or consumer in the coordinator's one `groups` map; a consumer group
+may hold classic members (`consumer_group_classic.py`), and a live classic group converts when
+a member of this protocol joins it.
 """
 import asyncio
 import logging
@@ -22,6 +24,7 @@ from .consumer_group import (
     LEAVE_EPOCH,
     M_UNREVOKED,
     STATIC_LEAVE_EPOCH,
+    ClassicMetadata,
     ConsumerGroup,
     ConsumerMember,
     FencedError,
@@ -85,10 +88,10 @@ class ConsumerGroupProtocol:
                       req.member_id, invalid[1])
             return HeartbeatResult(*invalid)
         try:
-            group = self._group_for(req)
+            group, created = self._group_for(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return await self._leave(group, req)
-            return await self._heartbeat(group, req)
+            return await self._heartbeat(group, req, created)
         except FencedError as e:
             log.debug("consumer group %s: heartbeat of %s at epoch %d: %s: %s", req.group_id,
                       req.member_id, req.member_epoch, ErrorCode(e.code).name, e)
@@ -125,27 +128,33 @@ class ConsumerGroupProtocol:
                 return ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex: {e}"
         return None
 
-    def _group_for(self, req: HeartbeatRequest) -> ConsumerGroup:
-        """The consumer group, created on a join; an empty classic group converts (keeping its
-        offsets), a live classic one cannot be joined with this protocol."""
+    def _group_for(self, req: HeartbeatRequest) -> tuple[ConsumerGroup, list]:
+        """The consumer group, and the records of its creation if it was classic: created on a
+        join; an empty classic group converts keeping its offsets, a live one keeping its
+        members too where `group.consumer.migration.policy` allows (else GROUP_ID_NOT_FOUND)."""
         groups = self.coordinator.groups
         group = groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):
-            return group
-        if group is not None and (group.members or group.pending_members):
-            raise FencedError(ErrorCode.GROUP_ID_NOT_FOUND,
-                              f"Group {req.group_id} is not a consumer group.")
+            return group, []
         if group is None and req.member_epoch != 0:
             raise FencedError(ErrorCode.UNKNOWN_MEMBER_ID,
                               f"Group {req.group_id} has no member {req.member_id}.")
+        if group is not None and (group.members or group.pending_members):
+            upgraded = self.coordinator.classic_members.upgrade(group) \
+                if req.member_epoch == 0 else None
+            if upgraded is None:
+                raise FencedError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                  f"Group {req.group_id} is not a consumer group.")
+            return upgraded
         converted = ConsumerGroup(req.group_id, now_ms())
         if group is not None:
             converted.offsets, converted.offsets_written_at = group.offsets, group.offsets_written_at
             converted.persisted = group.persisted
         groups[req.group_id] = converted
-        return converted
+        return converted, []
 
-    async def _heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest) -> HeartbeatResult:
+    async def _heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest,
+                         created: list) -> HeartbeatResult:
         changed: set[str] = set()
         epoch_before = group.group_epoch
         member = self._member_for(group, req, changed)
@@ -153,23 +162,10 @@ class ConsumerGroupProtocol:
             group.check_epoch(member, req.member_epoch, req.owned)
         if self._update_member(member, req):
             changed.add(member.member_id)
-        topics_changed = group.refresh_topics(self._cluster_topics())
-        if member.member_id in changed or topics_changed:  # one new epoch for all of it
+        if member.member_id in changed:
             group.group_epoch = max(group.group_epoch, epoch_before + 1)
-        target_changed = group.assignment_epoch < group.group_epoch
-        if target_changed:
-            group.compute_target(group.assignor_name(self.assignors))
-        before = (member.member_epoch, member.state, _frozen(member.assigned),
-                  _frozen(member.pending_revocation))
-        group.reconcile(member, req.owned)
-        after = (member.member_epoch, member.state, _frozen(member.assigned),
-                 _frozen(member.pending_revocation))
-        self._schedule_session(group, member)
-        self._schedule_rebalance(group, member)
-        entries = self._records(group, changed, assignment_changed=before != after,
-                                member=member, epoch_changed=group.group_epoch != epoch_before,
-                                target_changed=target_changed)
-        error = await self._write(group, entries)
+        error, assigned_changed = await self.advance(group, member, changed, epoch_before,
+                                                     req.owned, created)
         if error:
             return HeartbeatResult(error)
         # Kafka's "full request" (a client recovering from an error): the assignment is sent
@@ -179,7 +175,32 @@ class ConsumerGroupProtocol:
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         return HeartbeatResult(0, None, member.member_id, member.member_epoch,
                                self.heartbeat_interval_ms,
-                               member.assigned if full or before[2] != after[2] else None)
+                               member.assigned if full or assigned_changed else None)
+
+    async def advance(self, group: ConsumerGroup, member: ConsumerMember, changed: set[str],
+                      epoch_before: int, owned: Partitions | None,
+                      created: list = ()) -> tuple[int, bool]:
+        """One step of the group for `member`'s heartbeat (or a classic member's JoinGroup):
+        new topics raise the epoch, a new epoch gets a target assignment, the member is
+        reconciled, and the records of it all are written after `created`. Returns (error,
+        whether the member's assigned partitions changed)."""
+        if group.refresh_topics(self._cluster_topics()):  # one new epoch for all of it
+            group.group_epoch = max(group.group_epoch, epoch_before + 1)
+        target_changed = group.assignment_epoch < group.group_epoch
+        if target_changed:
+            group.compute_target(group.assignor_name(self.assignors))
+        before = (member.member_epoch, member.state, _frozen(member.assigned),
+                  _frozen(member.pending_revocation))
+        group.reconcile(member, owned)
+        after = (member.member_epoch, member.state, _frozen(member.assigned),
+                 _frozen(member.pending_revocation))
+        self.schedule_session(group, member)
+        self._schedule_rebalance(group, member)
+        entries = self._records(group, changed, assignment_changed=before != after,
+                                member=member, epoch_changed=group.group_epoch != epoch_before,
+                                target_changed=target_changed)
+        error = await self._write(group, list(created) + entries)
+        return error, before[2] != after[2]
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest,
                     changed: set[str]) -> ConsumerMember:
@@ -200,13 +221,13 @@ class ConsumerGroupProtocol:
                     raise FencedError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                       f"Static member {req.instance_id} is still in use by "
                                       f"{current.member_id}.")
-                self._cancel_timers(current)
+                self.cancel_timers(current)
                 replaced = group.replace_static_member(current, member_id)
                 changed.update((member_id, current.member_id))
                 return replaced
         if member is not None:  # rejoining with epoch 0: it owns nothing any more
             group.remove_member(member.member_id)
-            self._cancel_timers(member)
+            self.cancel_timers(member)
         member = ConsumerMember(member_id, req.instance_id)
         group.add_member(member)
         changed.add(member_id)
@@ -217,6 +238,7 @@ class ConsumerGroupProtocol:
         """Apply the fields the request sent (null means unchanged); True if the subscription
         changed, which needs a new target assignment."""
         member.client_id, member.client_host = req.client_id, req.client_host
+        member.classic = None  # a classic member heartbeating this way has upgraded itself
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         if req.rebalance_timeout_ms != -1:
@@ -246,21 +268,22 @@ class ConsumerGroupProtocol:
             # back under the same instance id or its session times out.
             member.epoch_before_leave = max(member.member_epoch, 0)
             member.previous_member_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             if member.rebalance_timer:
                 member.rebalance_timer.cancel()
                 member.rebalance_timer = None
             error = await self._write(group, [self._current_assignment(group, member)])
             return HeartbeatResult(error, None, member.member_id, STATIC_LEAVE_EPOCH)
-        error = await self._remove(group, member, "left the group")
+        error = await self.remove(group, member, "left the group")
         return HeartbeatResult(error, None, member.member_id, LEAVE_EPOCH)
 
     # -- timers ---------------------------------------------------------------------------------
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer:
             member.session_timer.cancel()
+        timeout_ms = member.classic.session_timeout_ms if member.classic else self.session_timeout_ms
         member.session_timer = self._loop.call_later(
-            self.session_timeout_ms / 1000, self._expire, group, member, "session timed out")
+            timeout_ms / 1000, self.expire, group, member, "session timed out")
 
     def _schedule_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """Kafka's rebalance timeout: started when a member is asked to revoke, cancelled once
@@ -272,29 +295,30 @@ class ConsumerGroupProtocol:
         elif member.rebalance_timer is None:
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else 300000
             member.rebalance_timer = self._loop.call_later(
-                timeout / 1000, self._expire, group, member, "did not revoke in time")
+                timeout / 1000, self.expire, group, member, "did not revoke in time")
 
     @staticmethod
-    def _cancel_timers(member: ConsumerMember) -> None:
-        for name in ("session_timer", "rebalance_timer"):
+    def cancel_timers(member: ConsumerMember) -> None:
+        for name in ("session_timer", "rebalance_timer", "classic_timer"):
             timer = getattr(member, name)
             if timer:
                 timer.cancel()
                 setattr(member, name, None)
 
-    def _expire(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+    def expire(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         if group.members.get(member.member_id) is not member or group.dead:
             return
-        asyncio.ensure_future(self._remove(group, member, reason))
+        asyncio.ensure_future(self.remove(group, member, reason))
 
-    async def _remove(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> int:
+    async def remove(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> int:
         """Remove a member (its partitions become free; the group epoch rises)."""
-        self._cancel_timers(member)
+        self.cancel_timers(member)
         group.remove_member(member.member_id)
         log.info("member %s of consumer group %s %s (group epoch %d)", member.member_id,
                  group.group_id, reason, group.group_epoch)
-        return await self._write(group, self._member_tombstones(group, member.member_id)
-                                 + [self._group_epoch(group)])
+        entries = self._member_tombstones(group, member.member_id)
+        downgraded = self.coordinator.classic_members.maybe_downgrade(group)
+        return await self._write(group, entries + (downgraded or [self._group_epoch(group)]))
 
     # -- persistence ----------------------------------------------------------------------------
     def _records(self, group: ConsumerGroup, changed: set[str], assignment_changed: bool,
@@ -309,16 +333,20 @@ class ConsumerGroupProtocol:
         if epoch_changed:
             entries.append(self._group_epoch(group))
         if target_changed:
-            entries += [(rec.consumer_key(rec.TARGET_MEMBER, group.group_id, mid), rec.encode_value(
-                rec.TARGET_MEMBER, topic_partitions=rec.topic_partitions(
-                    rec.TARGET_MEMBER, "topic_partitions", group.target.get(mid, {}))))
-                for mid in sorted(group.members)]
-            entries.append((rec.consumer_key(rec.TARGET_EPOCH, group.group_id),
-                            rec.encode_value(rec.TARGET_EPOCH,
-                                             assignment_epoch=group.assignment_epoch)))
+            entries += self._target_records(group)
         if assignment_changed or member.member_id in changed:
             entries.append(self._current_assignment(group, member))
         return entries
+
+    @staticmethod
+    def _target_records(group: ConsumerGroup) -> list:
+        """The target assignment of every member, then its epoch."""
+        return [(rec.consumer_key(rec.TARGET_MEMBER, group.group_id, mid), rec.encode_value(
+            rec.TARGET_MEMBER, topic_partitions=rec.topic_partitions(
+                rec.TARGET_MEMBER, "topic_partitions", group.target.get(mid, {}))))
+            for mid in sorted(group.members)] + [
+            (rec.consumer_key(rec.TARGET_EPOCH, group.group_id),
+             rec.encode_value(rec.TARGET_EPOCH, assignment_epoch=group.assignment_epoch))]
 
     @staticmethod
     def _group_epoch(group: ConsumerGroup):
@@ -331,7 +359,20 @@ class ConsumerGroupProtocol:
             rec.MEMBER, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
             client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
             subscribed_topic_regex=m.subscribed_topic_regex,
-            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            classic_member_metadata=rec.classic_metadata(m.classic)))
+
+    def full_records(self, group: ConsumerGroup) -> list:
+        """Every record of the group as it stands (a classic group just converted)."""
+        target = self._target_records(group)
+        return ([self._member_metadata(group, m) for m in group.members.values()]
+                + [self._group_epoch(group)] + target
+                + [self._current_assignment(group, m) for m in group.members.values()])
+
+    def all_tombstones(self, group: ConsumerGroup) -> list:
+        """Every record of the group and its members, deleted (it became classic)."""
+        return [e for mid in group.members for e in self._member_tombstones(group, mid)] \
+            + self.tombstones(group)
 
     @staticmethod
     def _current_assignment(group: ConsumerGroup, m: ConsumerMember):
@@ -384,7 +425,8 @@ class ConsumerGroupProtocol:
                 group.add_member(ConsumerMember(
                     member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
                     list(v.subscribed_topic_names), v.subscribed_topic_regex, v.server_assignor,
-                    v.rebalance_timeout_ms))
+                    v.rebalance_timeout_ms,
+                    classic=_classic(v.classic_member_metadata)))
         for (kind, member_id), v in state.items():
             member = group.members.get(member_id)
             if member is None:
@@ -404,13 +446,18 @@ class ConsumerGroupProtocol:
             group.hold(member)
         group.topics = group.subscribed_topics(self._cluster_topics())
         for member in group.members.values():
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             self._schedule_rebalance(group, member)
         return group
 
     def unload(self, group: ConsumerGroup) -> None:
         for member in group.members.values():
-            self._cancel_timers(member)
+            self.cancel_timers(member)
+
+
+def _classic(value) -> ClassicMetadata | None:
+    decoded = rec.from_classic_metadata(value)
+    return ClassicMetadata(*decoded) if decoded else None
 
 
 def _frozen(parts: Partitions) -> frozenset:

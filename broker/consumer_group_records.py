@@ -4,6 +4,8 @@ A consumer group is kept as Kafka keeps it: its epoch (key version 3), each memb
 (5), the target assignment's epoch (6) and each member's target (7), and each member's current
 assignment with its epoch and state (8). Keys are non-flexible (int16 version, then strings);
 values are an int16 version 0 then a flexible struct, declared below in the codec's notation.
+A classic member of a consumer group (KIP-848's migration) carries its session timeout and
+JoinGroup protocols in the member record's tagged `classic_member_metadata`, as Kafka writes it.
 A null value is a tombstone. Kafka's partition metadata record (4) is neither written nor
 needed: the coordinator re-reads topic metadata from the cluster.
 """
@@ -29,6 +31,11 @@ ConsumerGroupMemberMetadataValue -1 0-0 flex0
   subscribed_topic_regex string null0+
   rebalance_timeout_ms int32 =-1
   server_assignor string null0+
+  classic_member_metadata {} null0+ tag0@0+
+    session_timeout_ms int32
+    supported_protocols []
+      name string
+      metadata bytes
 ConsumerGroupTargetAssignmentMetadataValue -1 0-0 flex0
   assignment_epoch int32
 ConsumerGroupTargetAssignmentMemberValue -1 0-0 flex0
@@ -90,3 +97,23 @@ def topic_partitions(kind: int, field: str, parts: dict[UUID, set[int]]) -> list
 
 def from_topic_partitions(items) -> dict[UUID, set[int]]:
     return {tp.topic_id: set(tp.partitions) for tp in items if tp.partitions}
+
+
+def classic_metadata(classic) -> object | None:
+    """A member's ClassicMetadata as the record's `classic_member_metadata` (None: it speaks
+    the consumer protocol)."""
+    if classic is None:
+        return None
+    schema = _SCHEMA_BY_KEY[MEMBER]
+    return schema.make("classic_member_metadata", session_timeout_ms=classic.session_timeout_ms,
+                       supported_protocols=[
+                           schema.make("classic_member_metadata", "supported_protocols",
+                                       name=name, metadata=metadata)
+                           for name, metadata in classic.protocols])
+
+
+def from_classic_metadata(value) -> tuple[int, list[tuple[str, bytes]]] | None:
+    """The record's `classic_member_metadata` as (session timeout, [(protocol, metadata)])."""
+    if value is None:
+        return None
+    return value.session_timeout_ms, [(p.name, bytes(p.metadata)) for p in value.supported_protocols]

@@ -7,7 +7,8 @@ expire members, the rebalance timeout ends a join or sync phase, and
 `group.initial.rebalance.delay.ms` lets a new group gather members before its first generation.
 Everything runs on the event loop, so no locks are needed; each change that must survive a
 restart is one record batch in `__consumer_offsets` (see `group_store.py`), written before the
-request is answered. Offset and administrative operations are in `group_offsets.py`.
+request is answered. Offset and administrative operations are in `group_offsets.py`; a
+consumer (KIP-848) group's classic members are served by `consumer_group_classic.py`.
 """
 import asyncio
 import logging
@@ -17,6 +18,7 @@ from minilog.connector.protocol import ErrorCode
 
 from . import group as g
 from .consumer_group import ConsumerGroup
+from .consumer_group_classic import ClassicMembers
 from .consumer_group_coordinator import ConsumerGroupProtocol
 from .group import Group, JoinResult, Member, SyncResult, invoke_join, invoke_sync
 from .group_offsets import GroupOffsets
@@ -42,6 +44,7 @@ class GroupCoordinator(GroupOffsets):
         self.retention_check_ms = cfg["offsets.retention.check.interval.ms"]
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommits awaiting their marker
         self.consumer = ConsumerGroupProtocol(self, cfg)  # KIP-848 groups, in `groups` too
+        self.classic_members = ClassicMembers(self, cfg["group.consumer.migration.policy"])
         self._owned = set()    # __consumer_offsets partitions loaded and coordinated here
         self._loading = set()
         self._active = False
@@ -79,15 +82,28 @@ class GroupCoordinator(GroupOffsets):
             group.transition(g.DEAD, now_ms())
             self.consumer.unload(group)
             return
+        self.stop_classic(group, ErrorCode.NOT_COORDINATOR)
+
+    @staticmethod
+    def stop_classic(group, error):
+        """The classic group is no longer served here (unloaded, or now a consumer group): its
+        timers stop and parked requests are answered with `error`."""
         for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
             if timer:
                 timer.cancel()
         group.state = g.DEAD
         for member in group.members.values():
-            invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-            invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+            invoke_join(member, JoinResult(error, member.member_id))
+            invoke_sync(member, SyncResult(error))
             if member.heartbeat_timer:
                 member.heartbeat_timer.cancel()
+
+    def adopt_classic(self, group, reason):
+        """A classic group made from a consumer group: its members' sessions start and it
+        rebalances (Kafka's convertToClassicGroup)."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, reason)
 
     def validate(self, group_id, allow_empty=False, offsets=False):
         """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now.
@@ -141,7 +157,9 @@ class GroupCoordinator(GroupOffsets):
         unknown = member_id == ""
         group = self._classic_group(group_id)
         if isinstance(group, ConsumerGroup):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return await self.classic_members.join(
+                group, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols, require_known_member_id)
         if group is None:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
@@ -367,7 +385,10 @@ class GroupCoordinator(GroupOffsets):
         if error:
             return SyncResult(error)
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.sync(group, generation_id, member_id, instance_id,
+                                             protocol_type, protocol_name)
+        if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state == g.DEAD:
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -428,7 +449,9 @@ class GroupCoordinator(GroupOffsets):
         if error:
             return 0 if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.heartbeat(group, generation_id, member_id, instance_id)
+        if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state == g.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -442,41 +465,44 @@ class GroupCoordinator(GroupOffsets):
         self._schedule_heartbeat(group, group.members[member_id])
         return ErrorCode.REBALANCE_IN_PROGRESS if group.state == g.PREPARING_REBALANCE else 0
 
-    def leave_group(self, group_id, leaving):
+    async def leave_group(self, group_id, leaving):
         """`leaving` is [(member id, group instance id)]; returns (error, [per-member error])."""
         error = self.validate(group_id)
         if error:
             return error, []
-        group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if self.groups.get(group_id) is None:
             return 0, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
-        if group.state == g.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         errors = []
         for member_id, instance_id in leaving:
-            if member_id == "":  # an admin removing a static member by its instance id
-                current = group.static_members.get(instance_id)
-                if current is None:
-                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                    continue
-                member_id = current
-            elif member_id in group.pending_members:
-                group.remove(member_id)
-                timer = group.pending_timers.pop(member_id, None)
-                if timer:
-                    timer.cancel()
-                if group.state == g.PREPARING_REBALANCE:
-                    self._try_complete_join(group)
-                errors.append(0)
-                continue
+            group = self.groups.get(group_id)  # a leave may turn a consumer group classic
+            if isinstance(group, ConsumerGroup):
+                errors.append(await self.classic_members.leave(group, member_id, instance_id))
+            elif group.state == g.DEAD:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
             else:
-                error = group.validate_member(member_id, instance_id)
-                if error:
-                    errors.append(error)
-                    continue
-            self._remove_member_and_update_group(group, group.members[member_id], "left the group")
-            errors.append(0)
+                errors.append(self._leave_classic(group, member_id, instance_id))
         return 0, errors
+
+    def _leave_classic(self, group, member_id, instance_id):
+        if member_id == "":  # an admin removing a static member by its instance id
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            member_id = current
+        elif member_id in group.pending_members:
+            group.remove(member_id)
+            timer = group.pending_timers.pop(member_id, None)
+            if timer:
+                timer.cancel()
+            if group.state == g.PREPARING_REBALANCE:
+                self._try_complete_join(group)
+            return 0
+        else:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+        self._remove_member_and_update_group(group, group.members[member_id], "left the group")
+        return 0
 
     def _remove_member_and_update_group(self, group, member, reason):
         invoke_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))
@@ -510,9 +536,10 @@ class GroupCoordinator(GroupOffsets):
         self._remove_member_and_update_group(group, member, "session timed out")
 
     # -- persistence ----------------------------------------------------------------------------
-    def _store_group(self, group, assignment=None):
-        """Write the group's metadata record (Kafka's storeGroup): appended at once, then an
-        awaitable of the error code, 0 once the in-sync replicas have it."""
+    @staticmethod
+    def group_entry(group, assignment=None):
+        """The group's metadata record (key, value), with `assignment` {member id: bytes} or
+        the members' own."""
         if assignment is None:
             assignment = {mid: m.assignment for mid, m in group.members.items()}
         members = [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -521,8 +548,13 @@ class GroupCoordinator(GroupOffsets):
                    for mid, m in group.members.items()]
         record = GroupRecord(group.protocol_type or "", group.generation_id, group.protocol_name,
                              group.leader_id, group.state_timestamp, members)
+        return group_key(group.group_id), group_value(record)
+
+    def _store_group(self, group, assignment=None):
+        """Write the group's metadata record (Kafka's storeGroup): appended at once, then an
+        awaitable of the error code, 0 once the in-sync replicas have it."""
         written = self.store.write(self.store.partition_for(group.group_id),
-                                   [(group_key(group.group_id), group_value(record))])
+                                   [self.group_entry(group, assignment)])
         group.persisted = True  # in the log now, whether or not the replicas get it
 
         async def acknowledged():

@@ -38,7 +38,8 @@ GROUP_EPOCH_KIND = 3  # ConsumerGroupMetadataKey: the latest of it and a classic
 def _validate_consumer_commit(group, member_id, member_epoch, api_version):
     """Kafka 4's ConsumerGroup.validateOffsetCommit: anyone with epoch -1 while the group is
     empty (admin tools, `assign()` consumers); otherwise a current member at its epoch, with
-    OffsetCommit v9+ (TxnOffsetCommit, `api_version` None, at any version)."""
+    OffsetCommit v9+ (TxnOffsetCommit, `api_version` None, at any version). A classic member
+    commits at any version with its generation, which is its member epoch."""
     if group.dead:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if member_epoch < 0 and not group.members:
@@ -46,6 +47,8 @@ def _validate_consumer_commit(group, member_id, member_epoch, api_version):
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
+    if member.classic is not None:
+        return 0 if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
     if api_version is not None and api_version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
     if member_epoch > member.member_epoch:

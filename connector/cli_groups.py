@@ -17,7 +17,7 @@ from minilog.connector.client import AdminClient, KafkaError
 from minilog.connector.protocol import ErrorCode
 from minilog.connector.tables import table
 
-MEMBER_COLUMNS = ("MEMBER-ID", "EPOCH", "ASSIGNMENT")
+MEMBER_COLUMNS = ("MEMBER-ID", "PROTOCOL", "EPOCH", "ASSIGNMENT")
 DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                     "CONSUMER-ID", "HOST", "CLIENT-ID")
 
@@ -104,8 +104,8 @@ def describe(admin, gid, out, err):
               + (f", group epoch {desc.group_epoch}" if desc.group_epoch is not None else "")
               + "\n\n")
     if desc.group_type == "consumer" and desc.members:
-        table([MEMBER_COLUMNS] + [(m.member_id, m.member_epoch, _partitions(m.assignment))
-                                  for m in desc.members], out)
+        table([MEMBER_COLUMNS] + [(m.member_id, m.member_type or "-", m.member_epoch,
+                                   _partitions(m.assignment)) for m in desc.members], out)
         out.write("\n")
     if not desc.members:
         out.write(f"Consumer group '{gid}' has no active members.\n\n")

@@ -191,8 +191,8 @@ def test_describe_shows_a_kip848_groups_protocol_assignor_and_member_epochs(gbro
         header = next(i for i, ln in enumerate(lines) if ln.startswith("MEMBER-ID"))
         rows = {ln.split()[0]: ln.split()[1:] for ln in lines[header + 1:header + 3]}
         assert set(rows) == {c.memberid() for c in members}
-        assert sorted(a for _, a in rows.values()) == [f"{topic}:0,1", f"{topic}:2,3"]  # range
-        assert all(int(epoch) > 0 for epoch, _ in rows.values())
+        assert sorted(a for _, _, a in rows.values()) == [f"{topic}:0,1", f"{topic}:2,3"]  # range
+        assert all(kind == "consumer" and int(epoch) > 0 for kind, epoch, _ in rows.values())
         assert {r["CONSUMER-ID"] for r in table(out)} == set(rows)
     finally:
         for c in members:

@@ -1,7 +1,8 @@
 """KIP-848's consumer group APIs: ConsumerGroupHeartbeat and ConsumerGroupDescribe.
 
 Thin translations between the wire and `consumer_group_coordinator.py`; assignments travel as
-topic ids on the heartbeat, and as ids with names in a describe.
+topic ids on the heartbeat, and as ids with names in a describe (v1 adds each member's type:
+classic or consumer, KIP-848's migration).
 """
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
@@ -13,6 +14,7 @@ from . import handles
 _HEARTBEAT = response(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 _DESCRIBE = response(ApiKey.CONSUMER_GROUP_DESCRIBE)
 NO_AUTH_OPS = -2147483648
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
@@ -66,7 +68,8 @@ def _described(broker, header, group_id):
         subscribed_topic_regex=m.subscribed_topic_regex,
         assignment=_assignment(broker, m.assigned, "assignment"),
         target_assignment=_assignment(broker, group.target.get(m.member_id, {}),
-                                      "target_assignment"))
+                                      "target_assignment"),
+        member_type=CLASSIC_MEMBER if m.classic else CONSUMER_MEMBER)
         for m in group.members.values()]
     return _DESCRIBE.make("groups", error_code=0, error_message=None, group_id=group_id,
                           group_state=group.state, group_epoch=group.group_epoch,
@@ -76,7 +79,7 @@ def _described(broker, header, group_id):
                           members=members, authorized_operations=NO_AUTH_OPS)
 
 
-@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 async def consumer_group_describe(broker, header, req):
     return _DESCRIBE.cls(throttle_time_ms=0,
                          groups=[_described(broker, header, g) for g in req.group_ids])

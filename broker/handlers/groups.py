@@ -145,7 +145,7 @@ async def leave_group(broker, header, req):
     refused = group_refusal(broker, header, READ, req.group_id)
     if refused:
         return _LEAVE.cls(throttle_time_ms=0, error_code=refused, members=[])
-    code, errors = broker.groups.leave_group(req.group_id, leaving)
+    code, errors = await broker.groups.leave_group(req.group_id, leaving)
     if not batched:  # one member: its error is the response's error
         return _LEAVE.cls(throttle_time_ms=0, error_code=code or next((e for e in errors if e), 0))
     return _LEAVE.cls(throttle_time_ms=0, error_code=code, members=[

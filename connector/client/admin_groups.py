@@ -29,6 +29,9 @@ class GroupListing(NamedTuple):
     state: str | None  # None from brokers older than ListGroups v4
 
 
+_MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1's MemberType
+
+
 class MemberDescription(NamedTuple):
     member_id: str
     instance_id: str | None
@@ -37,6 +40,7 @@ class MemberDescription(NamedTuple):
     assignment: tuple  # of TopicPartition (consumer groups; () otherwise)
     topics: tuple = ()  # the member's subscription (consumer groups)
     member_epoch: int | None = None  # KIP-848 groups only
+    member_type: str | None = None   # KIP-848 groups: "classic" or "consumer" (None: unknown)
 
 
 class GroupDescription(NamedTuple):
@@ -148,7 +152,8 @@ class GroupAdmin:
             m.member_id, m.instance_id, m.client_id, m.client_host,
             tuple(TopicPartition(tp.topic_name, p) for tp in m.assignment.topic_partitions
                   for p in tp.partitions),
-            tuple(m.subscribed_topic_names), m.member_epoch) for m in g.members)
+            tuple(m.subscribed_topic_names), m.member_epoch, _MEMBER_TYPES.get(m.member_type))
+            for m in g.members)
         return GroupDescription(gid, g.group_state, CONSUMER_PROTOCOL_TYPE, g.assignor_name,
                                 members, self._coordinator(gid).node, "consumer", g.group_epoch)
 

@@ -7,14 +7,7 @@ caller catches one exception type and branches on `.code` / `.name` / `.retriabl
 from typing import NamedTuple
 
 from minilog.connector.protocol import ErrorCode, KafkaError
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self):
-        return f"{self.topic}-{self.partition}"
+from minilog.connector.protocol.consumer_protocol import TopicPartition
 
 
 class RecordMetadata(NamedTuple):

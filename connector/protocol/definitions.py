@@ -943,10 +943,10 @@ ConsumerGroupHeartbeatResponse 68 0-1 flex0
     topic_partitions []
       topic_id uuid
       partitions []int32
-ConsumerGroupDescribeRequest 69 0-0 flex0
+ConsumerGroupDescribeRequest 69 0-1 flex0
   group_ids []string
   include_authorized_operations bool
-ConsumerGroupDescribeResponse 69 0-0 flex0
+ConsumerGroupDescribeResponse 69 0-1 flex0
   throttle_time_ms int32
   groups []
     error_code int16
@@ -975,5 +975,6 @@ ConsumerGroupDescribeResponse 69 0-0 flex0
           topic_id uuid
           topic_name string
           partitions []int32
+      member_type int8 v1+ =-1
     authorized_operations int32 =-2147483648
 '''

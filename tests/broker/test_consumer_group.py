@@ -1,5 +1,6 @@
 """The KIP-848 group's rules without processes: the assignors and reconciliation, step by step
-(`broker/consumer_group.py`, `broker/consumer_assignors.py`)."""
+(`broker/consumer_group.py`, `broker/consumer_assignors.py`), and the online migration of a
+group between the classic and consumer protocols (`broker/group_migration.py`)."""
 import uuid
 
 import pytest
@@ -109,3 +110,83 @@ def test_a_regex_subscription_matches_whole_topic_names():
     assert set(group.topics) == {"orders-eu", "orders-us"}
     assert not group.refresh_topics(cluster)
     assert group.refresh_topics({**cluster, "orders-eu": (A, 3)})  # new partitions
+
+
+# -- online migration (broker/group_migration.py): classic members in a consumer group ----------
+
+def _classic_group(generation=3):
+    """A stable classic group of two members of topic t, each owning two of its partitions."""
+    from minilog.broker.group import STABLE, Group, Member
+    from minilog.connector.protocol.consumer_protocol import (
+        Assignment,
+        Subscription,
+        TopicPartition,
+        encode_assignment,
+        encode_subscription,
+    )
+    group = Group("g", 0, STABLE)
+    group.generation_id, group.protocol_type, group.protocol_name = generation, "consumer", "range"
+    for mid, parts in (("c1", (0, 1)), ("c2", (2, 3))):
+        metadata = encode_subscription(Subscription(("t",)), 1)
+        member = Member(mid, None, "client", "/127.0.0.1", 30000, 10000, "consumer",
+                        [("range", metadata), ("roundrobin", metadata)])
+        member.assignment = encode_assignment(Assignment(tuple(TopicPartition("t", p)
+                                                               for p in parts)))
+        group.members[mid] = member
+    group.offsets = {("t", 0): "committed"}
+    return group
+
+
+def test_a_classic_group_becomes_a_consumer_group_with_its_members_owning_what_they_had():
+    from minilog.broker.group_migration import consumer_from_classic
+    converted = consumer_from_classic(_classic_group(), {"t": A}, 0)
+    assert converted.group_epoch == converted.assignment_epoch == 3
+    assert {m: c.assigned for m, c in converted.members.items()} == \
+        {"c1": {A: {0, 1}}, "c2": {A: {2, 3}}}
+    assert converted.target == {"c1": {A: {0, 1}}, "c2": {A: {2, 3}}}
+    assert all(c.member_epoch == 3 and c.classic.session_timeout_ms == 10000
+               and c.subscribed_topic_names == ["t"] for c in converted.members.values())
+    assert converted.owners[(A, 0)] == "c1" and converted.offsets == {("t", 0): "committed"}
+
+
+def test_a_classic_member_keeps_its_partitions_until_it_rejoins_without_them():
+    from minilog.broker.group_migration import consumer_from_classic
+    group = consumer_from_classic(_classic_group(), {"t": A}, 0)
+    group.topics = {"t": (A, 4)}
+    group.add_member(ConsumerMember("new", subscribed_topic_names=["t"]))
+    group.group_epoch += 1
+    group.compute_target("uniform")
+    new = group.members["new"]
+    group.reconcile(new, {})
+    assert new.state == M_UNRELEASED and new.assigned == {}  # the classic owners hold them all
+    for c in (group.members["c1"], group.members["c2"]):
+        assert group.must_rejoin(c)  # its Heartbeat says REBALANCE_IN_PROGRESS
+        group.reconcile(c, {})       # an eager member rejoins owning nothing
+        assert c.member_epoch == group.group_epoch and not c.owns_any(group.target["new"])
+    assert not group.must_rejoin(group.members["c1"])
+    group.reconcile(new, {})
+    assert new.assigned and all(group.owners[(A, p)] == "new" for p in new.assigned[A])
+
+
+def test_an_all_classic_consumer_group_becomes_classic_with_its_target_assignments():
+    from minilog.broker.group_migration import classic_from_consumer, consumer_from_classic
+    from minilog.connector.protocol.consumer_protocol import decode_assignment
+    classic = classic_from_consumer(consumer_from_classic(_classic_group(), {"t": A}, 0),
+                                    {A: "t"}, 0)
+    assert classic.generation_id == 3 and classic.protocol_name == "range"
+    assert classic.leader_id == "c1" and classic.subscribed == {"t"}
+    assert {mid: {p for _, p in decode_assignment(m.assignment).partitions}
+            for mid, m in classic.members.items()} == {"c1": {0, 1}, "c2": {2, 3}}
+    assert classic.offsets == {("t", 0): "committed"}
+
+
+def test_a_consumer_group_becomes_classic_only_when_its_members_are_classic_and_share_a_protocol():
+    from minilog.broker.consumer_group import ClassicMetadata
+    group = _group("modern")
+    assert not group.can_become_classic()
+    group.add_member(ConsumerMember("c1", classic=ClassicMetadata(10000, [("range", b"")])))
+    assert not group.can_become_classic()  # a consumer-protocol member is still there
+    group.remove_member("modern")
+    assert group.can_become_classic()
+    group.add_member(ConsumerMember("c2", classic=ClassicMetadata(10000, [("roundrobin", b"")])))
+    assert not group.can_become_classic()  # no protocol a classic group could elect
