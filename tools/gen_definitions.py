@@ -35,7 +35,7 @@ SUPPORTED = {
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
     "CreateAcls": (0, 3), "DescribeAcls": (0, 3), "DeleteAcls": (0, 3),
     # The next-generation consumer group protocol (KIP-848).
-    "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 0),
+    "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 1),
 }
 
 
@@ -50,6 +50,10 @@ NEWER = {
     "InitProducerIdResponse": {(): [
         {"name": "OngoingTxnProducerId", "type": "int64", "versions": "6+", "default": "-1"},
         {"name": "OngoingTxnProducerEpoch", "type": "int16", "versions": "6+", "default": "-1"}]},
+    # KAFKA-17750, Kafka 4.0: ConsumerGroupDescribe v1 says whether a member speaks the classic
+    # or the consumer protocol (-1 unknown, 0 classic, 1 consumer; the request is as in v0)
+    "ConsumerGroupDescribeResponse": {("Groups", "Members"): [
+        {"name": "MemberType", "type": "int8", "versions": "1+", "default": "-1"}]},
     # KIP-996 (pre-vote), Kafka 4.0: Vote v2; the response is as in v1
     "VoteRequest": {("Topics", "Partitions"): [
         {"name": "PreVote", "type": "bool", "versions": "2+", "default": "false"}]},
