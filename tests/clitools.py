@@ -15,6 +15,30 @@ CLI = [str(_INSTALLED)] if _INSTALLED.exists() else [sys.executable, "-m", "mini
 USAGE, FAILED = 2, 1  # exit statuses: a mistake in the command; a refusal by the cluster
 
 
+def process_identity(pid):
+    """(pid, start time) of a running process, None once it is gone or a zombie. A pid alone
+    names a process only while it runs: once it ends, the system may give the pid to another
+    (pid_max is 32768 here), e.g. a broker another test worker just started in its own session,
+    which a killpg of the stale pid would take down."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else (pid, fields[19])  # field 22: start time
+
+
+def kill_left(identities):
+    """SIGKILL the process group of each of `identities` (see process_identity) whose process
+    still runs; the pids that did."""
+    left = [pid for pid, start in identities if process_identity(pid) == (pid, start)]
+    for pid in left:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
 def run(*args, input=None, timeout=60):
     return subprocess.run([*CLI, *map(str, args)], check=False, input=input, capture_output=True,
                           timeout=timeout)

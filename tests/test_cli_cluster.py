@@ -9,7 +9,7 @@ import urllib.request
 import uuid
 
 import pytest
-from clitools import USAGE, ok, one_line_error, run
+from clitools import USAGE, kill_left, ok, one_line_error, process_identity, run
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -36,6 +36,7 @@ def cluster(tmp_path_factory):
         if (data / "cluster.json").exists() else {"brokers": []}
     pids = [b["pid"] for b in state["brokers"]] + \
         ([state["console"]["pid"]] if state.get("console") else [])
+    ours = [i for i in map(process_identity, pids) if i is not None]
     try:
         assert up.returncode == 0 and b"warning" not in up.stdout, up.stdout + up.stderr
         bootstrap = re.search(r"bootstrap servers: (\S+)", up.stdout.decode()).group(1)
@@ -47,9 +48,7 @@ def cluster(tmp_path_factory):
         yield data, bootstrap, topic
     finally:
         run("cluster", "down", "--data-dir", data, timeout=120)
-        left = [pid for pid in pids if _alive(pid)]
-        for pid in left:
-            os.killpg(pid, signal.SIGKILL)
+        left = kill_left(ours)
         assert not left, f"brokers or console left running: {left}"
 
 

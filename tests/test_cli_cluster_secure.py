@@ -4,13 +4,11 @@ quorum, registrations and forwarded requests all run over TLS with SCRAM logins 
 replicas stay in sync, a client without the settings is refused, and status and down work from
 the data directory; with a dedicated controller too (its CONTROLLER listener SASL_SSL)."""
 import json
-import os
 import re
-import signal
 from contextlib import contextmanager
 
 import pytest
-from clitools import ok, run
+from clitools import kill_left, ok, process_identity, run
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
@@ -26,17 +24,15 @@ def _cluster_up(data, *args):
     up = run("cluster", "up", *args, "--secure", "--data-dir", data, timeout=300)
     state = json.loads((data / "cluster.json").read_text()) \
         if (data / "cluster.json").exists() else {}
+    ours = [i for i in (process_identity(b["pid"]) for b in
+                        state.get("brokers", []) + state.get("controllers", [])) if i]
     try:
         out = up.stdout.decode()
         assert up.returncode == 0 and "warning" not in out, out + up.stderr.decode()
         yield out, state
     finally:
         run("cluster", "down", "--data-dir", data, timeout=120)
-        for b in state.get("brokers", []) + state.get("controllers", []):
-            try:
-                os.killpg(b["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_left(ours)  # only what still runs of this cluster: its pids may be reused
 
 
 def test_a_secure_cluster_serves_what_its_hints_say_and_nothing_plain(tmp_path):
