@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from sparktools import consume_all
 
-from clitools import CLI, Interruptible, nodes_stopped, ok, one_line_error, run
+from clitools import (CLI, Interruptible, nodes_stopped, ok, one_line_error, process_identity,
+                      run)
 
 
 def demo(*args, **kwargs):
@@ -106,7 +107,7 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(moment, how):
     p = Interruptible([*CLI, "demo", "--transactions", "30000", "--accounts", "5"])
     p.wait_for(moment)
     time.sleep(3)  # the JVM (and its Python workers) well under way: they must go too
-    below = descendants(p.proc.pid)
+    below = [i for i in map(process_identity, descendants(p.proc.pid)) if i]
     assert below, "the demo started no processes"
     p.ctrl_c() if how == "ctrl-c" else p.terminate()
     assert p.finish() == (130 if how == "ctrl-c" else 143), p.text()[-3000:]
@@ -114,12 +115,12 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(moment, how):
     said = [line for line in p.after_ctrl_c() if "Using incubator modules" not in line]
     assert said == ["interrupted: stopping" if how == "ctrl-c" else "terminated: stopping"], \
         p.text()[-5000:]
-    end = time.monotonic() + 60
-    while any(alive(c) for c in below) and time.monotonic() < end:
+    end = time.monotonic() + 60  # (a pid compared with its start time: it may be reused)
+    while any(process_identity(pid) == (pid, t) for pid, t in below) and time.monotonic() < end:
         time.sleep(0.5)
-    left = [c for c in below if alive(c)]
-    for c in left:
-        os.kill(c, signal.SIGKILL)
+    left = [pid for pid, t in below if process_identity(pid) == (pid, t)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
     assert not left, f"processes left behind after Ctrl-C: {left}"
 
 
