@@ -256,7 +256,12 @@ def test_commits_survive_restarts_and_compaction_keeps_the_latest(make_broker):
     group_dir = Path(b.data_dir) / "data" / f"__consumer_offsets-{partition_for('keeper', 50)}"
 
     def log_bytes():
-        return sum(f.stat().st_size for f in group_dir.glob("*.log"))
+        """The partition's segment bytes; infinite while the cleaner swaps segments (a file
+        listed may be gone by the time it is measured)."""
+        try:
+            return sum(f.stat().st_size for f in group_dir.glob("*.log"))
+        except FileNotFoundError:
+            return float("inf")
 
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "keeper"})
     with _closing(c):
