@@ -26,7 +26,7 @@ from minilog.connector.batch import (
     stamp_in_place,
     validate,
 )
-from minilog.connector.records import CONTROL_ABORT, control_batch_type
+from minilog.connector.records import CONTROL_ABORT, control_marker
 
 from .log_config import OTHER_TOPIC_CONFIGS, LogConfig  # noqa: F401 (re-exported)
 from .log_loader import (
@@ -171,7 +171,7 @@ class Log:
           success, so a producer never writes twice; as in Kafka, an append holding such a
           retry is answered as that retry);
         - a sequence gap or a stale epoch raises ProducerStateError (`code` 45 or 47), nothing
-          is written.
+          is written; so does a marker of a stale producer or coordinator epoch (47 or 52).
         A batch over max.message.bytes raises InvalidBatch(code=10, MESSAGE_TOO_LARGE); an
         append larger than segment.bytes raises InvalidBatch(code=18, RECORD_LIST_TOO_LARGE).
         """
@@ -210,6 +210,8 @@ class Log:
                     staged.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
                                   offset, last, ts, h.is_transactional)
                 elif h.is_control and h.producer_id != NO_PRODUCER_ID:
+                    self.producer_state.check_marker(h.producer_id, h.producer_epoch,
+                                                     control_marker(data)[1])
                     markers.append((h, offset, data, ts))
                 if in_place and isinstance(data, memoryview) and not data.readonly:
                     stamp_in_place(data, offset, append_time, leader_epoch)
@@ -617,8 +619,10 @@ class Log:
     def _end_transaction(self, h, offset, data, ts):
         """A commit or abort marker at `offset`: close the producer's open transaction here,
         and index it if aborted."""
-        first = self.producer_state.end_transaction(h.producer_id, h.producer_epoch, ts)
-        if first >= 0 and control_batch_type(data) == CONTROL_ABORT:
+        kind, coordinator_epoch = control_marker(data)
+        first = self.producer_state.end_transaction(h.producer_id, h.producer_epoch,
+                                                    coordinator_epoch, ts)
+        if first >= 0 and kind == CONTROL_ABORT:
             unstable = self.producer_state.first_unstable_offset()
             self.txn_index.append(AbortedTxn(h.producer_id, first, offset,
                                              offset + 1 if unstable is None else unstable),

@@ -11,6 +11,11 @@ every segment roll and at close), `load()` reads the newest valid snapshot, and
 nothing either. For transactions it also keeps, per producer, the first offset of its open
 transaction (`txn_first_offset`): the smallest of them is the partition's first unstable offset,
 which bounds the last stable offset; a commit or abort marker (`end_transaction`) closes it.
+
+Markers are checked as Kafka's ProducerAppendInfo checks them (`check_marker`): each producer
+remembers the coordinator epoch of its last marker here, and a marker of an older coordinator
+epoch (a deposed coordinator delivering late) or of an older producer epoch is refused, since
+it would otherwise close whatever transaction the producer has open now.
 """
 import os
 import struct
@@ -23,17 +28,20 @@ from minilog.connector import _kernel
 SNAPSHOT_SUFFIX = ".snapshot"
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
+TRANSACTION_COORDINATOR_FENCED = 52
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 INT32_MAX = 0x7FFFFFFF
 BATCHES_RETAINED = 5  # Kafka's max.in.flight.requests.per.connection limit for idempotence
 
 _ERROR_NAMES = {OUT_OF_ORDER_SEQUENCE_NUMBER: "OUT_OF_ORDER_SEQUENCE_NUMBER",
-                INVALID_PRODUCER_EPOCH: "INVALID_PRODUCER_EPOCH"}
+                INVALID_PRODUCER_EPOCH: "INVALID_PRODUCER_EPOCH",
+                TRANSACTION_COORDINATOR_FENCED: "TRANSACTION_COORDINATOR_FENCED"}
 _MAGIC = b"MLPS"
 _HEAD = struct.Struct(">4sBqi")       # magic, version, snapshot offset, producer count
 _PRODUCER = struct.Struct(">qhqB")    # producer id, epoch, last timestamp, batch count
 _TXN = struct.Struct(">q")            # version 2: the open transaction's first offset, or -1
+_TXN_V3 = struct.Struct(">qi")        # version 3: ... and the last marker's coordinator epoch
 _BATCH = struct.Struct(">iiqq")       # first seq, last seq, first offset, last offset
 _CRC = struct.Struct(">I")
 
@@ -61,6 +69,7 @@ class ProducerEntry:
     last_timestamp: int = -1
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_RETAINED))
     txn_first_offset: int = -1
+    coordinator_epoch: int = -1  # of the last marker written for this producer
 
     @property
     def last_sequence(self):
@@ -68,7 +77,15 @@ class ProducerEntry:
 
     def copy(self):
         return ProducerEntry(self.producer_id, self.epoch, self.last_timestamp,
-                             deque(self.batches, maxlen=BATCHES_RETAINED), self.txn_first_offset)
+                             deque(self.batches, maxlen=BATCHES_RETAINED), self.txn_first_offset,
+                             self.coordinator_epoch)
+
+    def with_epoch(self, epoch: int, timestamp: int = -1) -> "ProducerEntry":
+        """A fresh entry for a new producer epoch: batches start over, while the open
+        transaction and the coordinator epoch stay (Kafka's ProducerStateEntry keeps them)."""
+        return ProducerEntry(self.producer_id, epoch, timestamp,
+                             txn_first_offset=self.txn_first_offset,
+                             coordinator_epoch=self.coordinator_epoch)
 
 
 def _check(entry, producer_id, epoch, first_seq, last_seq):
@@ -96,9 +113,10 @@ def _check(entry, producer_id, epoch, first_seq, last_seq):
 
 def _update(entry, producer_id, epoch, first_seq, last_seq, first_offset, last_offset, timestamp,
             transactional=False):
-    if entry is None or epoch != entry.epoch:
-        entry = ProducerEntry(producer_id, epoch,
-                              txn_first_offset=-1 if entry is None else entry.txn_first_offset)
+    if entry is None:
+        entry = ProducerEntry(producer_id, epoch)
+    elif epoch != entry.epoch:
+        entry = entry.with_epoch(epoch)
     if transactional and entry.txn_first_offset < 0:
         entry.txn_first_offset = first_offset
     entry.batches.append((first_seq, last_seq, first_offset, last_offset))
@@ -206,21 +224,36 @@ class ProducerStateManager:
         `first_offset`: it opens the producer's transaction here if none is open."""
         entry = self._producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            entry = self._producers[producer_id] = ProducerEntry(
-                producer_id, epoch, timestamp,
-                txn_first_offset=-1 if entry is None else entry.txn_first_offset)
+            entry = self._producers[producer_id] = ProducerEntry(producer_id, epoch, timestamp) \
+                if entry is None else entry.with_epoch(epoch, timestamp)
         if entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         self.transactional = True
 
-    def end_transaction(self, producer_id, epoch, timestamp=-1):
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker before it is written, as Kafka's ProducerAppendInfo does: a producer
+        epoch older than the producer's (INVALID_PRODUCER_EPOCH), or a coordinator epoch older
+        than that of the last marker written for it (TRANSACTION_COORDINATOR_FENCED: a deposed
+        coordinator's marker would end the producer's next transaction). Replicas and log
+        recovery do not check: the leader did."""
+        self.check_epoch(producer_id, epoch)
+        entry = self._producers.get(producer_id)
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                TRANSACTION_COORDINATOR_FENCED,
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}")
+
+    def end_transaction(self, producer_id, epoch, coordinator_epoch=-1, timestamp=-1):
         """A commit or abort marker of `producer_id` was written: return the first offset of
-        the transaction it closes (-1 if none was open). The marker's epoch fences older ones."""
+        the transaction it closes (-1 if none was open). The marker's epoch fences older ones,
+        and its coordinator epoch becomes the one `check_marker` holds the next markers to."""
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = ProducerEntry(producer_id, epoch, timestamp)
         first, entry.txn_first_offset = entry.txn_first_offset, -1
+        entry.coordinator_epoch = coordinator_epoch
         if epoch > entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
@@ -279,10 +312,10 @@ class ProducerStateManager:
         file system, hundreds of milliseconds after a segment's worth of appends. A snapshot
         torn by a crash fails its checksum at load and an older one is replayed from instead.
         """
-        parts = [_HEAD.pack(_MAGIC, 2, offset, len(self._producers))]
+        parts = [_HEAD.pack(_MAGIC, 3, offset, len(self._producers))]
         for e in self._producers.values():
             parts.append(_PRODUCER.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches)))
-            parts.append(_TXN.pack(e.txn_first_offset))
+            parts.append(_TXN_V3.pack(e.txn_first_offset, e.coordinator_epoch))
             parts.extend(_BATCH.pack(*b) for b in e.batches)
         body = b"".join(parts)
         path = self._path(offset)
@@ -332,14 +365,17 @@ class ProducerStateManager:
         if _kernel.crc32c(body) != crc:
             raise ValueError("snapshot checksum mismatch")
         magic, version, snap_offset, count = _HEAD.unpack_from(body, 0)
-        if magic != _MAGIC or version not in (1, 2) or snap_offset != offset:
+        if magic != _MAGIC or version not in (1, 2, 3) or snap_offset != offset:
             raise ValueError("not a producer state snapshot for this offset")
         pos, producers = _HEAD.size, {}
         for _ in range(count):
             pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
             pos += _PRODUCER.size
             entry = ProducerEntry(pid, epoch, last_ts)
-            if version >= 2:
+            if version >= 3:
+                entry.txn_first_offset, entry.coordinator_epoch = _TXN_V3.unpack_from(body, pos)
+                pos += _TXN_V3.size
+            elif version == 2:
                 (entry.txn_first_offset,) = _TXN.unpack_from(body, pos)
                 pos += _TXN.size
             for _ in range(n):

@@ -243,7 +243,26 @@ def encode_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, t
 
 def control_batch_type(data):
     """CONTROL_ABORT or CONTROL_COMMIT: the type in the key of a control batch's first record."""
-    key = next(record_spans(memoryview(data)[batch.HEADER_SIZE:], 1))[4]
+    return control_marker(data)[0]
+
+
+def control_marker(data):
+    """(CONTROL_ABORT or CONTROL_COMMIT, coordinator epoch) of a transaction marker: the
+    partition refuses a marker of a coordinator older than the last it saw for the producer,
+    as Kafka's ProducerAppendInfo does, so both are read before it is written."""
+    from ._records_py import _uvarint
+    payload = memoryview(data)[batch.HEADER_SIZE:]
+    start, _, _, _, key, _ = next(record_spans(payload, 1))
     if key is None or len(key) < _CONTROL_KEY.size:
         raise CorruptRecord("control batch without a marker key")
-    return _CONTROL_KEY.unpack_from(key, 0)[1]
+    kind = _CONTROL_KEY.unpack_from(key, 0)[1]
+    # the record: length, attributes, timestamp delta, offset delta, key length, key, value
+    pos = _uvarint(payload, start)[1] + 1
+    for _ in range(2):
+        pos = _uvarint(payload, pos)[1]
+    pos = _uvarint(payload, pos)[1] + len(key)
+    raw_len, pos = _uvarint(payload, pos)
+    value_len = (raw_len >> 1) ^ -(raw_len & 1)
+    if value_len < _CONTROL_VALUE.size:
+        return kind, -1  # a marker without a coordinator epoch: nothing to fence with
+    return kind, _CONTROL_VALUE.unpack_from(payload, pos)[1]

@@ -4,6 +4,7 @@ from minilog.broker.log import Log, LogConfig
 from minilog.broker.producer_state import (
     INVALID_PRODUCER_EPOCH,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
+    TRANSACTION_COORDINATOR_FENCED,
     ProducerStateError,
     ProducerStateManager,
     next_sequence,
@@ -123,3 +124,71 @@ def test_rebuild_from_log_replays_batch_headers(tmp_path):
     assert psm.check(4, 1, 8, 9) == ("duplicate", 8, 9)
     assert read_header(lg.read(0, 1)).producer_id == 4
     lg.close()
+
+
+# -- transaction markers: a deposed coordinator's marker is refused ---------------------------
+
+def _txn_batch(pid, epoch, seq):
+    from minilog.connector.batch import split_batches
+    from minilog.connector.records import encode_batch
+    data = encode_batch([(1000, None, b"v%d" % seq, [])], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, transactional=True)
+    return [(data, h) for _, h in split_batches(data)]
+
+
+def _marker(pid, epoch, coordinator_epoch, commit):
+    from minilog.connector.batch import split_batches
+    from minilog.connector.records import CONTROL_ABORT, CONTROL_COMMIT, encode_control_batch
+    data = encode_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, pid, epoch,
+                                coordinator_epoch)
+    return [(data, h) for _, h in split_batches(data)]
+
+
+def _refused(lg, batches):
+    end = lg.log_end_offset
+    with pytest.raises(ProducerStateError) as e:
+        lg.append(batches)
+    assert lg.log_end_offset == end  # nothing written
+    return e.value.code
+
+
+def test_a_marker_of_an_older_coordinator_or_producer_epoch_is_refused(tmp_path):
+    lg = Log(tmp_path / "t-0", LogConfig())
+    try:
+        lg.append(_txn_batch(7, 0, 0))                   # T1
+        lg.append(_marker(7, 0, 1, commit=False))        # ended by coordinator epoch 1
+        t2 = lg.append(_txn_batch(7, 0, 1)).first_offset
+        # the deposed coordinator (epoch 0) delivers late: T2 must stay open
+        assert _refused(lg, _marker(7, 0, 0, commit=False)) == TRANSACTION_COORDINATOR_FENCED
+        assert _refused(lg, _marker(7, 0, 0, commit=True)) == TRANSACTION_COORDINATOR_FENCED
+        assert lg.first_unstable_offset() == t2
+        lg.append(_marker(7, 0, 1, commit=True))          # the current coordinator's
+        assert lg.first_unstable_offset() is None
+        lg.append(_txn_batch(7, 1, 0))                    # a new producer epoch
+        assert _refused(lg, _marker(7, 0, 2, commit=False)) == INVALID_PRODUCER_EPOCH
+        lg.append(_marker(7, 1, 2, commit=False))         # a newer coordinator may write
+    finally:
+        lg.close()
+
+
+@pytest.mark.parametrize("with_snapshot", [True, False])
+def test_the_last_coordinator_epoch_survives_a_restart(tmp_path, with_snapshot):
+    lg = Log(tmp_path / "t-0", LogConfig())
+    lg.append(_txn_batch(7, 0, 0))
+    lg.append(_marker(7, 0, 3, commit=True))
+    lg.append(_txn_batch(7, 0, 1))
+    lg.close()
+    if not with_snapshot:  # rebuilt from the control records in the log
+        ProducerStateManager(tmp_path / "t-0").delete_all_snapshots()
+    lg = Log(tmp_path / "t-0", LogConfig())
+    try:
+        assert lg.producer_state.entry(7).coordinator_epoch == 3
+        assert _refused(lg, _marker(7, 0, 2, commit=False)) == TRANSACTION_COORDINATOR_FENCED
+    finally:
+        lg.close()
+
+
+def test_a_replica_takes_markers_as_the_leader_wrote_them(psm):
+    psm.end_transaction(7, 0, coordinator_epoch=3)
+    assert psm.end_transaction(7, 0, coordinator_epoch=2) == -1  # replay: no check
+    assert psm.entry(7).coordinator_epoch == 2
