@@ -5,7 +5,9 @@ partition's leader and acknowledged once the in-sync replicas have it (Kafka wri
 acks=all). `write_local` does that here, for the WriteTxnMarkers handler and for partitions this
 broker leads; `deliver` is the coordinator's side: it sends WriteTxnMarkers to each leader,
 retrying through leader changes until every partition has its marker, as Kafka's
-TransactionMarkerChannelManager does.
+TransactionMarkerChannelManager does. A partition that answers INVALID_PRODUCER_EPOCH or
+TRANSACTION_COORDINATOR_FENCED has seen a newer producer or coordinator: this coordinator was
+deposed, and it stops delivering (the next one finishes the transaction).
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ log = logging.getLogger("minilog.broker.txn")
 
 MARKER_ACK_TIMEOUT_MS = 30000
 RETRY_BACKOFF_S = 0.2
+# answers that mean a newer coordinator or producer epoch took over: stop, as Kafka does
+DEPOSED = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED)
 _WRITE = request(ApiKey.WRITE_TXN_MARKERS)
 
 
@@ -62,7 +66,8 @@ async def write_local(broker, producer_id: int, epoch: int, coordinator_epoch: i
 async def deliver(broker, producer_id: int, epoch: int, coordinator_epoch: int, commit: bool,
                   partitions: Iterable[tuple[str, int]], still_coordinator) -> bool:
     """Write the marker to every partition, wherever it is led; True once all have it (or
-    their topic is gone), False if `still_coordinator()` turns false or the broker stops."""
+    their topic is gone), False if `still_coordinator()` turns false, a partition answers
+    that this coordinator or producer epoch is stale (DEPOSED), or the broker stops."""
     todo = set(partitions)
     while todo:
         if broker.stopping or not still_coordinator():
@@ -81,6 +86,11 @@ async def deliver(broker, producer_id: int, epoch: int, coordinator_epoch: int, 
             for tp, code in results.items():
                 if code == 0:
                     todo.discard(tp)
+                elif code in DEPOSED:
+                    log.info("marker for producer %d in %s-%d refused (error %d): coordinator "
+                             "epoch %d is stale, not delivering", producer_id, *tp, code,
+                             coordinator_epoch)
+                    return False
                 else:
                     log.debug("marker for producer %d in %s-%d: error %d, retrying", producer_id,
                               *tp, code)

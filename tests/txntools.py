@@ -111,3 +111,64 @@ def raw_txn_produce(conn, txn_id, pid, epoch, topic, partition=0, seq=0):
         "topic_data", name=topic, partition_data=[req.make(
             "topic_data", "partition_data", index=partition, records=records)])])
     return conn.call(ApiKey.PRODUCE, 9, body).responses[0].partition_responses[0].error_code
+
+
+def raw_end_txn(conn, txn_id, pid, epoch, commit):
+    """EndTxn v3 over `conn` (to the coordinator): its error code."""
+    return conn.call(ApiKey.END_TXN, 3, request(ApiKey.END_TXN).cls(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+        committed=commit)).error_code
+
+
+def raw_add_offsets(conn, txn_id, pid, epoch, group):
+    """AddOffsetsToTxn v3 over `conn` (to the transaction coordinator): its error code."""
+    return conn.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request(ApiKey.ADD_OFFSETS_TO_TXN).cls(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+        group_id=group)).error_code
+
+
+def raw_txn_offset_commit(conn, txn_id, pid, epoch, group, topic, partition, offset):
+    """TxnOffsetCommit v3 of one offset over `conn` (to the group coordinator): its error."""
+    req = request(ApiKey.TXN_OFFSET_COMMIT)
+    r = conn.call(ApiKey.TXN_OFFSET_COMMIT, 3, req.cls(
+        transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch,
+        generation_id=-1, member_id="", group_instance_id=None, topics=[req.make(
+            "topics", name=topic, partitions=[req.make(
+                "topics", "partitions", partition_index=partition, committed_offset=offset,
+                committed_leader_epoch=-1, committed_metadata="")])]))
+    return r.topics[0].partitions[0].error_code
+
+
+def raw_committed(conn, group, topic, partition):
+    """The group's committed offset of one partition (OffsetFetch v7, offsets of open
+    transactions left out), over `conn` (to the group coordinator); -1 if none."""
+    req = request(ApiKey.OFFSET_FETCH)
+    r = conn.call(ApiKey.OFFSET_FETCH, 7, req.cls(group_id=group, require_stable=False, topics=[
+        req.make("topics", name=topic, partition_indexes=[partition])]))
+    p = r.topics[0].partitions[0]
+    assert p.error_code == 0, p.error_code
+    return p.committed_offset
+
+
+def raw_write_marker(conn, pid, epoch, coordinator_epoch, commit, topic, partitions):
+    """WriteTxnMarkers v1 over `conn` (to the partitions' leader), as a transaction
+    coordinator sends it: {partition: error code}."""
+    req = request(ApiKey.WRITE_TXN_MARKERS)
+    r = conn.call(ApiKey.WRITE_TXN_MARKERS, 1, req.cls(markers=[req.make(
+        "markers", producer_id=pid, producer_epoch=epoch, transaction_result=commit,
+        coordinator_epoch=coordinator_epoch, topics=[req.make(
+            "markers", "topics", name=topic, partition_indexes=list(partitions))])]))
+    return {p.partition_index: p.error_code for t in r.markers[0].topics for p in t.partitions}
+
+
+def partition_leader_epoch(bootstrap, topic, partition=0):
+    """(leader, leader epoch) of a partition as Metadata v9 answers it."""
+    req = request(ApiKey.METADATA)
+    conn = RawConnection(bootstrap)
+    try:
+        answer = conn.call(ApiKey.METADATA, 9, req.cls(
+            topics=[req.make("topics", name=topic)], allow_auto_topic_creation=False))
+    finally:
+        conn.close()
+    p = next(p for p in answer.topics[0].partitions if p.partition_index == partition)
+    return p.leader_id, p.leader_epoch
