@@ -118,8 +118,10 @@ class BrokerServer:
         try:
             response = await call
             if isinstance(response, Pending):
-                return asyncio.ensure_future(self._answer(response.rest, header, request, peer,
+                task = asyncio.ensure_future(self._answer(response.rest, header, request, peer,
                                                           started))
+                task.add_done_callback(_close_if_cancelled(response.rest))
+                return task
             self.broker.metrics.request_done(key, started)
             if response is NO_RESPONSE:
                 return None
@@ -223,9 +225,21 @@ class _Connection(FramedProtocol):
         finally:
             self.server._connections.discard(self)
             self.transport.close()
-            for result in (self._sender, *self._unsent):
-                if isinstance(result, asyncio.Future) or self._unsent:
-                    result.cancel()
+            self._drop_unsent()
+
+    def _drop_unsent(self):
+        """The connection ended: the answers still queued go nowhere. Pending ones are tasks,
+        cancelled; encoded ones are chunks, whose file regions are closed."""
+        if self._sender is not None:
+            self._sender.cancel()
+        while self._unsent:
+            result = self._unsent.popleft()
+            if isinstance(result, asyncio.Future):
+                result.cancel()
+                continue
+            for chunk in result or ():
+                if isinstance(chunk, FileRegion):
+                    chunk.close()
 
     async def _send_later(self, result):
         """Queue a response behind the pending ones; wait while too many are pending."""
@@ -314,6 +328,15 @@ class _Connection(FramedProtocol):
         if batch:
             self.transport.writelines(batch)
         await self.drain()
+
+
+def _close_if_cancelled(rest):
+    """A done callback for a pending answer's task: cancelled before it started, the task never
+    awaited `rest`, which is closed so that it is not reported as a coroutine never awaited."""
+    def done(task: asyncio.Future) -> None:
+        if task.cancelled() and asyncio.iscoroutine(rest):
+            rest.close()
+    return done
 
 
 def _in(rng, v):
