@@ -205,7 +205,8 @@ class BrokerConfig:
             values["node.id"] = values["broker.id"]
         for key in ("num.partitions", "default.replication.factor", "message.max.bytes",
                     "socket.request.max.bytes", "log.segment.bytes", "offsets.topic.num.partitions",
-                    "transaction.state.log.num.partitions", "transaction.max.timeout.ms"):
+                    "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+                    "sasl.server.max.receive.size"):
             if values[key] <= 0:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
         policy = values["group.consumer.migration.policy"] = \

@@ -24,6 +24,8 @@ SECURITY_KEYS: dict = {
     # minilog: a connection must finish its TLS and SASL handshakes within this time.
     "connections.authentication.timeout.ms": (int, 10000),
     "connection.failed.authentication.delay.ms": (int, 100),
+    # the largest frame a connection may send before it has authenticated (CVE-2022-34917)
+    "sasl.server.max.receive.size": (int, 524288),
     # KIP-368: a SASL session lasts this long, then the client re-authenticates on the same
     # connection or is disconnected at its next request (0: sessions never expire)
     "connections.max.reauth.ms": (int, 0),
