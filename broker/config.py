@@ -94,6 +94,8 @@ BROKER_KEYS = {
     "transaction.state.log.min.isr": (int, 2),
     "transaction.max.timeout.ms": (int, 900000),
     "transaction.two.phase.commit.enable": (bool, False),  # KIP-939
+    # KIP-890 part 1: leaders check a transaction's first batch with its coordinator
+    "transaction.partition.verification.enable": (bool, True),
     "transactional.id.expiration.ms": (int, 604800000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
     "metadata.log.segment.bytes": (int, 8 * 1024 * 1024),
@@ -205,7 +207,8 @@ class BrokerConfig:
             values["node.id"] = values["broker.id"]
         for key in ("num.partitions", "default.replication.factor", "message.max.bytes",
                     "socket.request.max.bytes", "log.segment.bytes", "offsets.topic.num.partitions",
-                    "transaction.state.log.num.partitions", "transaction.max.timeout.ms"):
+                    "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+                    "sasl.server.max.receive.size"):
             if values[key] <= 0:
                 raise ConfigError(f"{key} must be positive, got {values[key]}")
         policy = values["group.consumer.migration.policy"] = \

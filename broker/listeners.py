@@ -24,6 +24,8 @@ SECURITY_KEYS: dict = {
     # minilog: a connection must finish its TLS and SASL handshakes within this time.
     "connections.authentication.timeout.ms": (int, 10000),
     "connection.failed.authentication.delay.ms": (int, 100),
+    # the largest frame a connection may send before it has authenticated (CVE-2022-34917)
+    "sasl.server.max.receive.size": (int, 524288),
     # KIP-368: a SASL session lasts this long, then the client re-authenticates on the same
     # connection or is disconnected at its next request (0: sessions never expire)
     "connections.max.reauth.ms": (int, 0),
@@ -52,18 +54,24 @@ _OVERRIDABLE = {k for k in SECURITY_KEYS if k.startswith(("ssl.", "sasl."))} | {
     "connections.max.reauth.ms"}
 
 
-def is_listener_setting(key: str) -> bool:
-    """True for `listener.name.<listener>.<ssl or sasl key>`, Kafka's per-listener form."""
+def overridden_key(key: str) -> str | None:
+    """The setting a per-listener key overrides: `sasl.jaas.config` for
+    `listener.name.sasl_ssl.plain.sasl.jaas.config`; None when `key` is not of that form."""
     if not key.startswith("listener.name."):
-        return False
+        return None
     parts = key.split(".", 3)
     if len(parts) < 4:
-        return False
+        return None
     rest = parts[3]
     if rest in _OVERRIDABLE:
-        return True
+        return rest
     mechanism, _, sasl_key = rest.partition(".")
-    return sasl_key in _OVERRIDABLE and bool(mechanism)
+    return sasl_key if mechanism and sasl_key else None
+
+
+def is_listener_setting(key: str) -> bool:
+    """True for `listener.name.<listener>.<ssl or sasl key>`, Kafka's per-listener form."""
+    return overridden_key(key) in _OVERRIDABLE
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,15 @@ _ENTRY = re.compile(r"\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*", re.IG
 def parse_bootstrap(spec: str) -> list:
     """[(mechanism, user, password)] of a `sasl.scram` value."""
     out = []
-    for item in (i for i in spec.split(";") if i.strip()):
+    for number, item in enumerate((i for i in spec.split(";") if i.strip()), 1):
         match = _ENTRY.fullmatch(item)
         fields = dict(f.split("=", 1) for f in match.group(2).split(",") if "=" in f) \
             if match else {}
         if not match or "name" not in fields or "password" not in fields:
             raise ConfigError(f"sasl.scram entries look like "
-                              f"SCRAM-SHA-256=[name=alice,password=secret], got {item.strip()!r}")
+                              f"SCRAM-SHA-256=[name=alice,password=secret]; entry "
+                              f"{number} does not (its text is "
+                              f"not shown: it may hold a password)")
         out.append((match.group(1).upper(), fields["name"].strip(), fields["password"]))
     return out
 

@@ -6,6 +6,8 @@ principal) that the server stamps on each request header. On a SASL listener the
 first answers only ApiVersions, SaslHandshake and SaslAuthenticate (`broker/sasl.py` does the
 mechanism work); anything else before authentication closes it, as Kafka does, and a client
 that has not authenticated within `connections.authentication.timeout.ms` is disconnected.
+Until it has, a frame announcing more than `sasl.server.max.receive.size` bytes closes the
+connection (Kafka's fix of CVE-2022-34917: memory is not spent on strangers).
 A failed login gets SASL_AUTHENTICATION_FAILED with the same message whatever was wrong, is
 logged once, and is answered after `connection.failed.authentication.delay.ms` (Kafka's brake on
 clients that retry at once), then the connection closes.
@@ -103,6 +105,9 @@ class SecureConnection(_Connection):
         self._expires = None  # the loop time the SASL session ends, None if it never does
         self._reauth_started = None  # the loop time the last re-authentication began
         self._handle = self._authenticating if sasl is not None else self._authenticated
+        if sasl is not None:  # CVE-2022-34917: before login, a frame is a SASL token at most
+            self.max_frame_size = min(self.max_frame_size,
+                                      server.broker.config["sasl.server.max.receive.size"])
 
     def connection_made(self, transport):
         super().connection_made(transport)
@@ -216,6 +221,7 @@ class SecureConnection(_Connection):
             self.session.principal = self._authenticator.principal
             self._deadline.cancel()
             self._handle = self._authenticated
+            self.max_frame_size = self.server.broker.config["socket.request.max.bytes"]
             lifetime = self._authenticator.session_lifetime_ms
             self._expires = asyncio.get_running_loop().time() + lifetime / 1000 \
                 if lifetime else None

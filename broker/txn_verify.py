@@ -10,7 +10,12 @@ process when it is the coordinator), whether the partition is in that producer's
 transaction. Verified partitions are appended; the others are answered INVALID_TXN_STATE (the
 producer's epoch errors as INVALID_PRODUCER_EPOCH; an unreachable coordinator as
 NOT_ENOUGH_REPLICAS, retriable, as Kafka answers it). Later batches of the same transaction
-find it open in the partition's producer state and are not checked again.
+find it open in the partition's producer state and are not checked again, when they come under
+the transactional id it was verified for: a batch naming another producer's id under its own
+transactional id (whose WRITE is all the produce was authorized with) is checked, and refused,
+since that id's coordinator does not know the producer. A leader remembers which transactional
+id verified each open transaction (in memory: a new leader verifies once more).
+`transaction.partition.verification.enable=false` turns the check off, as in Kafka.
 """
 from __future__ import annotations
 
@@ -30,11 +35,25 @@ _EPOCH_ERRORS = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
 _TXN_ERRORS = (ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
 
 
+MAX_REMEMBERED = 100_000  # verified (partition, producer) pairs; beyond, verify them again
+
+
+def _verified(broker) -> dict[tuple[str, int, int], str]:
+    """{(topic, partition, producer id): the transactional id its open transaction there was
+    verified under}."""
+    found = getattr(broker, "_txn_verified", None)
+    if found is None or len(found) > MAX_REMEMBERED:
+        found = broker._txn_verified = {}
+    return found
+
+
 def _unopened(broker, req) -> tuple[int, int, list[tuple[str, int]]] | None:
     """(producer id, epoch, partitions) of the transactional writes of `req` to partitions led
-    here where that producer has no open transaction yet; None if there are none."""
+    here where that producer has no transaction open yet, verified under this transactional
+    id; None if there are none."""
     pid = epoch = None
     wanted = []
+    verified = _verified(broker)
     for t in req.topic_data:
         for p in t.partition_data:
             partition = broker.partition(t.name, p.index)
@@ -45,8 +64,12 @@ def _unopened(broker, req) -> tuple[int, int, list[tuple[str, int]]] | None:
             if not h.is_transactional or h.producer_id < 0:
                 continue
             entry = partition.log.producer_state.entry(h.producer_id)
+            key = (t.name, p.index, h.producer_id)
             if entry is not None and entry.txn_first_offset >= 0:
-                continue  # the transaction is open here: verified with its first batch
+                if verified.get(key) == req.transactional_id:
+                    continue  # the transaction is open here: verified with its first batch
+            else:
+                verified.pop(key, None)
             pid, epoch = h.producer_id, h.producer_epoch
             wanted.append((t.name, p.index))
     return None if not wanted else (pid, epoch, wanted)
@@ -56,13 +79,18 @@ async def refused(broker, req) -> dict[tuple[str, int], int]:
     """{(topic, partition): error code} for the writes of `req` that must not be appended."""
     txn_id = getattr(req, "transactional_id", None)
     coordinator = getattr(broker, "txn", None)
-    if not txn_id or coordinator is None:
+    if not txn_id or coordinator is None \
+            or not broker.config["transaction.partition.verification.enable"]:
         return {}
     found = _unopened(broker, req)
     if found is None:
         return {}
     pid, epoch, wanted = found
     results = await _ask(broker, coordinator, txn_id, pid, epoch, wanted)
+    verified = _verified(broker)
+    for (topic, index), code in results.items():
+        if not code:
+            verified[(topic, index, pid)] = txn_id
     return {tp: _for_produce(code) for tp, code in results.items() if code}
 
 

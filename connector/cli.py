@@ -7,9 +7,10 @@
     minilog consume TOPIC                      records to stdout, formatted with -f like kcat
     minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
-    minilog transactions list|describe                 transactions (see cli_transactions.py)
+    minilog transactions list|describe|find-hanging|abort   (see cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
+    minilog configs describe                   a broker's or topic's settings (cli_configs.py)
     minilog console [--listen HOST:PORT]       the web console (minilog.console)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
@@ -22,7 +23,7 @@ import os
 import sys
 import time
 
-from minilog.connector import cli_acls, cli_groups, cli_transactions, cli_users
+from minilog.connector import cli_acls, cli_configs, cli_groups, cli_transactions, cli_users
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
@@ -152,6 +153,7 @@ def build_parser():
     cli_transactions.add_parser(sub, common)
     cli_users.add_parser(sub, common)
     cli_acls.add_parser(sub, common)
+    cli_configs.add_parser(sub, common)
     p = sub.add_parser("console", parents=[common],
                        help="the web console: brokers, topics, groups and lag, records")
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
@@ -440,7 +442,8 @@ def _groups(args, out):
 
 
 def _transactions(args, out):
-    cli_transactions.run(args, out, _settings(args))
+    cli_transactions.run(args, out, _settings(args),
+                         lambda message: UserError(f"minilog transactions: {message}"))
 
 
 def _users(args, out):
@@ -449,6 +452,10 @@ def _users(args, out):
 
 def _acls(args, out):
     cli_acls.run(args, out, _settings(args), lambda message: UserError(f"minilog acls: {message}"))
+
+
+def _configs(args, out):
+    cli_configs.run(args, out, _settings(args))
 
 
 def _console(args, out):
@@ -466,7 +473,7 @@ _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say
                 "cluster": "a local cluster's brokers are found through its --data-dir"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
-            "acls": _acls,
+            "acls": _acls, "configs": _configs,
             "console": _console}
 
 

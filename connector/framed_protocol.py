@@ -19,6 +19,7 @@ _SIZE = struct.Struct(">i")
 SCRATCH_SIZE = 128 * 1024
 OWN_BUFFER_OVER = 32 * 1024  # frames larger than this get a buffer of their own
 POOL_BYTES = 8 * 1024 * 1024  # per connection: large-frame buffers kept for reuse
+GROW_FROM = 256 * 1024       # an untrusted large frame's first buffer, doubled as bytes arrive
 _SMALL_CHUNK = 16 * 1024     # response chunks below this are joined before writing
 
 
@@ -40,7 +41,14 @@ class FramedProtocol(asyncio.BufferedProtocol):
     `max_frame_size` bytes stops reading and calls `frame_too_large(error)`: frames before it
     were delivered, nothing after it is. `connection_closed(exc)` is called once, with None on
     a clean end of stream.
+
+    A size prefix is four bytes anyone can send: unless `trusts_announced_sizes` (a client,
+    reading what the broker it chose answers), a large frame's buffer grows with the bytes that
+    actually arrive (from `GROW_FROM`, doubling), so announcing 100 MB costs nothing until the
+    100 MB come. A buffer kept from an earlier frame of about that size is taken at once.
     """
+
+    trusts_announced_sizes = False
 
     def __init__(self, max_frame_size):
         self.max_frame_size = max_frame_size
@@ -50,6 +58,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
         self._start = self._end = 0    # unparsed bytes in the scratch buffer
         self._frame = None              # the view a large frame is being received into
         self._filled = 0
+        self._size = 0                  # the large frame's announced size (>= len(_frame))
         self._pool = []                 # large-frame buffers to reuse once nobody holds them
         self._stopped = False           # an oversized frame was announced: read nothing more
         self._write_paused = False
@@ -85,9 +94,11 @@ class FramedProtocol(asyncio.BufferedProtocol):
         if self._frame is not None:
             self._filled += nbytes
             view = self._frame
-            if self._filled == len(view):
+            if self._filled == self._size:
                 self._frame = None
                 self.frame_received(view)
+            elif self._filled == len(view):
+                self._frame = self._grown(view)
             return
         self._end += nbytes
         self._split_scratch()
@@ -114,9 +125,9 @@ class FramedProtocol(asyncio.BufferedProtocol):
                 continue
             if size > OWN_BUFFER_OVER:
                 have = end - pos - 4
-                view = self._buffer(size)
+                view = self._first_buffer(size, have)
                 view[:have] = self._scratch_view[pos + 4:end]
-                self._frame, self._filled = view, have
+                self._frame, self._filled, self._size = view, have, size
                 self._start = self._end = 0
                 return
             break
@@ -129,6 +140,13 @@ class FramedProtocol(asyncio.BufferedProtocol):
         else:
             self._start = pos
 
+    def _pooled(self, size):
+        """A view of `size` bytes of a pooled buffer nobody uses any more, or None."""
+        for buf in self._pool:
+            if size <= len(buf) <= 2 * size and _unshared(buf):
+                return memoryview(buf)[:size]
+        return None
+
     def _buffer(self, size):
         """A writable view of `size` bytes: a pooled buffer nobody uses any more, or a new one.
 
@@ -136,15 +154,33 @@ class FramedProtocol(asyncio.BufferedProtocol):
         a fresh megabyte per request measurably slowed ingest. A buffer is reused only when
         no view of it is alive (a bytearray with exports refuses to shrink).
         """
-        for buf in self._pool:
-            if size <= len(buf) <= 2 * size and _unshared(buf):
-                return memoryview(buf)[:size]
+        pooled = self._pooled(size)
+        if pooled is not None:
+            return pooled
         buf = bytearray(size)
         if size <= POOL_BYTES // 2:
             self._pool.append(buf)
             while sum(len(b) for b in self._pool) > POOL_BYTES:
                 self._pool.pop(0)
         return memoryview(buf)
+
+    def _first_buffer(self, size, have):
+        """Where a large frame starts arriving: a pooled buffer that holds it whole, else (the
+        size untrusted) one for what has come so far, which `_grown` doubles as more does."""
+        if self.trusts_announced_sizes:
+            return self._buffer(size)
+        pooled = self._pooled(size)
+        if pooled is not None:
+            return pooled
+        return self._buffer(size) if size <= GROW_FROM \
+            else memoryview(bytearray(max(GROW_FROM, have)))
+
+    def _grown(self, view):
+        """A buffer twice `view`'s size (at most the frame's), holding what `view` received."""
+        wanted = min(self._size, 2 * len(view))
+        grown = self._buffer(wanted) if wanted == self._size else memoryview(bytearray(wanted))
+        grown[:self._filled] = view[:self._filled]
+        return grown
 
     def _stop(self, error):
         self._stopped = True

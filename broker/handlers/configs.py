@@ -6,6 +6,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 from ..access import DESCRIBE_CONFIGS, config_resource_refusal
 from ..broker_configs import CLUSTER_DEFAULT, DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, \
     BrokerConfigError, validate
+from ..password_configs import is_sensitive
 from . import handles
 
 _DESCRIBE = response(ApiKey.DESCRIBE_CONFIGS)
@@ -18,10 +19,17 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
 
 def _config_entry(name, value, source, read_only=False):
-    return _DESCRIBE.make("results", "configs", name=name, value=None if value is None else str(value),
-                          read_only=read_only, config_source=source, is_sensitive=False,
+    """One config as DescribeConfigs shows it: a password-type setting with a null value and
+    is_sensitive, whoever asks (Kafka's answer, super users included)."""
+    sensitive = is_sensitive(name)
+    shown = None if value is None or sensitive else str(value)
+    return _DESCRIBE.make("results", "configs", name=name, value=shown,
+                          read_only=read_only, config_source=source, is_sensitive=sensitive,
                           is_default=source == DEFAULT_CONFIG,  # v0's form of config_source
-                          synonyms=[], config_type=_type_of(value))
+                          synonyms=[], config_type=PASSWORD if sensitive else _type_of(value))
+
+
+PASSWORD = 9  # Kafka's ConfigType of a password
 
 
 def _type_of(value):

@@ -30,8 +30,10 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
                                      for i, m in record_errors])
 
 
-def produce_to_partition(broker, topic, index, records, acks, message_sets=False):
-    """`message_sets`: the records may be in message formats v0/v1 (Produce v0-v2)."""
+def produce_to_partition(broker, topic, index, records, acks, message_sets=False,
+                         transactional_id=None):
+    """`message_sets`: the records may be in message formats v0/v1 (Produce v0-v2);
+    `transactional_id`: the request's, which any transactional batch needs."""
     partition, code = leader_partition(broker, topic, index)
     if partition is None:
         return _partition_result(index, code)
@@ -53,6 +55,9 @@ def produce_to_partition(broker, topic, index, records, acks, message_sets=False
     if any(h.is_transactional and h.producer_id < 0 for _, h in batches):
         return _partition_result(index, ErrorCode.INVALID_RECORD,
                                  message="a transactional batch needs a producer id")
+    if transactional_id is None and any(h.is_transactional for _, h in batches):
+        return _partition_result(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                 message="a transactional batch needs a transactional id")
     if "compact" in partition.log.config.cleanup_policy.split(","):
         refused = validate_keys([(records[pos:pos + h.size], h) for pos, h in batches],
                                 topic, index)
@@ -92,11 +97,27 @@ def _when_replicated(broker, results, timeout_ms):
     return respond()
 
 
+def _has_transactional_records(req) -> bool:
+    """Whether a partition's first batch is transactional (Kafka's
+    `RequestUtils.hasTransactionalRecords`; a later one is refused by `produce_to_partition`).
+    Produce v0-v2 carry message formats v0/v1, which cannot be."""
+    for t in req.topic_data:
+        for p in t.partition_data:
+            records = p.records
+            if records is not None and len(records) >= batch_format.HEADER_SIZE \
+                    and records[16] == 2 and batch_format.read_header(records).is_transactional:
+                return True
+    return False
+
+
 def _refusal(broker, header, req) -> int:
-    """Transactional records need WRITE on their transactional id (Kafka's check before any
-    topic's); the topics need WRITE each."""
-    txn = getattr(req, "transactional_id", None)
-    if txn is not None and not allowed(broker, header, WRITE, TXN, txn):
+    """Transactional records need a transactional id, and WRITE on it (Kafka's check before
+    any topic's, authorizer or not: without an id nothing would ever end their transaction);
+    the topics need WRITE each."""
+    if header.api_version < 3 or not _has_transactional_records(req):
+        return 0
+    txn = req.transactional_id
+    if txn is None or not allowed(broker, header, WRITE, TXN, txn):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return 0
 
@@ -121,7 +142,8 @@ async def produce(broker, header, req):
             parts = [_partition_result(p.index, unverified[(t.name, p.index)])
                      if (t.name, p.index) in unverified else
                      produce_to_partition(broker, t.name, p.index, p.records, acks,
-                                          header.api_version < 3)
+                                          header.api_version < 3,
+                                          getattr(req, "transactional_id", None))
                      for p in t.partition_data]
         results.append(_RESP.make("responses", name=t.name, partition_responses=parts))
     if acks == -1 and broker.replicas is not None:

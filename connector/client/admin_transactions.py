@@ -33,6 +33,16 @@ class TransactionDescription(NamedTuple):
     partitions: tuple     # of TopicPartition
 
 
+class ProducerState(NamedTuple):
+    """One active producer of a partition, as its leader's DescribeProducers tells it."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int       # -1 when unknown
+    current_txn_start_offset: int  # -1 when no transaction is open
+
+
 class TransactionAdmin:
     async def list_transactions(self, states=None, producer_ids=None, timeout=None):
         """Every transactional id of the cluster (optionally in `states`, of `producer_ids`),
@@ -124,3 +134,44 @@ class TransactionAdmin:
             if isinstance(r, BaseException) and not isinstance(r, KafkaError):
                 raise r
         return dict(zip(ids, results))
+
+    async def describe_producers(self, partitions, timeout=None) -> dict:
+        """{TopicPartition: [ProducerState]}: each partition's active producers, from its
+        leader (KIP-664's DescribeProducers), open transactions with their first offset."""
+        from .admin import by_leader
+        Req, T = _m(ApiKey.DESCRIBE_PRODUCERS), _m(ApiKey.DESCRIBE_PRODUCERS, "topics")
+        wanted = [TopicPartition(*tp) for tp in partitions]
+
+        async def send(conn, tps):
+            topics: dict = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            resp = await conn.send(ApiKey.DESCRIBE_PRODUCERS, Req(topics=[
+                T(name=t, partition_indexes=ps) for t, ps in topics.items()]))
+            return {TopicPartition(t.name, p.partition_index): (p.error_code, [
+                ProducerState(a.producer_id, a.producer_epoch, a.last_sequence,
+                              a.last_timestamp, a.coordinator_epoch, a.current_txn_start_offset)
+                for a in p.active_producers]) for t in resp.topics for p in t.partitions}
+        await self._cluster.ensure_bootstrapped()
+        return await by_leader(self._cluster, wanted, send, self._deadline(timeout),
+                               "DescribeProducers")
+
+    async def abort_transaction(self, partition, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int, timeout=None) -> None:
+        """Write an abort marker for a producer's open transaction in one partition, at its
+        leader (Kafka's `Admin.abortTransaction`, KIP-664's WriteTxnMarkers): what ends a
+        hanging transaction no coordinator will. Needs CLUSTER_ACTION on the cluster."""
+        from .admin import by_leader
+        Req, M, T = (_m(ApiKey.WRITE_TXN_MARKERS), _m(ApiKey.WRITE_TXN_MARKERS, "markers"),
+                     _m(ApiKey.WRITE_TXN_MARKERS, "markers", "topics"))
+        tp = TopicPartition(*partition)
+
+        async def send(conn, tps):
+            resp = await conn.send(ApiKey.WRITE_TXN_MARKERS, Req(markers=[M(
+                producer_id=producer_id, producer_epoch=producer_epoch,
+                transaction_result=False, coordinator_epoch=max(0, coordinator_epoch),
+                topics=[T(name=tp.topic, partition_indexes=[tp.partition])])]))
+            return {TopicPartition(t.name, p.partition_index): (p.error_code, None)
+                    for m in resp.markers for t in m.topics for p in t.partitions}
+        await self._cluster.ensure_bootstrapped()
+        await by_leader(self._cluster, [tp], send, self._deadline(timeout), "WriteTxnMarkers")

@@ -337,6 +337,8 @@ class BrokerConnection:
 class _ResponseProtocol(FramedProtocol):
     """Hands each response frame to its connection as it completes, on the event loop."""
 
+    trusts_announced_sizes = True  # a broker the client chose: a fetch lands in one buffer
+
     def __init__(self, conn):
         super().__init__(conn.max_response_size)
         self.conn = conn

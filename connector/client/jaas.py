@@ -23,8 +23,9 @@ def parse_jaas(text: str) -> tuple[str, dict]:
     """(login module class name, {option: value}) of one JAAS entry; ConfigError otherwise."""
     match = _ENTRY.fullmatch(text.strip() if text.strip().endswith(";") else text.strip() + ";")
     if match is None:
-        raise ConfigError(f"sasl.jaas.config must look like '<LoginModule> required "
-                          f"username=\"...\" password=\"...\";', got {text!r}")
+        raise ConfigError("sasl.jaas.config must look like '<LoginModule> required "
+                          "username=\"...\" password=\"...\";' (the value given is not "
+                          "shown: it may hold a password)")
     options = {}
     for key, quoted, bare in _OPTION.findall(match.group("options")):
         options[key] = re.sub(r"\\(.)", r"\1", quoted) if bare == "" else bare
