@@ -3,8 +3,9 @@
 Pages: `/` overview, `/topics`, `/topics/<name>`, `/topics/<name>/records`, `/groups`,
 `/groups/<id>`. Changes (create, delete, alter a topic) are POSTed forms answered first by a
 confirmation page that re-posts them with `confirmed=yes`. Live parts refresh with plain
-`fetch` (see base.html). One `AsyncAdminClient` serves every page, on the server's event loop;
-a background task samples each group's lag into the in-memory `LagHistory`.
+`fetch` (see base.html). Clients come from one bounded `ClientPool` (clients.py), on the
+server's event loop; a background task samples each group's lag into the in-memory
+`LagHistory`.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from starlette.templating import Jinja2Templates
 from minilog.connector.client import AsyncAdminClient, KafkaError, NewTopic
 
 from . import cluster_view, record_browser
+from .clients import ClientPool
 from .lag_history import LagHistory, svg_chart
 
 log = logging.getLogger("minilog.console")
@@ -34,13 +36,13 @@ LAG_SAMPLE_INTERVAL_S = 5.0
 
 
 class ConsoleState:
-    """What the console keeps for its lifetime: the admin client, the brokers it has seen (a
+    """What the console keeps for its lifetime: its clients, the brokers it has seen (a
     broker DescribeCluster stops listing shows as down) and each group's lag history."""
 
     def __init__(self, config: dict[str, Any], sample_interval: float) -> None:
         self.config = config
         self.sample_interval = sample_interval
-        self.admin: AsyncAdminClient | None = None
+        self.clients = ClientPool(config)
         self.seen_brokers: dict[int, str] = {}
         self.history = LagHistory()
 
@@ -50,7 +52,7 @@ class ConsoleState:
         failing = None
         while True:
             try:
-                for view in await cluster_view.group_list(self.admin):
+                for view in await cluster_view.group_list(self.clients.admin(None)):
                     self.history.record(view.group_id, view.total_lag)
                 if failing is not None:
                     log.warning("lag sampling works again")
@@ -71,30 +73,33 @@ def _state(request: Request) -> ConsoleState:
     return request.app.state.console
 
 
+def _admin(request: Request) -> AsyncAdminClient:
+    """The admin client acting for whoever sent `request`."""
+    return _state(request).clients.admin(None)
+
+
 async def overview(request: Request) -> Response:
     return _page(request, "overview.html",
-                 **await cluster_view.overview(_state(request).admin,
-                                               _state(request).seen_brokers))
+                 **await cluster_view.overview(_admin(request), _state(request).seen_brokers))
 
 
 async def topics(request: Request) -> Response:
-    return _page(request, "topics.html", topics=await cluster_view.topic_list(_state(request).admin))
+    return _page(request, "topics.html", topics=await cluster_view.topic_list(_admin(request)))
 
 
 async def topic(request: Request) -> Response:
     return _page(request, "topic.html",
-                 **await cluster_view.topic(_state(request).admin, request.path_params["name"]))
+                 **await cluster_view.topic(_admin(request), request.path_params["name"]))
 
 
 async def groups(request: Request) -> Response:
-    state = _state(request)
-    views = await cluster_view.group_list(state.admin)
+    views = await cluster_view.group_list(_admin(request))
     return _page(request, "groups.html", groups=views)
 
 
 async def group(request: Request) -> Response:
     state = _state(request)
-    view = await cluster_view.group(state.admin, request.path_params["group_id"])
+    view = await cluster_view.group(_admin(request), request.path_params["group_id"])
     state.history.record(view.group_id, view.total_lag)
     return _page(request, "group.html", group=view,
                  chart=svg_chart(state.history.points(view.group_id)))
@@ -106,15 +111,16 @@ def _int(value: str | None) -> int | None:
 
 async def records(request: Request) -> Response:
     state, q, name = _state(request), request.query_params, request.path_params["name"]
-    described = await cluster_view.topic(state.admin, name)
+    described = await cluster_view.topic(_admin(request), name)
     form = {"partition": q.get("partition", "0"), "offset": q.get("offset", ""),
             "timestamp": q.get("timestamp", ""), "limit": q.get("limit", "50"),
             "avro_schema": q.get("avro_schema", "")}
     try:
-        shown = await record_browser.read(
-            state.config, name, int(form["partition"]), offset=_int(form["offset"]),
-            timestamp=_int(form["timestamp"]), limit=int(form["limit"]),
-            avro_schema=form["avro_schema"] or None)
+        async with state.clients.consumer(None) as consumer:
+            shown = await record_browser.read(
+                consumer, name, int(form["partition"]), offset=_int(form["offset"]),
+                timestamp=_int(form["timestamp"]), limit=int(form["limit"]),
+                avro_schema=form["avro_schema"] or None)
         error = None
     except ValueError as e:
         shown, error = [], f"bad input: {e}"
@@ -162,7 +168,7 @@ async def change(request: Request) -> Response:
         return _page(request, "confirm.html", what=what,
                      fields={k: v for k, v in form.items() if k != "confirmed"})
     try:
-        target = await _apply_change(_state(request).admin, form)
+        target = await _apply_change(_admin(request), form)
     except ValueError as e:
         return _page(request, "error.html", status=400, message=f"bad input: {e}")
     return RedirectResponse(target, status_code=303)
@@ -181,14 +187,13 @@ def create_app(config: dict[str, Any],
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.admin = AsyncAdminClient(config)
         sampler = asyncio.ensure_future(state.sample_lag_forever())
         try:
             yield
         finally:
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
-            await state.admin.close()
+            await state.clients.close()
 
     app = Starlette(routes=[
         Route("/", overview), Route("/topics", topics), Route("/topics/{name}", topic),
