@@ -11,7 +11,7 @@
     minilog users add|list|remove              SCRAM users (see cli_users.py)
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
     minilog configs describe                   a broker's or topic's settings (cli_configs.py)
-    minilog console [--listen HOST:PORT]       the web console (minilog.console)
+    minilog console [--listen HOST:PORT] [--read-only]   the web console (minilog.console)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -160,6 +160,16 @@ def build_parser():
                    help="where the console serves its pages (default 127.0.0.1:8080)")
     p.add_argument("--lag-interval", type=float, default=5.0, metavar="SECONDS",
                    help="how often each group's lag is sampled for its history (default 5)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a Host name the console answers to beside its listen address "
+                        "(repeatable; others are refused, against DNS rebinding)")
+    p.add_argument("--read-only", action="store_true",
+                   help="show everything, change nothing (no topic creation, deletion, configs)")
+    p.add_argument("--no-login", action="store_true",
+                   help="on a SASL cluster, serve every visitor with the --command-config "
+                        "user instead of asking each to log in")
+    p.add_argument("--allow-remote-without-login", action="store_true",
+                   help="listen beyond loopback although nobody logs in")
     return parser
 
 
@@ -459,11 +469,13 @@ def _configs(args, out):
 
 
 def _console(args, out):
-    from minilog.console.server import serve
+    from minilog.console.server import Options, serve
     if args.lag_interval <= 0:
         raise UserError("minilog console: --lag-interval must be positive")
+    options = Options(tuple(args.allow_host), args.read_only, args.no_login,
+                      args.allow_remote_without_login)
     try:
-        serve(_settings(args), args.listen, out, args.lag_interval)
+        serve(_settings(args), args.listen, out, args.lag_interval, options)
     except ValueError as e:
         raise UserError(f"minilog console: {e}") from None
 

@@ -3,8 +3,11 @@
 Pages: `/` overview, `/topics`, `/topics/<name>`, `/topics/<name>/records`, `/groups`,
 `/groups/<id>`. Changes (create, delete, alter a topic) are POSTed forms answered first by a
 confirmation page that re-posts them with `confirmed=yes`. Live parts refresh with plain
-`fetch` (see base.html). One `AsyncAdminClient` serves every page, on the server's event loop;
-a background task samples each group's lag into the in-memory `LagHistory`.
+`fetch` (see base.html). Before any page, `Guard` (guard.py) checks the Host, the origin and
+CSRF token of changes, the login and read-only mode. Clients come from one bounded `ClientPool`
+(clients.py), on the server's event loop, acting as the logged-in user where users log in
+(login.py), else with the console's own settings; then a background task also samples each
+group's lag into the in-memory `LagHistory` (with logins, a group's page records it).
 """
 from __future__ import annotations
 
@@ -12,35 +15,37 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
-from starlette.templating import Jinja2Templates
 
-from minilog.connector.client import AsyncAdminClient, KafkaError, NewTopic
+from minilog.connector.client import AsyncAdminClient, ErrorCode, KafkaError, NewTopic
 
-from . import cluster_view, record_browser
+from . import cluster_view, login, record_browser
+from .clients import ClientPool, Principal
+from .guard import CSRF_FIELD, Guard, Policy
 from .lag_history import LagHistory, svg_chart
+from .pages import page as _page
+from .sessions import SessionStore
 
 log = logging.getLogger("minilog.console")
 
-TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 LAG_SAMPLE_INTERVAL_S = 5.0
 
 
 class ConsoleState:
-    """What the console keeps for its lifetime: the admin client, the brokers it has seen (a
+    """What the console keeps for its lifetime: its clients, the brokers it has seen (a
     broker DescribeCluster stops listing shows as down) and each group's lag history."""
 
     def __init__(self, config: dict[str, Any], sample_interval: float) -> None:
         self.config = config
         self.sample_interval = sample_interval
-        self.admin: AsyncAdminClient | None = None
+        self.clients = ClientPool(config)
         self.seen_brokers: dict[int, str] = {}
         self.history = LagHistory()
 
@@ -50,7 +55,7 @@ class ConsoleState:
         failing = None
         while True:
             try:
-                for view in await cluster_view.group_list(self.admin):
+                for view in await cluster_view.group_list(self.clients.admin(None)):
                     self.history.record(view.group_id, view.total_lag)
                 if failing is not None:
                     log.warning("lag sampling works again")
@@ -63,38 +68,42 @@ class ConsoleState:
             await asyncio.sleep(self.sample_interval)
 
 
-def _page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
-    return TEMPLATES.TemplateResponse(request, template, context, status_code=status)
-
-
 def _state(request: Request) -> ConsoleState:
     return request.app.state.console
 
 
+def _principal(request: Request) -> Principal:
+    """Who the console acts as for `request`: the logged-in user (the guard let no request
+    without one through where users log in), else the console's own settings (None)."""
+    return request.state.session.user
+
+
+def _admin(request: Request) -> AsyncAdminClient:
+    return _state(request).clients.admin(_principal(request))
+
+
 async def overview(request: Request) -> Response:
     return _page(request, "overview.html",
-                 **await cluster_view.overview(_state(request).admin,
-                                               _state(request).seen_brokers))
+                 **await cluster_view.overview(_admin(request), _state(request).seen_brokers))
 
 
 async def topics(request: Request) -> Response:
-    return _page(request, "topics.html", topics=await cluster_view.topic_list(_state(request).admin))
+    return _page(request, "topics.html", topics=await cluster_view.topic_list(_admin(request)))
 
 
 async def topic(request: Request) -> Response:
     return _page(request, "topic.html",
-                 **await cluster_view.topic(_state(request).admin, request.path_params["name"]))
+                 **await cluster_view.topic(_admin(request), request.path_params["name"]))
 
 
 async def groups(request: Request) -> Response:
-    state = _state(request)
-    views = await cluster_view.group_list(state.admin)
+    views = await cluster_view.group_list(_admin(request))
     return _page(request, "groups.html", groups=views)
 
 
 async def group(request: Request) -> Response:
     state = _state(request)
-    view = await cluster_view.group(state.admin, request.path_params["group_id"])
+    view = await cluster_view.group(_admin(request), request.path_params["group_id"])
     state.history.record(view.group_id, view.total_lag)
     return _page(request, "group.html", group=view,
                  chart=svg_chart(state.history.points(view.group_id)))
@@ -106,15 +115,16 @@ def _int(value: str | None) -> int | None:
 
 async def records(request: Request) -> Response:
     state, q, name = _state(request), request.query_params, request.path_params["name"]
-    described = await cluster_view.topic(state.admin, name)
+    described = await cluster_view.topic(_admin(request), name)
     form = {"partition": q.get("partition", "0"), "offset": q.get("offset", ""),
             "timestamp": q.get("timestamp", ""), "limit": q.get("limit", "50"),
             "avro_schema": q.get("avro_schema", "")}
     try:
-        shown = await record_browser.read(
-            state.config, name, int(form["partition"]), offset=_int(form["offset"]),
-            timestamp=_int(form["timestamp"]), limit=int(form["limit"]),
-            avro_schema=form["avro_schema"] or None)
+        async with state.clients.consumer(_principal(request)) as consumer:
+            shown = await record_browser.read(
+                consumer, name, int(form["partition"]), offset=_int(form["offset"]),
+                timestamp=_int(form["timestamp"]), limit=int(form["limit"]),
+                avro_schema=form["avro_schema"] or None)
         error = None
     except ValueError as e:
         shown, error = [], f"bad input: {e}"
@@ -160,40 +170,55 @@ async def change(request: Request) -> Response:
         return _page(request, "error.html", status=400, message=str(e))
     if form.get("confirmed") != "yes":
         return _page(request, "confirm.html", what=what,
-                     fields={k: v for k, v in form.items() if k != "confirmed"})
+                     fields={k: v for k, v in form.items() if k not in ("confirmed", CSRF_FIELD)})
     try:
-        target = await _apply_change(_state(request).admin, form)
+        target = await _apply_change(_admin(request), form)
     except ValueError as e:
         return _page(request, "error.html", status=400, message=f"bad input: {e}")
     return RedirectResponse(target, status_code=303)
 
 
+def _status_of(exc: KafkaError) -> int:
+    """The HTTP status of a page the cluster answered with `exc`."""
+    if exc.code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND):
+        return 404
+    if exc.name.endswith("_AUTHORIZATION_FAILED"):
+        return 403  # the logged-in principal lacks an ACL: the cluster's own answer, shown
+    if exc.code == ErrorCode.SASL_AUTHENTICATION_FAILED:
+        return 401  # e.g. the user's password changed since the login
+    return 502
+
+
 async def _kafka_error(request: Request, exc: Exception) -> Response:
-    status = 404 if isinstance(exc, KafkaError) and exc.name in (
-        "UNKNOWN_TOPIC_OR_PARTITION", "GROUP_ID_NOT_FOUND") else 502
-    return _page(request, "error.html", status=status, message=str(exc))
+    assert isinstance(exc, KafkaError)
+    return _page(request, "error.html", status=_status_of(exc), message=str(exc))
 
 
-def create_app(config: dict[str, Any],
+def create_app(config: dict[str, Any], policy: Policy,
                sample_interval: float = LAG_SAMPLE_INTERVAL_S) -> Starlette:
-    """The console for the cluster `config` (client settings, Kafka's names) reaches."""
+    """The console for the cluster `config` (client settings, Kafka's names) reaches, with
+    the login, Host allow-list and read-only mode of `policy`."""
     state = ConsoleState(config, sample_interval)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.admin = AsyncAdminClient(config)
-        sampler = asyncio.ensure_future(state.sample_lag_forever())
+        # with logins the console has no principal of its own to sample lag as
+        sampler = None if policy.login else asyncio.ensure_future(state.sample_lag_forever())
         try:
             yield
         finally:
-            sampler.cancel()
-            await asyncio.gather(sampler, return_exceptions=True)
-            await state.admin.close()
+            if sampler is not None:
+                sampler.cancel()
+                await asyncio.gather(sampler, return_exceptions=True)
+            await state.clients.close()
 
     app = Starlette(routes=[
         Route("/", overview), Route("/topics", topics), Route("/topics/{name}", topic),
         Route("/topics/{name}/records", records), Route("/groups", groups),
         Route("/groups/{group_id}", group), Route("/change", change, methods=["POST"]),
-    ], lifespan=lifespan, exception_handlers={KafkaError: _kafka_error})
-    app.state.console = state
+        Route("/login", login.login_page), Route("/login", login.log_in, methods=["POST"]),
+        Route("/logout", login.log_out, methods=["POST"]),
+    ], lifespan=lifespan, exception_handlers={KafkaError: _kafka_error},
+        middleware=[Middleware(Guard)])
+    app.state.console, app.state.policy, app.state.sessions = state, policy, SessionStore()
     return app

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from minilog.connector.client import AsyncAdminClient, KafkaError, TopicPartition
+from minilog.connector.client import AsyncAdminClient, ErrorCode, KafkaError, TopicPartition
 
 
 @dataclass
@@ -177,9 +177,13 @@ async def topic_list(admin: AsyncAdminClient) -> list[dict[str, Any]]:
 
 async def group(admin: AsyncAdminClient, group_id: str) -> GroupView:
     """A group's state, members and, per partition, committed offset, log end and lag (the
-    rows of `kafka-consumer-groups --describe`)."""
+    rows of `kafka-consumer-groups --describe`). A group that is Dead (no members) and has
+    no committed offsets does not exist: GROUP_ID_NOT_FOUND, as `kafka-consumer-groups`
+    says of it."""
     desc = (await admin.describe_groups([group_id]))[group_id]
     committed = await admin.list_group_offsets(group_id)
+    if desc.state == "Dead" and not committed:
+        raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"consumer group {group_id!r} does not exist")
     owners = {tp: m for m in desc.members for tp in m.assignment}
     tps = sorted(set(committed) | set(owners))
     ends = await _offsets(admin, tps, "latest")
@@ -194,5 +198,12 @@ async def group(admin: AsyncAdminClient, group_id: str) -> GroupView:
 
 
 async def group_list(admin: AsyncAdminClient) -> list[GroupView]:
-    listed = await admin.list_groups()
-    return [await group(admin, g.group_id) for g in sorted(listed, key=lambda g: g.group_id)]
+    """Every listed group described; one gone meanwhile is left out."""
+    views = []
+    for listed in sorted(await admin.list_groups(), key=lambda g: g.group_id):
+        try:
+            views.append(await group(admin, listed.group_id))
+        except KafkaError as e:
+            if e.code != ErrorCode.GROUP_ID_NOT_FOUND:
+                raise
+    return views

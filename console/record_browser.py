@@ -60,41 +60,36 @@ def show_bytes(data: bytes | None, avro: Callable[[bytes], Any] | None = None) -
         return text, "text"
 
 
-async def read(config: dict[str, Any], topic: str, partition: int, offset: int | None = None,
-               timestamp: int | None = None, limit: int = 50,
+async def read(consumer: AsyncConsumer, topic: str, partition: int,
+               offset: int | None = None, timestamp: int | None = None, limit: int = 50,
                avro_schema: str | None = None) -> list[ShownRecord]:
     """Up to `limit` records of `topic`-`partition` from `offset` (or from the first at or
-    after `timestamp` ms; else the beginning), as far as the high watermark allows."""
+    after `timestamp` ms; else the beginning), as far as the high watermark allows, read by
+    `consumer` (started, without a group: nothing is committed)."""
     limit = max(1, min(limit, MAX_RECORDS))
     avro = avro_decoder(avro_schema) if avro_schema else None
     tp = TopicPartition(topic, partition)
-    consumer = AsyncConsumer({**config, "enable.auto.commit": False,
-                              "auto.offset.reset": "earliest"})
-    await consumer.start()
-    try:
-        consumer.assign([tp])
-        if timestamp is not None:
-            found = (await consumer.offsets_for_times({tp: timestamp})).get(tp)
-            if found is None:
-                return []
-            consumer.seek(tp, found.offset)
-        elif offset is not None:
-            consumer.seek(tp, offset)
-        else:
-            consumer.seek(tp, -2)
-        end = (await consumer.end_offsets([tp]))[tp]
-        records: list = []
-        while len(records) < limit:
-            if records and records[-1].offset + 1 >= end:
-                break
-            if not records and await consumer.position(tp) >= end:
-                break
-            got = await consumer.poll(READ_TIMEOUT_S, limit - len(records))
-            if not got:
-                break
-            records.extend(got)
-    finally:
-        await consumer.close()
+    consumer.assign([tp])
+    if timestamp is not None:
+        found = (await consumer.offsets_for_times({tp: timestamp})).get(tp)
+        if found is None:
+            return []
+        consumer.seek(tp, found.offset)
+    elif offset is not None:
+        consumer.seek(tp, offset)
+    else:
+        consumer.seek(tp, -2)
+    end = (await consumer.end_offsets([tp]))[tp]
+    records: list = []
+    while len(records) < limit:
+        if records and records[-1].offset + 1 >= end:
+            break
+        if not records and await consumer.position(tp) >= end:
+            break
+        got = await consumer.poll(READ_TIMEOUT_S, limit - len(records))
+        if not got:
+            break
+        records.extend(got)
     shown = []
     for r in records[:limit]:
         key, _ = show_bytes(r.key)

@@ -21,6 +21,7 @@ from .types import TopicPartition
 
 INACTIVE_STATES = ("Empty", "Dead")
 RESET_TARGETS = ("earliest", "latest", "timestamp", "offset", "shift")
+MAX_KNOWN_COORDINATORS = 256
 
 
 class GroupListing(NamedTuple):
@@ -68,11 +69,16 @@ class GroupAdmin:
     """Group operations of the admin client (see the module docstring)."""
 
     def _coordinator(self, group_id):
-        """The group's Coordinator, kept (with its connection) for the client's lifetime."""
+        """The group's Coordinator: it reaches the broker over the client's one connection
+        to it, and only the last MAX_KNOWN_COORDINATORS groups' are remembered (a
+        long-lived admin asked about any number of group ids holds neither a connection nor
+        memory per id)."""
         coords = self._group_coordinators
-        if group_id not in coords:
-            coords[group_id] = Coordinator(self._cluster, group_id)
-        return coords[group_id]
+        found = coords.pop(group_id, None) or Coordinator(self._cluster, group_id, shared=True)
+        coords[group_id] = found  # the most recently used last
+        while len(coords) > MAX_KNOWN_COORDINATORS:
+            coords.pop(next(iter(coords))).close()
+        return found
 
     def _close_group_coordinators(self):
         for c in self._group_coordinators.values():

@@ -114,6 +114,12 @@ class Cluster:
         b = self.brokers[node_id]
         return await self._connection_for(node_id, b.host, b.port, node_id)
 
+    async def connection_to(self, broker):
+        """The (single, reused) connection to `broker` (a BrokerInfo, e.g. a coordinator that
+        FindCoordinator named), whether or not the last metadata listed it."""
+        return await self._connection_for(broker.node_id, broker.host, broker.port,
+                                          broker.node_id)
+
     async def any_connection(self):
         """A connection to some broker: an open one with the fewest requests in flight first."""
         await self.ensure_bootstrapped()

@@ -43,10 +43,13 @@ def _m(api_key, *path):
 
 class Coordinator:
     """The coordinator of one group (or, with `key_type` TXN_KEY_TYPE, of one transactional
-    id), found on demand, reached over dedicated connections."""
+    id), found on demand, reached over dedicated connections; with `shared`, over the
+    cluster's one connection to that broker instead (the admin client's way, as Kafka's: an
+    admin asking about many groups must not hold a connection per group)."""
 
-    def __init__(self, cluster, group_id, key_type=GROUP_KEY_TYPE):
+    def __init__(self, cluster, group_id, key_type=GROUP_KEY_TYPE, shared=False):
         self.cluster, self.group_id, self.key_type = cluster, group_id, key_type
+        self.shared = shared
         self.node = None  # BrokerInfo once found
         self._conns = {}  # channel -> BrokerConnection
         self._finding = None
@@ -98,6 +101,12 @@ class Coordinator:
         if conn is not None and conn.connected:
             return conn
         node = self.node or await self.find()
+        if self.shared:
+            try:
+                return await self.cluster.connection_to(node)
+            except KafkaError:
+                self.mark_unknown("cannot connect")
+                raise
         conn = self.cluster._new_connection(node.host, node.port, node.node_id)
         try:
             await conn.connect()
