@@ -21,6 +21,7 @@ from .cleaner import LogCleaner
 from .config import BrokerConfig
 from .controller import Controller
 from .controller_router import ControllerRouter
+from .dir_lock import DirectoryLocks
 from .group_coordinator import GroupCoordinator
 from .inter_broker import controller_security, inter_broker_security
 from .log_manager import LogManager
@@ -45,6 +46,9 @@ log = logging.getLogger("minilog.broker")
 class Broker:
     def __init__(self, config: BrokerConfig, listener=None):
         """`listener`: a socket already bound to the listen address (else bound at start)."""
+        # First, before anything reads the data: a second process on these directories is
+        # refused here (DirectoryLocked) and leaves them to the broker that holds them.
+        self._locks = DirectoryLocks(config.log_dirs, what="broker")
         self.config = config
         self.is_broker = config.quorum_voters is None or "broker" in config.process_roles
         self.is_controller = config.quorum_voters is not None and \
@@ -227,6 +231,7 @@ class Broker:
             self.peers.close()
         log.info("minilog %s %d stopped%s", self.role_name, self.config.node_id,
                  " after the error above" if self.exit_code else " cleanly")
+        self._locks.release()
         self._stopped.set()
 
     async def run_until_signalled(self, early=()):

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from .dir_lock import DirectoryLock, DirectoryLocked, is_locked
 from .local_cluster import STATE_FILE as STATE
 from .local_cluster import LocalCluster, free_port
 from .secure_cluster import (
@@ -113,18 +114,32 @@ def _secured(args, data_dir):
 
 
 def _up(args, out):
+    """Under the cluster directory's lock: two `up`s at once would both start its brokers."""
+    try:
+        lock = DirectoryLock(args.data_dir, what="`minilog cluster up`")
+    except DirectoryLocked as e:
+        raise _UserError(f"minilog cluster: {e}") from None
+    try:
+        return _up_locked(args, out)
+    finally:
+        lock.release()
+
+
+def _running(cluster) -> dict:
+    """{node id: pid} of the nodes whose data directory a process holds (its broker's lock):
+    those run, whatever cluster.json says (a pid there may be stale, or reused)."""
+    return {b.node_id: pid for b in cluster.nodes if (pid := is_locked(b.log_dir))}
+
+
+def _up_locked(args, out):
     data_dir = Path(args.data_dir)
     path = data_dir / STATE
     extra = [x for item in args.override for x in ("-o", item)]
-    running = {}
     console = None if args.no_console else {}
     if path.exists():
         state = json.loads(path.read_text())
         console = state.get("console") if console is not None else None
         nodes = _nodes(state)
-        running = {b["node_id"]: b["pid"] for b in nodes if b.get("pid") and _alive(b["pid"])}
-        if len(running) == len(nodes):
-            raise _UserError(f"minilog cluster: the cluster in {data_dir} is already running")
         brokers, controllers = len(state["brokers"]), len(state.get("controllers", []))
         ports = [b["port"] for b in nodes]
         metrics_ports = [b.get("metrics_port") for b in nodes]
@@ -149,6 +164,13 @@ def _up(args, out):
                            replicated=replicated, controllers=controllers, listener=listener,
                            metrics=True, metrics_ports=metrics_ports, role_extra=role_extra)
     new = not path.exists()
+    running = _running(cluster)
+    if running and (new or len(running) == len(cluster.nodes)):
+        held = ", ".join(f"node {n} (pid {pid})" if pid > 0 else f"node {n}"
+                         for n, pid in sorted(running.items()))
+        raise _UserError(f"minilog cluster: the cluster in {data_dir} is already running: {held}"
+                         + ("; its cluster.json is missing, stop those processes first"
+                            if new else ""))
     if client and new:
         write_client_properties(data_dir, client, cluster.bootstrap)
     pids = dict(running)

@@ -251,6 +251,14 @@ class BrokerConfig:
         return Path(dirs.split(",")[0].strip())
 
     @property
+    def log_dirs(self) -> list[Path]:
+        """Every directory of `log.dirs` (else `log.dir`): the broker locks each at start.
+        Partitions and the metadata log live in the first (`data_dir`); minilog has no
+        separate `metadata.log.dir`."""
+        dirs = self.values["log.dirs"] or self.values["log.dir"]
+        return [Path(d.strip()) for d in dirs.split(",") if d.strip()]
+
+    @property
     def process_roles(self):
         """{"broker"}, {"controller"} or both; both (combined mode) unless process.roles says."""
         spec = self.values["process.roles"]

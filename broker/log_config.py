@@ -4,6 +4,7 @@ The broker merges its `log.*` defaults with each topic's overrides and builds on
 the log reads only this object, never raw strings.
 """
 import dataclasses
+import re
 from dataclasses import dataclass
 
 _LONG_MAX = (1 << 63) - 1
@@ -24,21 +25,37 @@ OTHER_TOPIC_CONFIGS = frozenset({
 })
 
 
-def _number(name, value, low, high=_LONG_MAX):
+_LONG_MIN, _INT_MIN = -(1 << 63), -(1 << 31)
+_TYPE_RANGE = {"LONG": (_LONG_MIN, _LONG_MAX), "INT": (_INT_MIN, _INT_MAX)}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def invalid(name: str, value: object, why: str) -> ValueError:
+    """Kafka's `ConfigException(name, value, message)` text, which clients show as it is:
+    `Invalid value abc for configuration retention.ms: Not a number of type LONG`."""
+    return ValueError(f"Invalid value {value} for configuration {name}: {why}")
+
+
+def _number(name: str, value: object, low: int, high: int | None = None,
+            kind: str = "LONG") -> int:
+    """A Kafka INT or LONG setting: parsed as `ConfigDef.parseType` does (trimmed decimal
+    digits within the type's range), then checked as `Range.atLeast/between` does."""
+    lo_type, hi_type = _TYPE_RANGE[kind]
     n = None
-    if isinstance(value, (int, str)) and not isinstance(value, bool):
-        try:
-            n = int(value)
-        except ValueError:
-            pass
-    if n is None:
-        raise ValueError(f"{name}: expected an integer, got {value!r}")
-    if not low <= n <= high:
-        raise ValueError(f"{name}: {n} is out of range [{low}, {high}]")
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        n = int(value.strip())
+    if n is None or not lo_type <= n <= hi_type:
+        raise invalid(name, value, f"Not a number of type {kind}")
+    if n < low:
+        raise invalid(name, value, f"Value must be at least {low}")
+    if high is not None and n > high:
+        raise invalid(name, value, f"Value must be no more than {high}")
     return n
 
 
-def _optional_long(name, value, low):
+def _optional_long(name: str, value: object, low: int) -> int | None:
     """Kafka's "Long.MAX means never" settings become None."""
     if value is None:
         return None
@@ -46,36 +63,45 @@ def _optional_long(name, value, low):
     return None if n == _LONG_MAX else n
 
 
-def _choice(*allowed):
-    def parse(name, value):
+def _choice(*allowed: str):
+    """Kafka's `ValidString.in(...)`."""
+    def parse(name: str, value: object) -> str:
         if value not in allowed:
-            raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+            raise invalid(name, value, f"String must be one of: {', '.join(allowed)}")
         return value
     return parse
 
 
-def _cleanup_policy(name, value):
-    parts = [p.strip() for p in str(value).split(",") if p.strip()]
-    if not parts or any(p not in ("delete", "compact") for p in parts):
-        raise ValueError(f"{name}: {value!r} must be 'delete', 'compact' or 'compact,delete'")
+def _cleanup_policy(name: str, value: object) -> str:
+    """Kafka's `ValidList.in("compact", "delete")`: each element checked, the first bad one
+    named. An empty list is refused (Kafka 4's `cleanup.policy` needs at least one policy)."""
+    parts = [p.strip() for p in str(value).split(",")]
+    for p in parts:
+        if p not in ("compact", "delete"):
+            raise invalid(name, p, "String must be one of: compact, delete")
     return ",".join(sorted(set(parts)))
 
 
-# Kafka name -> (field, parser). Bounds follow Kafka's topic config validators.
+# Kafka name -> (field, parser). Types and bounds follow Kafka's LogConfig definitions.
 _KAFKA = {
-    "segment.bytes": ("segment_bytes", lambda n, v: _number(n, v, 14, _INT_MAX)),
+    "segment.bytes": ("segment_bytes", lambda n, v: _number(n, v, 14, kind="INT")),
     "segment.ms": ("segment_ms", lambda n, v: _number(n, v, 1)),
     "retention.ms": ("retention_ms", lambda n, v: _number(n, v, -1)),
-    "retention.bytes": ("retention_bytes", lambda n, v: _number(n, v, -(1 << 63))),
+    "retention.bytes": ("retention_bytes", lambda n, v: _number(n, v, _LONG_MIN)),
     "flush.messages": ("flush_messages", lambda n, v: _optional_long(n, v, 1)),
     "flush.ms": ("flush_ms", lambda n, v: _optional_long(n, v, 0)),
-    "index.interval.bytes": ("index_interval_bytes", lambda n, v: _number(n, v, 0, _INT_MAX)),
-    "segment.index.bytes": ("segment_index_bytes", lambda n, v: _number(n, v, 4, _INT_MAX)),
-    "max.message.bytes": ("max_message_bytes", lambda n, v: _number(n, v, 0, _INT_MAX)),
+    "index.interval.bytes": ("index_interval_bytes", lambda n, v: _number(n, v, 0, kind="INT")),
+    "segment.index.bytes": ("segment_index_bytes", lambda n, v: _number(n, v, 4, kind="INT")),
+    "max.message.bytes": ("max_message_bytes", lambda n, v: _number(n, v, 0, kind="INT")),
     "message.timestamp.type": ("message_timestamp_type", _choice("CreateTime", "LogAppendTime")),
     "cleanup.policy": ("cleanup_policy", _cleanup_policy),
-    "min.insync.replicas": ("min_insync_replicas", lambda n, v: _number(n, v, 1, _INT_MAX)),
+    "min.insync.replicas": ("min_insync_replicas", lambda n, v: _number(n, v, 1, kind="INT")),
 }
+
+
+def unknown_config(name: str) -> str:
+    """Kafka's `LogConfig.validateNames` text (INVALID_CONFIG)."""
+    return f"Unknown topic config name: {name}"
 
 
 @dataclass(frozen=True)
@@ -112,7 +138,7 @@ class LogConfig:
                 attr, parse = _KAFKA[name]
                 changes[attr] = parse(name, value)
             elif name not in OTHER_TOPIC_CONFIGS:
-                raise ValueError(f"unknown topic config {name!r}")
+                raise ValueError(unknown_config(name))
         return dataclasses.replace(base or cls(), **changes)
 
     def to_kafka(self):

@@ -8,6 +8,7 @@ import sys
 from minilog.connector.cli_parser import Parser
 
 from .config import BrokerConfig, ConfigError, read_properties
+from .dir_lock import DirectoryLocked
 from .secure_connection import check_listeners
 from .startup import bind_listener
 
@@ -75,6 +76,11 @@ def main(argv=None, prog="minilog broker"):
     try:
         from .broker import Broker
         broker = Broker(config, listener)
+    except DirectoryLocked as e:  # another broker runs on the data directory: leave it be
+        listener.close()
+        print(f"minilog broker: {e}: stop it, or give this broker another data directory",
+              file=sys.stderr)
+        return 1
     except (ValueError, OSError) as e:  # e.g. a data directory of another cluster, or unwritable
         listener.close()
         print(f"minilog broker: {_os_error(e) if isinstance(e, OSError) else e}", file=sys.stderr)

@@ -5,6 +5,7 @@ not a line per partition (those are at DEBUG).
 """
 import socket
 
+from .dir_lock import LOCK_FILE
 from .group_store import OFFSETS_TOPIC
 
 
@@ -28,7 +29,7 @@ def bind_listener(host, port):
 
 def is_new(data_dir):
     """True for a data directory that does not exist yet or is empty: nothing to recover."""
-    return not data_dir.exists() or not any(data_dir.iterdir())
+    return not data_dir.exists() or all(p.name == LOCK_FILE for p in data_dir.iterdir())
 
 
 def _plural(n, word):

@@ -11,6 +11,7 @@ import logging
 from minilog.connector.protocol import ErrorCode
 
 from .log import LogConfig
+from .log_config import unknown_config
 from .metadata import DEPRECATED_TOPIC_CONFIGS, TOPIC_CONFIG_KEYS, topic_name_error
 from .partition import Partition
 
@@ -45,11 +46,13 @@ class TopicManager:
         return LogConfig.from_kafka({k: v for k, (v, _) in self.effective_configs(name, overrides).items()})
 
     def _config_error(self, name, configs):
-        unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
+        """Kafka's checks in Kafka's order and words: null values, unknown names, values."""
+        nulls = [k for k, v in configs.items() if v is None]
+        if nulls:
+            return f"Null value not supported for topic configs: {','.join(nulls)}"
+        unknown = [k for k in configs if k not in TOPIC_CONFIG_KEYS]
         if unknown:
-            return f"unknown topic config {unknown[0]!r}"
-        if any(v is None for v in configs.values()):
-            return "config values must not be null"
+            return unknown_config(unknown[0])
         try:
             self.log_config(name, configs)
         except ValueError as e:

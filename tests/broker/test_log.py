@@ -470,12 +470,13 @@ def test_config_from_kafka_names():
 
 @pytest.mark.parametrize("name,value,message", [
     ("segment.bytes", "10", "segment.bytes"),
-    ("segment.bytes", "abc", "expected an integer"),
+    ("segment.bytes", "abc", "Invalid value abc for configuration segment.bytes: Not a number of "
+                             "type INT"),
     ("retention.ms", "-2", "retention.ms"),
     ("message.timestamp.type", "Now", "CreateTime"),
     ("cleanup.policy", "forever", "cleanup.policy"),
     ("flush.messages", "0", "flush.messages"),
-    ("segment.bytz", "1", "unknown topic config"),
+    ("segment.bytz", "1", "Unknown topic config name: segment.bytz"),
 ])
 def test_config_bad_values_raise_clear_errors(name, value, message):
     with pytest.raises(ValueError, match=message):

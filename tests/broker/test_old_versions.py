@@ -12,6 +12,11 @@ from wire import RawConnection
 from minilog.connector.protocol import ApiKey, request, response
 
 KAFKA_PROTOCOL = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
+# Kafka's JSON definitions sit beside the repository only in the CI layout: a user's clone
+# skips the field-by-field comparison with its reason instead of failing it.
+needs_kafka_protocol = pytest.mark.skipif(
+    not KAFKA_PROTOCOL.is_dir(),
+    reason=f"Kafka's message definitions are not at {KAFKA_PROTOCOL} (only the CI layout has them)")
 LATEST, EARLIEST = -1, -2
 
 
@@ -106,6 +111,7 @@ OLD = [(ApiKey.LIST_OFFSETS, 0), (ApiKey.CREATE_TOPICS, 0), (ApiKey.CREATE_TOPIC
        (ApiKey.CREATE_ACLS, 0), (ApiKey.DESCRIBE_ACLS, 0), (ApiKey.DELETE_ACLS, 0)]
 
 
+@needs_kafka_protocol
 @pytest.mark.parametrize("api, version", OLD)
 @pytest.mark.parametrize("kind", ["Request", "Response"])
 def test_the_codec_declares_each_old_version_as_kafka_does(api, version, kind):
