@@ -25,6 +25,7 @@ from . import txn_state as s
 from .group_records import partition_for
 from .group_store import OFFSETS_TOPIC, Marker, OffsetsTopic
 from .producer_ids import ProducerIdsUnavailable
+from .txn_marker_channel import MarkerChannel
 from .txn_state import TxnMetadata, parse_txn_key, parse_txn_value, txn_key, txn_value
 
 TRANSACTION_TOPIC = "__transaction_state"
@@ -88,6 +89,7 @@ class TransactionCoordinator:
         self._owned: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
         self._loading: set[int] = set()
         self._tasks: set[asyncio.Task] = set()
+        self.markers = MarkerChannel(broker)
         self._timer = None
         self._active = False
 
@@ -106,6 +108,7 @@ class TransactionCoordinator:
                 task.cancel()
         await asyncio.gather(*[t for t in [self._timer, *self._tasks] if t],
                              return_exceptions=True)
+        await self.markers.close()
         self._owned.clear()
         self.txns.clear()
 
@@ -361,9 +364,10 @@ class TransactionCoordinator:
         txn_id = prepared.transactional_id
         index = self.store.partition_for(txn_id)
         coordinator_epoch = self._owned.get(index, -1)
-        delivered = await txn_markers.deliver(
-            self.broker, prepared.producer_id, prepared.producer_epoch, coordinator_epoch,
-            commit, prepared.partitions, self._still_owns(txn_id, coordinator_epoch))
+        marker = txn_markers.TxnMarker(prepared.producer_id, prepared.producer_epoch,
+                                       coordinator_epoch, commit, tuple(prepared.partitions))
+        delivered = await txn_markers.deliver(self.broker, self.markers, marker,
+                                              self._still_owns(txn_id, coordinator_epoch))
         if not delivered:
             return  # the next coordinator finishes it
         while self._owned.get(index) == coordinator_epoch and not self.broker.stopping:
