@@ -26,6 +26,7 @@ from .group_records import partition_for
 from .group_store import OFFSETS_TOPIC, Marker, OffsetsTopic
 from .producer_ids import ProducerIdsUnavailable
 from .txn_marker_channel import MarkerChannel
+from .txn_waiters import StateWaiters
 from .txn_state import TxnMetadata, parse_txn_key, parse_txn_value, txn_key, txn_value
 
 TRANSACTION_TOPIC = "__transaction_state"
@@ -90,6 +91,7 @@ class TransactionCoordinator:
         self._loading: set[int] = set()
         self._tasks: set[asyncio.Task] = set()
         self.markers = MarkerChannel(broker)
+        self.waiters = StateWaiters()  # AddPartitionsToTxn waiting for a completion
         self._timer = None
         self._active = False
 
@@ -111,6 +113,7 @@ class TransactionCoordinator:
         await self.markers.close()
         self._owned.clear()
         self.txns.clear()
+        self.waiters.changed_all()
 
     @property
     def active(self) -> bool:
@@ -162,6 +165,7 @@ class TransactionCoordinator:
         self._owned.pop(index, None)
         for txn_id in [t for t in self.txns if self.store.partition_for(t) == index]:
             del self.txns[txn_id]
+        self.waiters.changed_all()
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -198,6 +202,7 @@ class TransactionCoordinator:
                 current.pending = None
         if code == 0 and index in self._owned:
             self.txns[md.transactional_id] = md
+        self.waiters.changed(md.transactional_id)
         return code
 
     # -- DescribeTransactions, ListTransactions -------------------------------------------------
@@ -309,6 +314,9 @@ class TransactionCoordinator:
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
                              partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         error, md = self._producer_txn(txn_id, producer_id, epoch)
+        if not error and s.add_error(md) == ErrorCode.CONCURRENT_TRANSACTIONS:
+            await self.waiters.until(txn_id, lambda: self._settled(txn_id))  # txn_waiters.py
+            error, md = self._producer_txn(txn_id, producer_id, epoch)
         error = error or s.add_error(md)
         if error:
             return dict.fromkeys(partitions, error)
@@ -326,6 +334,12 @@ class TransactionCoordinator:
         code = await self._write(md.to(s.ONGOING, now, partitions=frozenset(wanted),
                                        start_ms=start))
         return dict.fromkeys(partitions, code)
+
+    def _settled(self, txn_id: str) -> bool:
+        """Whether `txn_id` has no transaction completing nor a write in flight."""
+        md = self.txns.get(txn_id)
+        return md is None or (md.pending is None and
+                              md.state not in (s.PREPARE_COMMIT, s.PREPARE_ABORT))
 
     def verify_partitions(self, txn_id: str, producer_id: int, epoch: int,
                           partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
