@@ -25,6 +25,8 @@ from . import txn_state as s
 from .group_records import partition_for
 from .group_store import OFFSETS_TOPIC, Marker, OffsetsTopic
 from .producer_ids import ProducerIdsUnavailable
+from .txn_marker_channel import MarkerChannel
+from .txn_waiters import StateWaiters
 from .txn_state import TxnMetadata, parse_txn_key, parse_txn_value, txn_key, txn_value
 
 TRANSACTION_TOPIC = "__transaction_state"
@@ -88,6 +90,8 @@ class TransactionCoordinator:
         self._owned: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
         self._loading: set[int] = set()
         self._tasks: set[asyncio.Task] = set()
+        self.markers = MarkerChannel(broker)
+        self.waiters = StateWaiters()  # AddPartitionsToTxn waiting for a completion
         self._timer = None
         self._active = False
 
@@ -106,8 +110,10 @@ class TransactionCoordinator:
                 task.cancel()
         await asyncio.gather(*[t for t in [self._timer, *self._tasks] if t],
                              return_exceptions=True)
+        await self.markers.close()
         self._owned.clear()
         self.txns.clear()
+        self.waiters.changed_all()
 
     @property
     def active(self) -> bool:
@@ -159,6 +165,7 @@ class TransactionCoordinator:
         self._owned.pop(index, None)
         for txn_id in [t for t in self.txns if self.store.partition_for(t) == index]:
             del self.txns[txn_id]
+        self.waiters.changed_all()
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -195,6 +202,7 @@ class TransactionCoordinator:
                 current.pending = None
         if code == 0 and index in self._owned:
             self.txns[md.transactional_id] = md
+        self.waiters.changed(md.transactional_id)
         return code
 
     # -- DescribeTransactions, ListTransactions -------------------------------------------------
@@ -306,6 +314,9 @@ class TransactionCoordinator:
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
                              partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         error, md = self._producer_txn(txn_id, producer_id, epoch)
+        if not error and s.add_error(md) == ErrorCode.CONCURRENT_TRANSACTIONS:
+            await self.waiters.until(txn_id, lambda: self._settled(txn_id))  # txn_waiters.py
+            error, md = self._producer_txn(txn_id, producer_id, epoch)
         error = error or s.add_error(md)
         if error:
             return dict.fromkeys(partitions, error)
@@ -323,6 +334,12 @@ class TransactionCoordinator:
         code = await self._write(md.to(s.ONGOING, now, partitions=frozenset(wanted),
                                        start_ms=start))
         return dict.fromkeys(partitions, code)
+
+    def _settled(self, txn_id: str) -> bool:
+        """Whether `txn_id` has no transaction completing nor a write in flight."""
+        md = self.txns.get(txn_id)
+        return md is None or (md.pending is None and
+                              md.state not in (s.PREPARE_COMMIT, s.PREPARE_ABORT))
 
     def verify_partitions(self, txn_id: str, producer_id: int, epoch: int,
                           partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -361,9 +378,10 @@ class TransactionCoordinator:
         txn_id = prepared.transactional_id
         index = self.store.partition_for(txn_id)
         coordinator_epoch = self._owned.get(index, -1)
-        delivered = await txn_markers.deliver(
-            self.broker, prepared.producer_id, prepared.producer_epoch, coordinator_epoch,
-            commit, prepared.partitions, self._still_owns(txn_id, coordinator_epoch))
+        marker = txn_markers.TxnMarker(prepared.producer_id, prepared.producer_epoch,
+                                       coordinator_epoch, commit, tuple(prepared.partitions))
+        delivered = await txn_markers.deliver(self.broker, self.markers, marker,
+                                              self._still_owns(txn_id, coordinator_epoch))
         if not delivered:
             return  # the next coordinator finishes it
         while self._owned.get(index) == coordinator_epoch and not self.broker.stopping:

@@ -72,7 +72,8 @@ def secure_broker(tmp_path_factory):
 # beside the many short modules instead of making a tail at the end of the run.
 LONG_MODULES = ("test_fresh_install.py", "jobs/test_bank_demo.py", "test_bench_quick.py",
                 "jobs/test_spark_submit.py", "test_readme.py", "jobs/test_missing_input.py",
-                "cluster/test_nemesis.py", "cluster/test_replication_safety.py")
+                "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py",
+                "cluster/test_replication_safety.py")
 
 
 def pytest_collection_modifyitems(config, items):

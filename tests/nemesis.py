@@ -10,6 +10,7 @@ producer and a committing consumer group, whatever the faults were.
 """
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -68,6 +69,32 @@ def schedule(seed: int, seconds: float, partitions: int) -> list[Fault]:
         faults.append(fault)
         total += fault.hold + fault.gap + (2.0 if kind != PAUSE else 0.0)  # restarts take ~2 s
     return faults
+
+
+def fresh_seed() -> int:
+    """A new seed each run, the same in every pytest-xdist worker of one run (each collects)."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return int(run_id[:4], 16) if run_id else int.from_bytes(os.urandom(2), "big")
+
+
+def seeds(default: list[int]) -> list[int]:
+    """The seeds to run: NEMESIS_SEED's (comma-separated) if set, else `default`."""
+    return [int(s) for s in os.environ["NEMESIS_SEED"].split(",")] \
+        if os.environ.get("NEMESIS_SEED") else default
+
+
+LONG_SECONDS = float(os.environ.get("NEMESIS_SECONDS", 600))
+
+
+def long_nemesis(test):
+    """Marks a test(make_cluster, seed) as the long run: only with `-m nemesis_long`, for
+    NEMESIS_SECONDS per seed, on NEMESIS_SEED's seeds or a fresh one."""
+    import pytest
+    marks = [pytest.mark.nemesis_long, pytest.mark.timeout(int(LONG_SECONDS * 4 + 900)),
+             pytest.mark.parametrize("seed", seeds([fresh_seed()]))]
+    for mark in reversed(marks):
+        test = mark(test)
+    return test
 
 
 # -- applying it ----------------------------------------------------------------------------
@@ -375,17 +402,24 @@ def read_cluster(bootstrap: str, topic: str, partitions: int,
     return got
 
 
-def read_log_from_disk(log_dir: Path) -> dict[int, bytes]:
-    """{offset: value} of one partition directory, opened without a server."""
-    out: dict[int, bytes] = {}
+def read_log_chunks(log_dir: Path):
+    """Yield (offset, stored batches from it) through one partition directory, opened without
+    a server."""
     with Log(log_dir) as log:
         offset = log.log_start_offset
         while offset < log.log_end_offset:
             data = log.read(offset, 1 << 24)
             if not data:
                 break
-            out.update((r.offset, r.value) for r in decode_batches(data, start_offset=offset))
+            yield offset, data
             offset = next_offset_after(data)
+
+
+def read_log_from_disk(log_dir: Path) -> dict[int, bytes]:
+    """{offset: value} of one partition directory, opened without a server."""
+    out: dict[int, bytes] = {}
+    for offset, data in read_log_chunks(log_dir):
+        out.update((r.offset, r.value) for r in decode_batches(data, start_offset=offset))
     return out
 
 

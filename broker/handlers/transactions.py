@@ -8,6 +8,7 @@ transaction, with `verify_only`: a partition leader asking, `txn_verify.py`), re
 principals without CLUSTER_ACTION as in Kafka; v5 (the TRANSACTION_ABORTABLE error) and EndTxn
 v5 belong to KIP-890 part 2 (epoch bumped per transaction), not implemented, so not advertised.
 """
+import asyncio
 import time
 
 from minilog.connector.protocol import ApiKey, ErrorCode, response
@@ -16,7 +17,7 @@ from .. import txn_markers
 from ..group_records import OffsetAndMetadata
 from ..access import CLUSTER, CLUSTER_ACTION, READ, WRITE, allowed, group_refusal, \
     topic_refusal, txn_refusal
-from . import handles
+from . import Pending, handles
 
 _ADD_PARTITIONS = response(ApiKey.ADD_PARTITIONS_TO_TXN)
 _ADD_OFFSETS = response(ApiKey.ADD_OFFSETS_TO_TXN)
@@ -160,17 +161,24 @@ async def txn_offset_commit(broker, header, req):
 
 @handles(ApiKey.WRITE_TXN_MARKERS, 0, 1)
 async def write_txn_markers(broker, header, req):
+    """Every marker appended now, in request order; the answer once their replicas have them
+    all (`Pending`: the coordinator's next request on this connection is handled meanwhile)."""
+    appended = [txn_markers.append_local(broker, txn_markers.TxnMarker(
+        m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
+        tuple((t.name, i) for t in m.topics for i in t.partition_indexes)))
+        for m in req.markers]
+    return Pending(_markers_answer(broker, appended))
+
+
+async def _markers_answer(broker, appended: list) -> object:
+    answers = await asyncio.gather(*(txn_markers.acknowledged(broker, a) for a in appended))
     out = []
-    for m in req.markers:
-        wanted = [(t.name, i) for t in m.topics for i in t.partition_indexes]
-        results = await txn_markers.write_local(broker, m.producer_id, m.producer_epoch,
-                                                m.coordinator_epoch, m.transaction_result,
-                                                wanted)
+    for a, results in zip(appended, answers):
         by_topic = {}
         for (topic, index), code in results.items():
             by_topic.setdefault(topic, []).append(_MARKERS.make(
                 "markers", "topics", "partitions", partition_index=index, error_code=code))
-        out.append(_MARKERS.make("markers", producer_id=m.producer_id, topics=[
+        out.append(_MARKERS.make("markers", producer_id=a.marker.producer_id, topics=[
             _MARKERS.make("markers", "topics", name=t, partitions=ps)
             for t, ps in by_topic.items()]))
     return _MARKERS.cls(markers=out)

@@ -13,19 +13,21 @@ The default suite runs two seeds for a short while; `-m nemesis_long` runs long 
 Rerun a failure with the seed it prints: `NEMESIS_SEED=<seed> NEMESIS_SECONDS=<s> python -m
 pytest tests/cluster/test_nemesis.py -m nemesis_long`.
 """
-import os
 import time
 
 import pytest
 from nemesis import (
     GroupReader,
     History,
+    LONG_SECONDS,
     Nemesis,
     Writer,
     check,
+    long_nemesis,
     read_cluster,
     read_log_from_disk,
     schedule,
+    seeds,
     summary,
 )
 from clustertools import wait_for
@@ -99,25 +101,12 @@ def run_nemesis(make_cluster, seed, seconds):
     return history
 
 
-def _fresh_seed():
-    """A new seed each run, the same in every pytest-xdist worker of one run (each collects)."""
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    return int(run_id[:4], 16) if run_id else int.from_bytes(os.urandom(2), "big")
-
-
-def _seeds(default):
-    return [int(s) for s in os.environ["NEMESIS_SEED"].split(",")] \
-        if os.environ.get("NEMESIS_SEED") else default
-
-
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("seed", _seeds([5, 6]))
+@pytest.mark.parametrize("seed", seeds([5, 6]))
 def test_acknowledged_writes_and_commits_survive_the_nemesis(make_cluster, seed):
     run_nemesis(make_cluster, seed, SHORT_SECONDS)
 
 
-@pytest.mark.nemesis_long
-@pytest.mark.timeout(int(float(os.environ.get("NEMESIS_SECONDS", 600)) * 4 + 900))
-@pytest.mark.parametrize("seed", _seeds([_fresh_seed()]))
+@long_nemesis
 def test_acknowledged_writes_and_commits_survive_a_long_nemesis(make_cluster, seed):
-    run_nemesis(make_cluster, seed, float(os.environ.get("NEMESIS_SECONDS", 600)))
+    run_nemesis(make_cluster, seed, LONG_SECONDS)

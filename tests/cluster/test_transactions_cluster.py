@@ -114,3 +114,54 @@ def test_a_leader_verifies_a_transactional_write_with_a_coordinator_on_another_b
     finally:
         at_coordinator.close()
         at_leader.close()
+
+
+def test_the_next_transaction_waits_for_the_previous_commit_instead_of_failing(make_cluster):
+    """While a commit's markers cannot be written (the partition's only replica is paused),
+    the producer's next AddPartitionsToTxn waits for the commit to complete instead of being
+    answered CONCURRENT_TRANSACTIONS, so an EndTxn(abort) pipelined behind it (librdkafka sends
+    one then) finds the transaction ongoing: 0, not INVALID_TXN_STATE."""
+    from minilog.connector.protocol import ApiKey, RequestHeader, encode_request, request
+    from txntools import raw_add_partition, raw_init, raw_txn_produce, read_all
+    from wire import RawConnection
+    c = make_cluster(3, **{**TXN, "transaction.state.log.num.partitions": 1,
+                           "transaction.state.log.replication.factor": 1})
+    txn_id = "waits-1"
+    coordinator = coordinator_of(c, txn_id)
+    holder = next(n for n in (1, 2, 3) if n != coordinator)
+    c.create_topic("held", assignment=[[holder]])
+    c.create_topic("free", assignment=[[coordinator]])
+    at_coordinator = RawConnection(c.bootstrap_of(coordinator))
+    at_holder = RawConnection(c.bootstrap_of(holder))
+    try:
+        pid, epoch = raw_init(at_coordinator, txn_id)
+        assert raw_add_partition(at_coordinator, txn_id, pid, epoch, "held") == 0
+        assert raw_txn_produce(at_holder, txn_id, pid, epoch, "held") == 0
+        c.pause(holder)
+        try:
+            end = request(ApiKey.END_TXN)
+            assert at_coordinator.call(ApiKey.END_TXN, 3, end.cls(
+                transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                committed=True)).error_code == 0  # PrepareCommit stored, markers stuck
+            add = request(ApiKey.ADD_PARTITIONS_TO_TXN)
+            frames = [(ApiKey.ADD_PARTITIONS_TO_TXN, add.cls(
+                v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch, v3_and_below_topics=[add.make(
+                    "v3_and_below_topics", name="free", partitions=[0])])),
+                (ApiKey.END_TXN, end.cls(transactional_id=txn_id, producer_id=pid,
+                                         producer_epoch=epoch, committed=False))]
+            at_coordinator.send_raw(b"".join(
+                b"".join(encode_request(RequestHeader(key, 3, 100 + i, "raw"), body))
+                for i, (key, body) in enumerate(frames)))
+        finally:
+            c.resume(holder)
+        from minilog.connector.protocol import decode_response
+        added = decode_response(ApiKey.ADD_PARTITIONS_TO_TXN, 3, at_coordinator.recv_frame())
+        aborted = decode_response(ApiKey.END_TXN, 3, at_coordinator.recv_frame())
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code == 0
+        assert aborted.error_code == 0
+    finally:
+        at_coordinator.close()
+        at_holder.close()
+    assert read_all(c.bootstrap, "held", "read_committed", 3) == [b"v0", b"v1", b"v2"]
