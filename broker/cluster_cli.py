@@ -14,7 +14,9 @@ node saying where it listens and where its metrics are, and the console's URL, a
 while they keep running. DIR/cluster.json remembers nodes, ports and process ids, so `up` on the
 same DIR restarts the same cluster, `status` reports the nodes and their roles, the active
 controller, under-replicated and offline partitions, and `down` stops the processes (SIGTERM:
-brokers first, each handing its leaderships off).
+brokers first, each handing its leaderships off). What a cluster writes is its owner's alone:
+DIR is 0700, the nodes run with a umask of 077, and cluster.json, the client settings and the
+nodes' secured settings (DIR/security/*.properties) are 0600; no password is in a command line.
 """
 import argparse
 import json
@@ -28,6 +30,7 @@ from pathlib import Path
 from .dir_lock import DirectoryLock, DirectoryLocked, is_locked
 from .local_cluster import STATE_FILE as STATE
 from .local_cluster import LocalCluster, free_port
+from .private_files import write_private
 from .secure_cluster import (
     CLIENT_PROPERTIES,
     LISTENER,
@@ -36,6 +39,7 @@ from .secure_cluster import (
     grant_cluster_action,
     secure_settings,
     write_client_properties,
+    write_node_properties,
 )
 
 CONSOLE_LOG = "console.log"
@@ -102,15 +106,14 @@ def _nodes(state):
 
 
 def _secured(args, data_dir):
-    """(listener, settings of every node, of each role, client settings) of a new secured
-    cluster."""
+    """(listener, arguments of every node, of each role, client settings) of a new secured
+    cluster: the nodes' settings are in files only their owner reads, not on command lines."""
     try:
         settings, roles, client = secure_settings(data_dir, dedicated=args.controllers > 0)
     except SecureSetupError as e:
         raise _UserError(f"minilog cluster: {e}") from None
-    role_extra = {role: [x for k, v in values.items() for x in ("-o", f"{k}={v}")]
-                  for role, values in roles.items()}
-    return LISTENER, settings, role_extra, client
+    extra, role_extra = write_node_properties(data_dir, settings, roles)
+    return LISTENER, extra, role_extra, client
 
 
 def _up(args, out):
@@ -133,6 +136,9 @@ def _running(cluster) -> dict:
 
 def _up_locked(args, out):
     data_dir = Path(args.data_dir)
+    os.umask(0o077)  # what the nodes write is theirs alone (Kafka's packaging runs it so too)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o700)
     path = data_dir / STATE
     extra = [x for item in args.override for x in ("-o", item)]
     console = None if args.no_console else {}
@@ -158,8 +164,8 @@ def _up_locked(args, out):
         replicated = True
         listener, client, role_extra = "PLAINTEXT", {}, {}
         if args.secure:
-            listener, settings, role_extra, client = _secured(args, data_dir)
-            extra = [x for k, v in settings.items() for x in ("-o", f"{k}={v}")] + extra
+            listener, secured, role_extra, client = _secured(args, data_dir)
+            extra = secured + extra
     cluster = LocalCluster(brokers, data_dir=data_dir, extra=extra, ports=ports,
                            replicated=replicated, controllers=controllers, listener=listener,
                            metrics=True, metrics_ports=metrics_ports, role_extra=role_extra)
@@ -195,7 +201,7 @@ def _up_locked(args, out):
         console = _console(data_dir, cluster.bootstrap, console,
                            data_dir / CLIENT_PROPERTIES if client else None)
         saved = json.loads(path.read_text())
-        path.write_text(json.dumps({**saved, "console": console}, indent=1))
+        write_private(path, json.dumps({**saved, "console": console}, indent=1))
     for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
         for b in nodes:
             how = "already running" if b.node_id in running else "listening"
@@ -337,7 +343,7 @@ def _down(args, out):
         console["pid"] = None
     for b in _nodes(state):
         b["pid"] = None
-    (Path(args.data_dir) / STATE).write_text(json.dumps(state, indent=1))
+    write_private(Path(args.data_dir) / STATE, json.dumps(state, indent=1))
     return 0
 
 

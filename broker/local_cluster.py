@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .private_files import write_private
 
 STATE_FILE = "cluster.json"  # in the data directory: what `minilog cluster` knows of a cluster
 
@@ -216,7 +217,7 @@ class LocalCluster:
                  "role_extra": self.role_extra}
         self.data_dir.mkdir(parents=True, exist_ok=True)
         path = self.data_dir / STATE_FILE
-        path.write_text(json.dumps(state, indent=1))
+        write_private(path, json.dumps(state, indent=1))
         return path
 
     def broker(self, node_id):

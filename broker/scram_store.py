@@ -6,10 +6,10 @@ and in a cluster the metadata log (`scram_metadata.py`).
 salted (`scram_credentials.py`); the file is replaced atomically on each change.
 """
 import json
-import os
 import re
 
 from .config import BrokerConfig, ConfigError
+from .private_files import write_private
 from .scram_credentials import ScramCredentials, from_password
 
 FILE_NAME = "__scram_credentials.json"
@@ -46,10 +46,7 @@ def _open_file(config: BrokerConfig) -> ScramCredentials:
     path = config.data_dir / FILE_NAME
 
     def save(store: ScramCredentials) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(store.to_json()))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        write_private(path, json.dumps(store.to_json()))
 
     store = ScramCredentials()
     if path.exists():

@@ -18,6 +18,8 @@ import secrets
 import time
 from pathlib import Path
 
+from .private_files import write_properties
+
 LISTENER = "SASL_SSL"
 CONTROLLER = "CONTROLLER"  # dedicated controllers' listener (controller.listener.names)
 MECHANISM = "SCRAM-SHA-512"
@@ -130,11 +132,27 @@ async def _grant(controller_ports, client, timeout):
 
 def write_client_properties(data_dir: Path, client: dict, bootstrap: str) -> Path:
     path = data_dir / CLIENT_PROPERTIES
-    path.write_text("# the admin user of this cluster (a super user): keep this file private\n"
-                    + "".join(f"{k}={v}\n"
-                              for k, v in {"bootstrap.servers": bootstrap, **client}.items()))
-    path.chmod(0o600)
+    write_properties(path, {"bootstrap.servers": bootstrap, **client},
+                     "the admin user of this cluster (a super user): keep this file private")
     return path
+
+
+def write_node_properties(data_dir: Path, settings: dict, roles: dict) -> tuple[list, dict]:
+    """The nodes' secured settings (passwords and logins among them) in properties files only
+    their owner reads, DIR/security/<role>.properties, so that no password is in a process's
+    command line (/proc/PID/cmdline) or in cluster.json: (the arguments every node starts
+    with, those of each role), each a file's path, `minilog broker start`'s properties file."""
+    directory = data_dir / "security"
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {role: {**settings, **values} for role, values in roles.items()} or \
+        {"node": settings}
+    paths = {}
+    for role, values in files.items():
+        paths[role] = directory / f"{role}.properties"
+        write_properties(paths[role], values, f"the {role}s' secured settings: keep private")
+    if roles:
+        return [], {role: [str(path)] for role, path in paths.items()}
+    return [str(paths["node"])], {}
 
 
 def client_settings(data_dir: Path) -> dict:

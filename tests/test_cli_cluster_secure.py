@@ -4,8 +4,11 @@ quorum, registrations and forwarded requests all run over TLS with SCRAM logins 
 replicas stay in sync, a client without the settings is refused, and status and down work from
 the data directory; with a dedicated controller too (its CONTROLLER listener SASL_SSL)."""
 import json
+import os
 import re
+import stat
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from clitools import kill_left, ok, process_identity, run
@@ -35,6 +38,22 @@ def _cluster_up(data, *args):
         kill_left(ours)  # only what still runs of this cluster: its pids may be reused
 
 
+def _assert_private(data, state):
+    """No password in a node's command line or in cluster.json; the data directory and
+    everything in it (logs, segments, credentials, settings) its owner's alone."""
+    password = client_settings(data)["sasl.password"]
+    for node in state["brokers"] + state.get("controllers", []):
+        cmdline = Path(f"/proc/{node['pid']}/cmdline").read_bytes().decode()
+        assert password not in cmdline and "password=" not in cmdline, cmdline
+    assert password not in (data / "cluster.json").read_text()
+    open_to_others = [f"{oct(stat.S_IMODE(os.stat(p).st_mode))} {p}"
+                      for p in [data, *data.rglob("*")]
+                      if stat.S_IMODE(os.stat(p).st_mode) & 0o077 and not p.is_symlink()]
+    assert open_to_others == [], open_to_others[:10]
+    assert stat.S_IMODE((data / "cluster.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+
+
 def test_a_secure_cluster_serves_what_its_hints_say_and_nothing_plain(tmp_path):
     data = tmp_path / "c"
     with _cluster_up(data, "--brokers", 3) as (out, _):
@@ -54,6 +73,7 @@ def test_a_secure_cluster_serves_what_its_hints_say_and_nothing_plain(tmp_path):
         bootstrap = re.search(r"bootstrap servers: (\S+)", out).group(1)
         with pytest.raises(KafkaException):  # PLAINTEXT bytes to a TLS port: no answer
             AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5)
+        _assert_private(data, json.loads((data / "cluster.json").read_text()))
 
 
 def test_a_secure_cluster_with_a_dedicated_controller(tmp_path):
@@ -75,3 +95,4 @@ def test_a_secure_cluster_with_a_dedicated_controller(tmp_path):
         controller = state["controllers"][0]["port"]
         with pytest.raises(KafkaException):  # PLAINTEXT bytes to its TLS port: no answer
             AdminClient({"bootstrap.servers": f"127.0.0.1:{controller}"}).list_topics(timeout=5)
+        _assert_private(data, state)
