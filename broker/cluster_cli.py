@@ -198,8 +198,7 @@ def _up_locked(args, out):
         raise _UserError(f"minilog cluster: {e}") from None
     cluster.save_state(pids)
     if console is not None:
-        console = _console(data_dir, cluster.bootstrap, console,
-                           data_dir / CLIENT_PROPERTIES if client else None)
+        console = _console(data_dir, cluster.bootstrap, console, client)
         saved = json.loads(path.read_text())
         write_private(path, json.dumps({**saved, "console": console}, indent=1))
     for role, nodes in (("controller", cluster.controllers), ("broker", cluster.brokers)):
@@ -219,21 +218,30 @@ def _up_locked(args, out):
             out.write("  brokers log in as 'broker', allowed CLUSTER_ACTION on the cluster by an "
                       "ACL (not a super user); controllers as 'controller', a super user\n")
     if console is not None:
-        out.write(f"console: http://127.0.0.1:{console['port']}/ (log {data_dir / CONSOLE_LOG})\n")
+        login = (f"; log in as a user of the cluster, e.g. admin, whose password is in "
+                 f"{data_dir / CLIENT_PROPERTIES}") if client else ""
+        out.write(f"console: http://127.0.0.1:{console['port']}/ (log {data_dir / CONSOLE_LOG}"
+                  f"{login})\n")
     if not cluster.wait_until_live(JOIN_TIMEOUT_S, client):
         out.write(f"warning: not every broker joined the cluster within {JOIN_TIMEOUT_S}s; "
                   f"see `minilog cluster status` and the broker logs\n")
 
 
-def _console(data_dir, bootstrap, previous, properties=None):
+_CREDENTIALS = ("sasl.username", "sasl.password", "sasl.jaas.config")
+
+
+def _console(data_dir, bootstrap, previous, client=None):
     """The web console of the cluster (`minilog console`, its own process, DIR/console.log),
     started unless `previous` ({"pid", "port"} from cluster.json) still runs; on its old port
-    when it had one; a secured cluster's with the admin's client `properties`. {"pid", "port"}."""
+    when it had one. A secured cluster's gets the `client` settings that reach it (TLS, SASL
+    mechanism) but never the admin's credentials: each user logs in as one of the cluster's
+    users and acts with that user's ACLs. {"pid", "port"}."""
     if previous and previous.get("pid") and _alive(previous["pid"]):
         return previous
     port = (previous or {}).get("port") or free_port()
     with open(data_dir / CONSOLE_LOG, "ab") as log:
-        secured = ["--command-config", str(properties)] if properties else []
+        secured = [x for k, v in (client or {}).items() if k not in _CREDENTIALS
+                   for x in ("-X", f"{k}={v}")]
         proc = subprocess.Popen([sys.executable, "-m", "minilog.connector.cli", "-b", bootstrap,
                                  *secured, "console", "--listen", f"127.0.0.1:{port}"],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -7,6 +7,7 @@ answers GET /metrics (and `/`, a pointer to it) and nothing else, one request pe
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -17,6 +18,13 @@ log = logging.getLogger("minilog.broker.metrics")
 
 MAX_HEADER_BYTES = 16 * 1024
 READ_TIMEOUT_S = 10.0
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
 
 
 class MetricsServer:
@@ -30,6 +38,11 @@ class MetricsServer:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("metrics at http://%s:%d/metrics", self.host, self.port)
+        if not _loopback(self.host):
+            log.warning("metrics.listener http://%s:%d serves /metrics beyond this machine, "
+                        "without authentication: anyone who reaches it reads topic, group and "
+                        "client names (listen on 127.0.0.1 unless that is intended)",
+                        self.host, self.port)
         return self
 
     async def close(self) -> None:

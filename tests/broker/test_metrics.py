@@ -108,3 +108,18 @@ def test_a_malformed_metrics_listener_is_refused_in_one_line(tmp_path):
     assert run.stderr.strip().splitlines() == [
         "minilog broker: metrics.listener must look like http://127.0.0.1:9404, "
         "got '127.0.0.1:9404'"]
+
+
+BEYOND = "serves /metrics beyond this machine"
+
+
+def test_metrics_beyond_loopback_are_warned_about_in_one_line(make_broker, metered):
+    port = free_port()
+    b = make_broker(extra=["-o", f"metrics.listener=http://0.0.0.0:{port}"])
+    b.metrics_port = port
+    scrape(b)  # served (on every address, so on 127.0.0.1 too)
+    lines = wait_until(lambda: [line for line in b.log_path.read_text().splitlines()
+                                if BEYOND in line], 60, "the warning in the broker's log")
+    assert len(lines) == 1 and "WARNING" in lines[0].upper(), lines
+    scrape(metered)
+    assert BEYOND not in metered.log_path.read_text()

@@ -1,49 +1,28 @@
-"""Consoles for the console's tests: `minilog console` as a user starts it, in its own process
-(and session) on a free port, killed by its pid at teardown whatever the test did."""
+"""Fixtures of the console's tests: `minilog console` as a user starts it, in its own process
+(and session) on a free port, killed by its pid at teardown whatever the test did; headless
+Chromium."""
 import os
 import signal
 import subprocess
-import sys
-from dataclasses import dataclass
 
 import pytest
 from brokers import free_port, wait_for_port
-
-
-@dataclass
-class ConsoleProcess:
-    proc: subprocess.Popen
-    port: int
-    log: str
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def open_fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
-
-
-def console_argv(bootstrap, *args, options=()):
-    """`minilog -b BOOTSTRAP [OPTIONS...] console ARGS...`."""
-    return [sys.executable, "-m", "minilog.connector.cli", "-b", bootstrap, *options,
-            "console", *args]
+from consoletools import ConsoleProcess, console_argv, headless_chromium
 
 
 @pytest.fixture
 def start_console(tmp_path):
     """start_console(bootstrap, *console_args, options=(global flags)) -> ConsoleProcess,
-    listening on 127.0.0.1 unless `--listen` is among the args."""
+    listening on 127.0.0.1."""
     started = []
 
     def start(bootstrap, *args, options=()):
         port = free_port()
-        if "--listen" not in args:
-            args = ("--listen", f"127.0.0.1:{port}", *args)
         log = tmp_path / f"console-{len(started)}.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen(console_argv(bootstrap, *args, options=options), stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                console_argv(bootstrap, "--listen", f"127.0.0.1:{port}", *args, options=options),
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(proc)
         try:
             wait_for_port(port, 60, proc)
@@ -55,3 +34,11 @@ def start_console(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium through selenium, one per test module."""
+    driver = headless_chromium()
+    yield driver
+    driver.quit()

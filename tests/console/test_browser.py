@@ -4,7 +4,6 @@ itself (`minilog groups describe`, kill -9 of a broker). Screenshots of every pa
 CONSOLE_SCREENSHOTS (default: the test's temporary directory)."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,15 +13,11 @@ import pytest
 from brokers import free_port, wait_for_port
 from clustertools import TestCluster, wait_for
 from confluent_kafka import Producer
+from consoletools import NEEDS_CHROMIUM, text_of
 
 from minilog.connector.client import AdminClient
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = [pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                 reason="chromium and chromium-driver are not installed "
-                                        "(apt-get install chromium chromium-driver; CI installs them)"),
-              pytest.mark.timeout(300)]
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
@@ -55,26 +50,6 @@ def console(cluster, tmp_path_factory):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
-                "--disable-dev-shm-usage"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER),
-                              options=options)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
-
-
-def text_of(browser, css):
-    from selenium.webdriver.common.by import By
-    return browser.find_element(By.CSS_SELECTOR, css).text
 
 
 def shown(browser, url, css, predicate, what):

@@ -5,10 +5,10 @@ console beyond loopback."""
 import subprocess
 
 import pytest
-from conftest import console_argv
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from consolehttp import Visitor
+from consoletools import console_argv
 from security_tools import SecureBroker, make_certificates
 
 from minilog.connector.client import AdminClient as MinilogAdmin
