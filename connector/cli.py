@@ -248,9 +248,13 @@ class _Progress:
 def _produce(args, out):
     headers = [(k, v.encode()) for k, v in parse_assignments(args.header).items()]
     sep = args.key_separator.encode() if args.key_separator else None
-    failures, acked = [], [0]
+    # acked, settled: records acknowledged; records whose outcome is known (acked or failed).
+    # Once the producer is closed every record it accepted is settled, so `settled` is what was
+    # sent even when Ctrl-C lands between `send` queuing a record and `count` counting it.
+    failures, acked, settled = [], [0], [0]
 
     def on_delivery(err, _):
+        settled[0] += 1
         if err is None:
             acked[0] += 1
         elif len(failures) < 1:
@@ -287,7 +291,8 @@ def _produce(args, out):
                 producer.flush()
             except KeyboardInterrupt:  # what was sent gets a moment to be acknowledged
                 producer.close(_INTERRUPTED_FLUSH_S)
-                raise Interrupted(f"minilog produce: interrupted: {acked[0]:,} of {count:,} "
+                sent = max(count, settled[0])
+                raise Interrupted(f"minilog produce: interrupted: {acked[0]:,} of {sent:,} "
                                   f"records acknowledged") from None
     finally:
         if args.file:
