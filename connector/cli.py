@@ -117,8 +117,8 @@ def build_parser():
     p.add_argument("topic")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true",
-                       help="start at the earliest offset (with --group: where the group has no "
-                            "committed offset, as kafka-console-consumer)")
+                       help="start at the earliest offset (default: at the end, new records "
+                            "only; with --group a new group starts at the earliest anyway)")
     start.add_argument("--offset", "-o", type=int,
                        help="start at this offset (negative: that many before the end)")
     start.add_argument("--timestamp", type=int, metavar="MS",
@@ -134,7 +134,9 @@ def build_parser():
                    help="exit once the end of every partition (as of start) is reached")
     p.add_argument("--group", "-G", metavar="GROUP",
                    help="consume as a member of this consumer group: its partitions, from its "
-                        "committed offsets (else the earliest), committing as it goes")
+                        "committed offsets, committing as it goes; a new group (no committed "
+                        "offset) starts at the earliest (-X auto.offset.reset=latest: at the "
+                        "end)")
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                    help="read_committed: only records of committed transactions, up to the "
                         "last stable offset (default read_uncommitted, as Kafka's tools)")
