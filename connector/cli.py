@@ -79,6 +79,8 @@ def build_parser():
                    add_help=False)
     sub.add_parser("demo", help="the bank-balance demo on a local cluster: minilog demo --help",
                    add_help=False)
+    sub.add_parser("certs", help="a local CA and TLS certificates: minilog certs create --help",
+                   add_help=False)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
     tsub = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -468,9 +470,10 @@ def _console(args, out):
         raise UserError(f"minilog console: {e}") from None
 
 
-DELEGATED = ("broker", "cluster", "demo")
+DELEGATED = ("broker", "cluster", "demo", "certs")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
-                "cluster": "a local cluster's brokers are found through its --data-dir"}
+                "cluster": "a local cluster's brokers are found through its --data-dir",
+                "certs": "it only writes files"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
             "acls": _acls,
@@ -493,7 +496,7 @@ def _global_flags_end(argv):
 
 
 def _run_delegated(command, flags, rest):
-    """`broker`, `cluster` and `demo` have parsers of their own. The global flags in front of
+    """`broker`, `cluster`, `demo` and `certs` have parsers of their own. The global flags in front of
     them: `demo` takes `-b` as its own `--bootstrap-server` (run on that cluster); the others
     start their own brokers, so a global flag there is refused in one line."""
     given = vars(global_flags().parse_args(flags))
@@ -511,6 +514,9 @@ def _run_delegated(command, flags, rest):
     if command == "broker":
         from minilog.broker.main import main as broker_main
         return broker_main(rest, prog="minilog broker")
+    if command == "certs":
+        from minilog.broker.certs import main as certs_main
+        return certs_main(rest)
     from minilog.broker.cluster_cli import main as cluster_main
     return cluster_main(rest, prog="minilog cluster")
 
