@@ -13,10 +13,11 @@ web console (`minilog console`, DIR/console.log; not with --no-console). It prin
 node saying where it listens and where its metrics are, and the console's URL, and returns
 while they keep running. DIR/cluster.json remembers nodes, ports and process ids, so `up` on the
 same DIR restarts the same cluster, `status` reports the nodes and their roles, the active
-controller, under-replicated and offline partitions, and `down` stops the processes (SIGTERM:
-brokers first, each handing its leaderships off). What a cluster writes is its owner's alone:
-DIR is 0700, the nodes run with a umask of 077, and cluster.json, the client settings and the
-nodes' secured settings (DIR/security/*.properties) are 0600; no password is in a command line.
+controller, under-replicated and offline partitions (a count and the first few; exit 1 when a
+node is down or a partition offline), and `down` stops the processes (SIGTERM: brokers first,
+each handing its leaderships off). What a cluster writes is its owner's alone: DIR is 0700, the
+nodes run with a umask of 077, and cluster.json, the client settings and the nodes' secured
+settings (DIR/security/*.properties) are 0600; no password is in a command line.
 """
 import argparse
 import json
@@ -71,7 +72,8 @@ def build_parser(prog="minilog cluster"):
                          "admin user whose settings go to DIR/client.properties")
     up.add_argument("--no-console", action="store_true",
                     help="do not start the web console (minilog console) beside the cluster")
-    for name, text in (("status", "brokers, controller, under-replicated and offline partitions"),
+    for name, text in (("status", "brokers, controller, under-replicated and offline partitions "
+                                  "(exit 1 when a node is down or a partition offline)"),
                        ("down", "stop the brokers")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--data-dir", required=True, metavar="DIR")
@@ -294,16 +296,35 @@ def _status(args, out):
     for name, t in topics.items():
         for p in t.partitions:
             if p.leader < 0 or p.leader in gone:
-                offline.append(f"{name}-{p.partition}")
+                offline.append((name, p.partition))
             elif len(p.isr) < len(p.replicas) or gone & set(p.isr):
-                under.append(f"{name}-{p.partition}")
+                under.append((name, p.partition))
     why = f" (counting the replicas on {_ids(gone)}, whose process is gone)" if gone else ""
-    out.write(f"under-replicated partitions: {len(under)}{why}"
-              f"{': ' + ' '.join(under) if under else ''}\n")
+    out.write(f"under-replicated partitions: {len(under)}{why}{_summary(under)}\n")
     out.write(f"offline partitions: {len(offline)}"
               f"{f' (led by {_ids(gone)}, whose process is gone)' if gone and offline else ''}"
-              f"{': ' + ' '.join(offline) if offline else ''}\n")
-    return 0
+              f"{_summary(offline)}\n")
+    # As scripts use `kafka-topics --under-replicated-partitions`: non-zero when a node is down
+    # or a partition has no leader; under-replication alone follows a node down, or heals.
+    stopped = {b["node_id"] for b in _nodes(state)} - running
+    return 1 if stopped or offline else 0
+
+
+SHOWN = 5  # partition names listed before the rest are only counted, by topic
+
+
+def _summary(partitions: list) -> str:
+    """': a-0 a-1 ...' for a few partitions; for many, the first few and a count per topic."""
+    if not partitions:
+        return ""
+    names = " ".join(f"{t}-{p}" for t, p in partitions[:SHOWN])
+    if len(partitions) <= SHOWN:
+        return f": {names}"
+    per_topic: dict = {}
+    for t, _ in partitions:
+        per_topic[t] = per_topic.get(t, 0) + 1
+    counts = ", ".join(f"{t} {n}" for t, n in sorted(per_topic.items(), key=lambda x: -x[1]))
+    return f": {names} and {len(partitions) - SHOWN} more (by topic: {counts})"
 
 
 def _ids(nodes):

@@ -78,6 +78,8 @@ BROKER_KEYS = {
     # A replicated cluster: set controller.quorum.voters. Every node is a broker and a voter
     # (KRaft's combined mode) unless process.roles says it is only one of them.
     "controller.quorum.voters": (str, None),
+    # KIP-853 (Kafka 4's stock file): only a node naming itself, a one-voter quorum
+    "controller.quorum.bootstrap.servers": (str, None),
     "process.roles": (str, None),
     "controller.listener.names": (str, "CONTROLLER"),
     "controller.quorum.election.timeout.ms": (int, 1000),
@@ -226,7 +228,8 @@ class BrokerConfig:
         """KRaft's rules: controllers are exactly the voters, and need the quorum to exist."""
         voters, roles = self.quorum_voters, self.process_roles
         if self.values["process.roles"] is not None and voters is None:
-            raise ConfigError("process.roles needs controller.quorum.voters")
+            raise ConfigError("process.roles needs controller.quorum.voters (or Kafka 4's "
+                              "controller.quorum.bootstrap.servers)")
         if voters is None:
             return
         listed = ",".join(map(str, voters))
@@ -357,13 +360,21 @@ class BrokerConfig:
 
     @property
     def quorum_voters(self):
-        """{node id: (host, port)} from controller.quorum.voters, or None for a single broker."""
+        """{node id: (host, port)} from controller.quorum.voters, else the one-voter quorum
+        that controller.quorum.bootstrap.servers names (broker/quorum_bootstrap.py), or None
+        for a single broker."""
         spec = self.values["controller.quorum.voters"]
-        if not spec:
+        bootstrap = self.values["controller.quorum.bootstrap.servers"]
+        if not spec and not bootstrap:
             return None
+        from .quorum_bootstrap import standalone_voters
         from .raft import parse_voters
         try:
-            return parse_voters(spec)
+            if spec:
+                return parse_voters(spec)
+            names = self.controller_listener_names
+            return standalone_voters(bootstrap, self.node_id, self.process_roles,
+                                     [lst for lst in self._all_listeners() if lst.name in names])
         except ValueError as e:
             raise ConfigError(str(e)) from None
 

@@ -13,6 +13,8 @@ import os
 import ssl
 import tempfile
 
+from minilog.connector.pem_files import PemFileError, load_ca, load_key_and_chain
+
 from .config import ConfigError
 from .listeners import Listener, listener_setting
 
@@ -45,7 +47,8 @@ def server_context(values: dict, listener: Listener) -> ssl.SSLContext:
                             get("ssl.keystore.key"))
     try:
         if location:
-            ctx.load_cert_chain(location, password=password)
+            load_key_and_chain(ctx, _named("ssl.keystore.location", listener, values), location,
+                               password)
         elif chain and key:
             _load_inline_chain(ctx, chain, key, password)
         else:
@@ -59,7 +62,7 @@ def server_context(values: dict, listener: Listener) -> ssl.SSLContext:
         ctx.verify_mode = _CLIENT_AUTH[auth]
         trust, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
         if trust:
-            ctx.load_verify_locations(cafile=trust)
+            load_ca(ctx, _named("ssl.truststore.location", listener, values), trust)
         elif inline:
             ctx.load_verify_locations(cadata=inline)
         elif auth != "none":
@@ -68,9 +71,18 @@ def server_context(values: dict, listener: Listener) -> ssl.SSLContext:
         ciphers = get("ssl.cipher.suites")
         if ciphers:
             ctx.set_ciphers(":".join(c.strip() for c in ciphers.split(",")))
+    except PemFileError as e:
+        raise ConfigError(str(e)) from None
     except (OSError, ssl.SSLError) as e:
         raise ConfigError(f"TLS setup of {where} failed: {e}") from None
     return ctx
+
+
+def _named(key: str, listener: Listener, values: dict) -> str:
+    """The setting as the user wrote it: per listener (`listener.name.ssl.ssl.keystore...`)
+    where that is where it came from, else the global name."""
+    own = f"listener.name.{listener.name.lower()}.{key}"
+    return own if values.get(own) is not None else key
 
 
 def _set_versions(ctx: ssl.SSLContext, spec: str | None, where: str) -> None:

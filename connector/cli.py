@@ -80,6 +80,8 @@ def build_parser():
                    add_help=False)
     sub.add_parser("demo", help="the bank-balance demo on a local cluster: minilog demo --help",
                    add_help=False)
+    sub.add_parser("certs", help="a local CA and TLS certificates: minilog certs create --help",
+                   add_help=False)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
     tsub = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -118,8 +120,8 @@ def build_parser():
     p.add_argument("topic")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true",
-                       help="start at the earliest offset (with --group: where the group has no "
-                            "committed offset, as kafka-console-consumer)")
+                       help="start at the earliest offset (default: at the end, new records "
+                            "only; with --group a new group starts at the earliest anyway)")
     start.add_argument("--offset", "-o", type=int,
                        help="start at this offset (negative: that many before the end)")
     start.add_argument("--timestamp", type=int, metavar="MS",
@@ -135,7 +137,9 @@ def build_parser():
                    help="exit once the end of every partition (as of start) is reached")
     p.add_argument("--group", "-G", metavar="GROUP",
                    help="consume as a member of this consumer group: its partitions, from its "
-                        "committed offsets (else the earliest), committing as it goes")
+                        "committed offsets, committing as it goes; a new group (no committed "
+                        "offset) starts at the earliest (-X auto.offset.reset=latest: at the "
+                        "end)")
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                    help="read_committed: only records of committed transactions, up to the "
                         "last stable offset (default read_uncommitted, as Kafka's tools)")
@@ -260,9 +264,13 @@ class _Progress:
 def _produce(args, out):
     headers = [(k, v.encode()) for k, v in parse_assignments(args.header).items()]
     sep = args.key_separator.encode() if args.key_separator else None
-    failures, acked = [], [0]
+    # acked, settled: records acknowledged; records whose outcome is known (acked or failed).
+    # Once the producer is closed every record it accepted is settled, so `settled` is what was
+    # sent even when Ctrl-C lands between `send` queuing a record and `count` counting it.
+    failures, acked, settled = [], [0], [0]
 
     def on_delivery(err, _):
+        settled[0] += 1
         if err is None:
             acked[0] += 1
         elif len(failures) < 1:
@@ -299,7 +307,8 @@ def _produce(args, out):
                 producer.flush()
             except KeyboardInterrupt:  # what was sent gets a moment to be acknowledged
                 producer.close(_INTERRUPTED_FLUSH_S)
-                raise Interrupted(f"minilog produce: interrupted: {acked[0]:,} of {count:,} "
+                sent = max(count, settled[0])
+                raise Interrupted(f"minilog produce: interrupted: {acked[0]:,} of {sent:,} "
                                   f"records acknowledged") from None
     finally:
         if args.file:
@@ -480,9 +489,10 @@ def _console(args, out):
         raise UserError(f"minilog console: {e}") from None
 
 
-DELEGATED = ("broker", "cluster", "demo")
+DELEGATED = ("broker", "cluster", "demo", "certs")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
-                "cluster": "a local cluster's brokers are found through its --data-dir"}
+                "cluster": "a local cluster's brokers are found through its --data-dir",
+                "certs": "it only writes files"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
             "acls": _acls, "configs": _configs,
@@ -505,7 +515,7 @@ def _global_flags_end(argv):
 
 
 def _run_delegated(command, flags, rest):
-    """`broker`, `cluster` and `demo` have parsers of their own. The global flags in front of
+    """`broker`, `cluster`, `demo` and `certs` have parsers of their own. The global flags in front of
     them: `demo` takes `-b` as its own `--bootstrap-server` (run on that cluster); the others
     start their own brokers, so a global flag there is refused in one line."""
     given = vars(global_flags().parse_args(flags))
@@ -523,6 +533,9 @@ def _run_delegated(command, flags, rest):
     if command == "broker":
         from minilog.broker.main import main as broker_main
         return broker_main(rest, prog="minilog broker")
+    if command == "certs":
+        from minilog.broker.certs import main as certs_main
+        return certs_main(rest)
     from minilog.broker.cluster_cli import main as cluster_main
     return cluster_main(rest, prog="minilog cluster")
 

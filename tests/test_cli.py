@@ -165,3 +165,18 @@ def test_progress_bar_when_producing_a_file_on_a_terminal(tmp_path, broker):
     assert r.returncode == 0
     assert b"100%" in shown and b"5,001 records" in shown
     assert ok("offsets", name, "--latest", "-b", bs) == f"{name}:0:5001\n"
+
+
+
+def test_consume_help_says_where_consuming_starts_as_it_does(broker):
+    """Without a flag: at the end; a new group: at the earliest, --from-beginning or not."""
+    bs, name = broker.bootstrap, topic_name()
+    ok("topics", "create", name, "-b", bs)
+    ok("produce", name, "-b", bs, input=b"one\ntwo\n")
+    assert ok("consume", name, "--exit", "-b", bs) == ""
+    group = f"new-{uuid.uuid4().hex[:8]}"
+    assert ok("consume", name, "--group", group, "--exit", "-b", bs).split() == ["one", "two"]
+    text = " ".join(ok("consume", "--help").split())
+    assert "start at the earliest offset (default: at the end, new records only; with --group " \
+           "a new group starts at the earliest anyway)" in text, text
+    assert "a new group (no committed offset) starts at the earliest" in text, text

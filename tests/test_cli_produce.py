@@ -68,3 +68,37 @@ def test_ctrl_c_says_how_many_records_were_acknowledged(broker):
     assert code == 130
     assert p.after_ctrl_c() == ["minilog produce: interrupted: 100 of 100 records acknowledged"], \
         p.text()
+
+
+def test_ctrl_c_right_after_send_queued_a_record_counts_it_as_sent(broker, tmp_path, capsys):
+    """The narrowest moment: SIGINT's KeyboardInterrupt raised as `Producer.send` returns,
+    the record queued (it will be acknowledged) but not yet counted by the command. Raised
+    there on purpose (a trace function on send's return), in the command's own process."""
+    import sys
+
+    from minilog.connector import cli
+    from minilog.connector.client import Producer
+
+    topic = _topic(broker.bootstrap)
+    source = tmp_path / "records.txt"
+    source.write_text("".join(f"record {i}\n" for i in range(100)))
+    returned = [0]
+
+    def on_send(frame, event, arg):
+        if event == "return":
+            returned[0] += 1
+            if returned[0] == 30:
+                raise KeyboardInterrupt
+        return on_send
+
+    def trace(frame, event, arg):
+        return on_send if frame.f_code is Producer.send.__code__ else None
+    sys.settrace(trace)
+    try:
+        code = cli.main(["-b", broker.bootstrap, "produce", topic, "--file", str(source)])
+    finally:
+        sys.settrace(None)
+    assert code == 130
+    assert capsys.readouterr().err == \
+        "minilog produce: interrupted: 30 of 30 records acknowledged\n"
+    _acknowledged(broker.bootstrap, topic, 30)

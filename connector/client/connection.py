@@ -402,6 +402,11 @@ class LoopThread:
         self.loop.run_forever()
 
     @property
+    def running(self) -> bool:
+        """Whether the loop's thread runs (in a forked child it does not)."""
+        return self._thread.is_alive()
+
+    @property
     def in_loop_thread(self):
         return threading.get_ident() == self._thread.ident
 

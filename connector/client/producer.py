@@ -11,6 +11,7 @@ import asyncio
 import collections
 import gc
 import logging
+import os
 import threading
 import time
 from itertools import pairwise, repeat
@@ -19,6 +20,7 @@ from time import time_ns as _time_ns
 from minilog.connector.protocol import ErrorCode, KafkaError
 from minilog.connector.records import _pause_gc
 
+from . import exit_flush
 from .config import Config
 from .connection import LoopThread, wait_set
 from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
@@ -284,10 +286,23 @@ class Producer:
         except BaseException:
             self._loop.stop()
             raise
+        self._pid = os.getpid()
+        exit_flush.track(self)  # never closed by the script: flushed briefly at exit
 
     @property
     def config(self):
         return self._core.config
+
+    def close_at_exit(self, timeout: float) -> int:
+        """The interpreter exits with this producer open (exit_flush): flush up to `timeout`,
+        close; how many records were left undelivered. Nothing in a forked child, whose copy
+        of the producer has no thread to run it."""
+        if self._loop.loop.is_closed() or self._pid != os.getpid() or \
+                not self._loop.running:
+            return 0
+        left = self.flush(timeout)
+        self.close(0)
+        return left
 
     def send(self, topic, value=None, key=None, partition=None, timestamp=None, headers=None,
              on_delivery=None):
@@ -466,6 +481,7 @@ class Producer:
         finally:
             self._loop.stop()
             self._fail_unhanded()
+            exit_flush.untrack(self)
 
     def _fail_unhanded(self):
         """Fail records a `send` in another thread queued after close's last hand-over."""

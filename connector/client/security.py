@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from scramp import ScramClient, ScramException
 
+from minilog.connector.pem_files import PemFileError, load_ca, load_key_and_chain
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .jaas import client_credentials
@@ -75,12 +76,15 @@ def _tls_context(config) -> tuple:
     try:
         ca = config["ssl.ca.location"]
         if ca:
-            ctx.load_verify_locations(cafile=ca)
+            load_ca(ctx, "ssl.ca.location", ca)
         cert = config["ssl.certificate.location"]
         if cert:
-            ctx.load_cert_chain(cert, config["ssl.key.location"], config["ssl.key.password"])
+            load_key_and_chain(ctx, "ssl.certificate.location", cert, config["ssl.key.password"],
+                               config["ssl.key.location"], "ssl.key.location")
         elif config["ssl.key.location"]:
             raise ConfigError("ssl.key.location needs ssl.certificate.location")
+    except PemFileError as e:
+        raise ConfigError(str(e)) from None
     except (OSError, ssl.SSLError) as e:
         raise ConfigError(f"TLS settings: {e}") from None
     check = config["ssl.endpoint.identification.algorithm"] == "https"

@@ -215,7 +215,7 @@ def test_the_principal_of_a_client_certificate_is_its_subject_as_kafka_writes_it
     ({"listeners": "SSL://127.0.0.1:{port}", "ssl.keystore.type": "JKS",
       "ssl.keystore.location": "/x.jks"}, "minilog reads PEM only"),
     ({"listeners": "SASL_SSL://127.0.0.1:{port}", "ssl.keystore.location": "/nonexistent.pem"},
-     "No such file"),
+     "ssl.keystore.location: no such file /nonexistent.pem"),
     ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "PLAIN"},
      "plain.sasl.jaas.config"),
     ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "GSSAPI"},

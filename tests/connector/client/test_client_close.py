@@ -205,3 +205,59 @@ def test_close_revokes_only_what_on_assign_announced(broker, face):
         else:
             assert tps <= announced, calls
             announced -= tps
+
+
+# A script that never closes its producer, run as a user runs it: its own interpreter exits.
+# It sends once told to (a line on stdin), so that a test can pause the broker in between.
+NEVER_CLOSED = """
+import sys
+from minilog.connector.client import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "linger.ms": int(sys.argv[3])})
+p.partitions_for(sys.argv[2])
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(10):
+    p.send(sys.argv[2], value=b"%d" % i)
+"""
+
+
+def _exit_without_close(bootstrap, topic, linger=0, before_sending=lambda: None):
+    """(returncode, stderr, seconds from the go to the exit) of NEVER_CLOSED."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", NEVER_CLOSED, bootstrap, topic, str(linger)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+        before_sending()
+        started = time.monotonic()
+        _, err = proc.communicate("go\n", timeout=60)
+        return proc.returncode, err, time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_a_producer_never_closed_delivers_at_exit_quietly(broker):
+    topic = make_topic(broker.bootstrap)
+    code, err, _ = _exit_without_close(broker.bootstrap, topic, linger=500)  # all still queued
+    assert (code, err) == (0, ""), err
+    tp = TopicPartition(topic, 0)
+    with Consumer({"bootstrap.servers": broker.bootstrap}) as consumer:
+        assert consumer.end_offsets([tp])[tp] == 10
+
+
+def test_a_producer_never_closed_that_cannot_deliver_says_so_in_one_line(make_broker):
+    b = make_broker()
+    topic = make_topic(b.bootstrap)
+    try:  # the broker frozen once the producer has its metadata: nothing gets delivered
+        code, err, took = _exit_without_close(
+            b.bootstrap, topic, before_sending=lambda: os.kill(b.proc.pid, signal.SIGSTOP))
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    assert code == 0, err
+    assert err == ("10 records not delivered: a Producer was never flushed or closed before "
+                   "the interpreter exited (call flush() or close())\n"), err
+    assert took < 30  # a brief flush, not delivery.timeout.ms
