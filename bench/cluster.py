@@ -45,11 +45,12 @@ class MinilogBroker(_Bench, BrokerProcess):
 
     kind = "minilog"
 
-    def __init__(self, overrides=None):
+    def __init__(self, overrides=None, env=None):
+        """`env`: the broker's environment, e.g. another revision's (bench/revision.py)."""
         _Bench.__init__(self, "minilog-bench-")
         extra = ["--log-level", "WARNING"]
         extra += [a for k, v in dict(overrides or {}).items() for a in ("-o", f"{k}={v}")]
-        BrokerProcess.__init__(self, self._tmp, extra=extra)
+        BrokerProcess.__init__(self, self._tmp, extra=extra, env=env)
 
 
 class TansuBroker(_Bench, BrokerProcess):
@@ -68,9 +69,9 @@ class TansuBroker(_Bench, BrokerProcess):
                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
 
 
-def make(kind, overrides=None):
+def make(kind, overrides=None, env=None):
     if kind == "minilog":
-        return MinilogBroker(overrides)
+        return MinilogBroker(overrides, env)
     if kind == "tansu":
         if overrides:
             raise ValueError("Tansu takes no minilog broker overrides")
@@ -86,10 +87,23 @@ def tansu_available():
         return False
 
 
-def running(kind, overrides=None):
+def running(kind, overrides=None, env=None):
     """Start one broker ("minilog" with Kafka `overrides`, or "tansu"); yield it; always stop
     it and remove its directory."""
-    return running_broker(make(kind, overrides))
+    return running_broker(make(kind, overrides, env))
+
+
+@contextlib.contextmanager
+def running_cluster(size=3, env=None, timeout=120.0):
+    """A replicated cluster as `minilog cluster up` starts it (brokers 1..size, each a voter
+    of the controller quorum), live: every broker registered and unfenced. Yields the
+    `LocalCluster` (its `bootstrap` names every broker); always stops it and removes it."""
+    from minilog.broker.local_cluster import LocalCluster
+    cluster = LocalCluster(size, extra=["--log-level", "WARNING"], env=env)
+    with cluster:
+        if not cluster.wait_until_live(timeout):
+            raise RuntimeError(f"the {size} brokers did not all join within {timeout:.0f} s")
+        yield cluster
 
 
 @contextlib.contextmanager
@@ -103,11 +117,12 @@ def running_broker(broker):
         broker.cleanup()
 
 
-def create_topic(bootstrap, name, partitions=1, config=None):
+def create_topic(bootstrap, name, partitions=1, config=None, replication_factor=-1):
     """Create a topic with minilog's admin client and wait until it is usable."""
     from minilog.connector.client import AdminClient
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
-        admin.create_topic(name, num_partitions=partitions, config=config)
+        admin.create_topic(name, num_partitions=partitions, config=config,
+                           replication_factor=replication_factor)
     finally:
         admin.close()

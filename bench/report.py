@@ -231,10 +231,12 @@ def lines(plt, xs, series, xlabel, ylabel, title, logx=False, ymin0=True):
     plt.legend(fontsize=8)
 
 
-def main_args(argv=None):
-    """Shared command-line flags of the benchmark modules."""
+def main_args(argv=None, more=None):
+    """Shared command-line flags of the benchmark modules; `more(parser)` adds a module's own."""
     import argparse
     parser = argparse.ArgumentParser()
+    if more is not None:
+        more(parser)
     parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
     parser.add_argument("--out", help="where bench-results/ and img/ go "
                         "(default docs/ for full runs, nowhere for quick runs)")

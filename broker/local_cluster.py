@@ -45,7 +45,9 @@ class BrokerProcess:
     """One broker process; `bootstrap` is its host:port. Restartable on the same port and data."""
 
     def __init__(self, data_dir, port=None, node_id=1, extra=(), listener="PLAINTEXT",
-                 metrics_port=None):
+                 metrics_port=None, env=None):
+        """`env`: the process's environment (None: this one's), e.g. a PYTHONPATH that runs
+        another checkout of minilog beside this one (bench/revision.py)."""
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.node_id = node_id
@@ -53,6 +55,7 @@ class BrokerProcess:
         self.listener = listener  # CONTROLLER for a controller-only node
         self.more_listeners = ""  # e.g. "SASL_SSL://127.0.0.1:9093": served beside the first
         self.metrics_port = metrics_port  # serves Prometheus's /metrics there when set
+        self.env = env
         self.proc = None
 
     @property
@@ -87,7 +90,7 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True, env=self.env)
         try:
             wait_for_port(self.port, timeout, self.proc)
         except (RuntimeError, TimeoutError) as e:
@@ -130,10 +133,10 @@ class LocalCluster:
 
     def __init__(self, size=1, data_dir=None, extra=(), ports=None, replicated=None,
                  controllers=0, listener="PLAINTEXT", metrics=False, metrics_ports=None,
-                 role_extra=None):
+                 role_extra=None, env=None):
         """`listener`: the brokers' one listener's protocol (SASL_SSL for a secured cluster,
         whose settings are in `extra`); `role_extra`: more arguments for the nodes of one
-        role ({"broker": [...], "controller": [...]}, e.g. each role's login)."""
+        role ({"broker": [...], "controller": [...]}, e.g. each role's login); `env`: the nodes' environment (see `BrokerProcess`)."""
         self._tmp = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="minilog-cluster-")
@@ -160,12 +163,13 @@ class LocalCluster:
         roles = {role: args + self.role_extra.get(role, []) for role, args in roles.items()}
         self.brokers = [BrokerProcess(self.data_dir / f"broker-{i + 1}", port=ports[i],
                                       node_id=i + 1, extra=[*common, *roles["broker"], *extra],
-                                      listener=listener, metrics_port=metrics_ports[i])
+                                      listener=listener, metrics_port=metrics_ports[i],
+                                      env=env)
                         for i in range(size)]
         self.controllers = [BrokerProcess(self.data_dir / f"controller-{n}", port=p, node_id=n,
                                           extra=[*common, *roles["controller"], *extra],
                                           listener="CONTROLLER",
-                                          metrics_port=metrics_ports[n - 1])
+                                          metrics_port=metrics_ports[n - 1], env=env)
                             for n, p in voters] if controllers else []
 
     @property

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RATIO = re.compile(r"^ratio .+ = (\S+)", re.MULTILINE)
 BENCHMARKS = ["produce", "consume", "latency", "constant_cost", "scale", "replication", "spark",
               "security", "rebalance", "transactions"]
-TIMEOUTS = {"spark": 420}  # a Spark session takes 20-60 s to start on a busy 2-core machine
+TIMEOUTS = {"spark": 420,  # a Spark session takes 20-60 s to start on a busy 2-core machine
+            "latency": 300}  # starts a 3-broker cluster too (RF=3)
 
 
 def _run(name, out, timeout=150):
@@ -62,3 +63,22 @@ def test_kernel_micro_benchmark_compares_c_with_the_python_reference():
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "python decode_to_arrow" in proc.stdout
+
+
+def test_latency_against_a_revision_runs_its_broker_beside_this_trees(tmp_path):
+    """`--against REV`: the old side's brokers import that revision's code (extracted to a
+    temporary directory), not this tree's, and every cell gets a new/old ratio."""
+    proc = subprocess.run([sys.executable, "-m", "bench", "latency", "--quick", "--against",
+                           "HEAD", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    old = re.search(r"old broker: (\S+); new broker: (\S+)", proc.stdout)
+    assert old, proc.stdout[-3000:]
+    assert Path(old.group(2)) == ROOT / "broker"
+    assert not Path(old.group(1)).is_relative_to(ROOT), old.group(1)
+    ratios = re.findall(r"^ratio latency p(?:50|99) new/\w+ RF=(\d) (\d+)/s = (\S+)", proc.stdout,
+                        re.MULTILINE)
+    assert {(rf, rate) for rf, rate, _ in ratios} == {(rf, rate) for rf in ("1", "3")
+                                                      for rate in ("10000", "40000")}
+    assert all(float(v.replace(",", "")) > 0 for *_, v in ratios)
+    assert json.loads((tmp_path / "bench-results" / "latency-compare.json").read_text())["ratios"]
