@@ -11,6 +11,7 @@
     minilog users add|list|remove              SCRAM users (see cli_users.py)
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
     minilog console [--listen HOST:PORT]       the web console (minilog.console)
+    minilog connect worker.properties          a Kafka Connect worker (minilog.connect)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -158,6 +159,11 @@ def build_parser():
                    help="where the console serves its pages (default 127.0.0.1:8080)")
     p.add_argument("--lag-interval", type=float, default=5.0, metavar="SECONDS",
                    help="how often each group's lag is sampled for its history (default 5)")
+    p = sub.add_parser("connect", help="a Kafka Connect worker: Connect's REST API, connectors "
+                                       "run as Spark queries (minilog.connect)")
+    p.add_argument("worker_properties", metavar="worker.properties",
+                   help="Connect's worker settings (bootstrap.servers, group.id, "
+                        "config/offset/status.storage.topic, listeners, key/value.converter)")
     return parser
 
 
@@ -461,13 +467,22 @@ def _console(args, out):
         raise UserError(f"minilog console: {e}") from None
 
 
+def _connect(args, out):
+    from minilog.connect.errors import WorkerConfigError
+    from minilog.connect.worker import run
+    try:
+        run(args.worker_properties, out)
+    except (WorkerConfigError, PropertiesError, OSError) as e:
+        raise UserError(f"minilog connect: {e}") from None
+
+
 DELEGATED = ("broker", "cluster", "demo")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
                 "cluster": "a local cluster's brokers are found through its --data-dir"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
             "acls": _acls,
-            "console": _console}
+            "console": _console, "connect": _connect}
 
 
 def _global_flags_end(argv):
