@@ -17,6 +17,7 @@ PACKAGES = {
     "minilog.datasource": "datasource",
     "minilog.jobs": "jobs",
     "minilog.console": "console",
+    "minilog.connect": "connect",
 }
 
 # The record kernel (docs/ARCHITECTURE.md, "The record kernel"). optional=True: without a compiler

@@ -12,6 +12,7 @@
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
     minilog configs describe                   a broker's or topic's settings (cli_configs.py)
     minilog console [--listen HOST:PORT] [--read-only]   the web console (minilog.console)
+    minilog connect worker.properties          a Kafka Connect worker (minilog.connect)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -174,6 +175,11 @@ def build_parser():
                         "user instead of asking each to log in")
     p.add_argument("--allow-remote-without-login", action="store_true",
                    help="listen beyond loopback although nobody logs in")
+    p = sub.add_parser("connect", help="a Kafka Connect worker: Connect's REST API, connectors "
+                                       "run as Spark queries (minilog.connect)")
+    p.add_argument("worker_properties", metavar="worker.properties",
+                   help="Connect's worker settings (bootstrap.servers, group.id, "
+                        "config/offset/status.storage.topic, listeners, key/value.converter)")
     return parser
 
 
@@ -489,6 +495,15 @@ def _console(args, out):
         raise UserError(f"minilog console: {e}") from None
 
 
+def _connect(args, out):
+    from minilog.connect.errors import WorkerConfigError
+    from minilog.connect.worker import run
+    try:
+        run(args.worker_properties, out)
+    except (WorkerConfigError, PropertiesError, OSError) as e:
+        raise UserError(f"minilog connect: {e}") from None
+
+
 DELEGATED = ("broker", "cluster", "demo", "certs")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
                 "cluster": "a local cluster's brokers are found through its --data-dir",
@@ -496,7 +511,7 @@ _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
             "acls": _acls, "configs": _configs,
-            "console": _console}
+            "console": _console, "connect": _connect}
 
 
 def _global_flags_end(argv):

@@ -1,0 +1,364 @@
+"""The worker's herder: the REST API's operations on connectors, and the reconciliation that
+makes the running Spark queries what the config topic says.
+
+Every change is a record: the REST operation writes to the config topic and reads it back
+(`TopicLog.send`), the replayed `ConfigState` is the only view of what should run, and
+`_reconcile` starts, stops and restarts queries to match it, reporting each connector's and
+task's state to the status topic. At start the worker replays the three topics and reconciles
+once, so connectors come back after a kill -9 where their checkpoints and offsets left them.
+
+One worker per `group.id` (see docs/ARCHITECTURE.md, "Kafka Connect"): this herder assumes it
+is the only one, as Connect's standalone herder does, while keeping Connect's distributed
+storage.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import traceback
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from . import connector_offsets, queries
+from .config_state import (
+    PAUSED,
+    STARTED,
+    STOPPED,
+    ConfigState,
+    connector_record,
+    restart_record,
+    target_state_record,
+    task_records,
+)
+from .errors import ConnectRestError, already_exists, not_found
+from .offsets import OffsetReader
+from .plugins import find_plugin
+from .status import (
+    FAILED,
+    RESTARTING,
+    RUNNING,
+    StatusState,
+    connector_status,
+    task_status,
+)
+from .topic_log import TopicLog, ensure_compacted_topic
+from .validate import check
+from .worker_config import WorkerConfig
+
+log = logging.getLogger("minilog.connect")
+MONITOR_INTERVAL_S = 1.0
+
+
+class Herder:
+    def __init__(self, worker: WorkerConfig, spark: SparkSession) -> None:
+        self.worker = worker
+        self.spark = spark
+        self.configs = ConfigState()
+        self.statuses = StatusState()
+        self.offsets = OffsetReader()
+        self._lock = threading.RLock()
+        self._queries: dict[str, StreamingQuery] = {}
+        self._running: dict[str, dict[str, str]] = {}  # the config each query was started with
+        self._failed: dict[str, dict[str, str]] = {}   # failed with this config: not restarted
+        self._restarts_done: dict[str, int] = {}        # restart requests acted on, by connector
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="connect-herder", daemon=True)
+        client = worker.client_config()
+        for topic in (worker.config_topic, worker.offset_topic, worker.status_topic):
+            ensure_compacted_topic(client, topic, worker.partitions[topic],
+                                   worker.replication[topic])
+        self.config_log = TopicLog(client, worker.config_topic, self.configs.apply)
+        self.status_log = TopicLog(client, worker.status_topic, self.statuses.apply)
+        self.offset_log = TopicLog(client, worker.offset_topic, self.offsets.apply)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Replay the three topics, then run the connectors they describe (in the background:
+        the REST API answers while queries start)."""
+        with self._lock:
+            for topic_log in (self.config_log, self.status_log, self.offset_log):
+                topic_log.read_to_end()
+            self._forget_deleted()
+            # requests from before this start were for queries that no longer run
+            self._restarts_done = {n: len(r) for n, r in self.configs.restarts.items()}
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join()
+        for name in list(self._queries):
+            self._stop_query(name)
+        for topic_log in (self.config_log, self.status_log, self.offset_log):
+            topic_log.close()
+
+    def _run(self) -> None:
+        """The herder's thread: the only one that starts and stops queries. It reconciles
+        when a change was written, and checks the running queries every second."""
+        # Spark finds Python data sources (format("minilog")) through the calling thread's
+        # active session, which a new thread does not have
+        self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(
+            self.spark._jsparkSession)
+        while not self._stopping.is_set():
+            try:
+                with self._lock:
+                    self.config_log.read_to_end()
+                    wanted = {name: (dict(config), self.configs.target_states.get(name, STARTED))
+                              for name, config in self.configs.connectors.items()}
+                    restarts = {n: list(r) for n, r in self.configs.restarts.items()}
+                self._restart(restarts, wanted)
+                self._reconcile(wanted)
+                self._check_queries()
+            except Exception:  # the cluster unreachable for a while: retried at the next tick
+                log.exception("reconciling the connectors failed; retrying")
+            self._wake.wait(MONITOR_INTERVAL_S)
+            self._wake.clear()
+
+    # ---- the REST API's operations -----------------------------------------------------------
+    def connector_names(self) -> list[str]:
+        with self._lock:
+            self.config_log.read_to_end()
+            return sorted(self.configs.connectors)
+
+    def info(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            config = self._config(name)
+            return {"name": name, "config": config,
+                    "tasks": [{"connector": name, "task": i}
+                              for i in range(len(self.configs.tasks.get(name, [])))],
+                    "type": self._type(config)}
+
+    def config(self, name: str) -> dict[str, str]:
+        with self._lock:
+            return self._config(name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            config = self._config(name)
+            self.status_log.read_to_end()
+            return self.statuses.describe(name, self._type(config))
+
+    def tasks(self, name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            self._config(name)
+            return [{"id": {"connector": name, "task": i}, "config": t}
+                    for i, t in enumerate(self.configs.tasks.get(name, []))]
+
+    def create(self, name: str, config: dict[str, str]) -> dict[str, Any]:
+        with self._lock:
+            self.config_log.read_to_end()
+            if name in self.configs.connectors:
+                raise already_exists(name)
+            self._write_config(name, config)
+            return self.info(name)
+
+    def put_config(self, name: str, config: dict[str, str]) -> tuple[bool, dict[str, Any]]:
+        """(created, info): PUT creates a connector that does not exist yet."""
+        with self._lock:
+            self.config_log.read_to_end()
+            created = name not in self.configs.connectors
+            self._write_config(name, config)
+            return created, self.info(name)
+
+    def delete(self, name: str) -> None:
+        with self._lock:
+            self._config(name)
+            self.config_log.send_all([connector_record(name, None),
+                                      target_state_record(name, None)])
+            self._wake.set()
+
+    def set_target_state(self, name: str, state: str) -> None:
+        """PUT pause, resume (STARTED) and stop: a target-state record, acted on by the herder."""
+        with self._lock:
+            self._config(name)
+            self.config_log.send(*target_state_record(name, state))
+            self._wake.set()
+
+    def request_restart(self, name: str, include_tasks: bool,
+                        only_failed: bool) -> dict[str, Any] | None:
+        """POST restart (KIP-745): a restart record; with includeTasks, the status to answer 202
+        with (the tasks to restart shown RESTARTING), else None (204)."""
+        with self._lock:
+            config = self._config(name)
+            self.config_log.send(*restart_record(name, include_tasks, only_failed))
+            self._wake.set()
+            if not include_tasks:
+                return None
+            self.status_log.read_to_end()
+            status = self.statuses.describe(name, self._type(config))
+            for task in status["tasks"]:
+                if not only_failed or task["state"] == FAILED:
+                    task["state"] = RESTARTING
+                    task.pop("trace", None)
+            return status
+
+    def restart_task(self, name: str, task: int) -> None:
+        with self._lock:
+            self._config(name)
+            if task not in range(len(self.configs.tasks.get(name, []))):
+                raise ConnectRestError(404, f"Task {name}-{task} not found")
+        self.request_restart(name, True, False)
+
+    def offsets(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            config = self._config(name)
+            if self._type(config) == "sink":
+                return connector_offsets.sink_offsets(self.worker.client_config(), name)
+            self.offset_log.read_to_end()
+            return connector_offsets.source_offsets(self.offsets, name)
+
+    def alter_offsets(self, name: str, body: Any | None) -> str:
+        """PATCH (body) or DELETE (None) of a STOPPED connector's offsets; the message to answer
+        with. The connector's checkpoint goes: its next query starts from these offsets."""
+        with self._lock:
+            config = self._config(name)
+            self.config_log.read_to_end()
+            if self.configs.target_states.get(name) != STOPPED or name in self._running:
+                raise ConnectRestError(400, "Connectors must be in the STOPPED state before "
+                                       "their offsets can be modified. This can be done for the "
+                                       "specified connector by issuing a 'PUT' request to the "
+                                       f"'/connectors/{name}/stop' endpoint")
+            client = self.worker.client_config()
+            if self._type(config) == "sink":
+                if body is None:
+                    connector_offsets.reset_sink(client, name)
+                else:
+                    connector_offsets.alter_sink(client, name, body)
+            else:
+                self.offset_log.read_to_end()
+                if body is None:
+                    connector_offsets.reset_source(self.offset_log, self.offsets, name)
+                else:
+                    connector_offsets.alter_source(self.offset_log, name, body)
+            queries.forget(self.worker, name)
+            return connector_offsets.RESET if body is None else connector_offsets.ALTERED
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _config(self, name: str) -> dict[str, str]:
+        config = self.configs.connectors.get(name)
+        if config is None:
+            raise not_found(name)
+        return config
+
+    @staticmethod
+    def _type(config: dict[str, str]) -> str:
+        plugin = find_plugin(config.get("connector.class"))
+        return plugin.type if plugin else "unknown"
+
+    def _write_config(self, name: str, config: dict[str, str]) -> None:
+        if not name or "/" in name:
+            raise ConnectRestError(400, "connector name should not be empty or contain '/'"
+                                   if not name else "connector name should not contain '/'")
+        config = {**{k: str(v) for k, v in config.items()}, "name": name}
+        check(config)
+        self.config_log.send_all([connector_record(name, config),
+                                  *task_records(name, [config])])
+        self._wake.set()
+
+    def _forget_deleted(self) -> None:
+        """Checkpoints of connectors deleted while no worker ran (or before a kill -9 let the
+        delete finish) go, so a new connector of the same name starts anew."""
+        root = self.worker.checkpoint_root
+        if os.path.isdir(root):
+            for entry in os.listdir(root):
+                if entry not in self.configs.connectors:
+                    shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
+
+    def _reconcile(self, wanted: dict[str, tuple[dict[str, str], str]]) -> None:
+        """Make the queries and the statuses what the replayed configs (`wanted`: name →
+        (config, target state)) say."""
+        wid = self.worker.worker_id
+        for name in list(self._queries):
+            config, target = wanted.get(name, (None, None))
+            if config is None or target != STARTED or config != self._running.get(name):
+                self._stop_query(name)
+            if config is None:
+                queries.forget(self.worker, name)
+        for name in [n for n in list(self.statuses.connectors) if n not in wanted]:
+            self._failed.pop(name, None)
+            self.status_log.send_all([connector_status(name, None, wid),
+                                      *(task_status(name, t, None, wid)
+                                        for t in self.statuses.tasks.get(name, {}))])
+            queries.forget(self.worker, name)
+        for name, (config, target) in wanted.items():
+            if target == STARTED and name not in self._queries:
+                if self._failed.get(name) != config:
+                    self._start_query(name, config)
+            elif target in (PAUSED, STOPPED):
+                self._report(name, target if target == PAUSED else STOPPED,
+                             None if target == STOPPED else PAUSED)
+
+    def _restart(self, restarts: dict[str, list[dict[str, bool]]],
+                 wanted: dict[str, tuple[dict[str, str], str]]) -> None:
+        """Act on the restart requests not acted on yet: a restart with tasks stops the query
+        (if it runs) and forgets a failure, so that reconciling starts it again."""
+        for name, requests in restarts.items():
+            done = self._restarts_done.get(name, 0)
+            self._restarts_done[name] = len(requests)
+            if name not in wanted:
+                continue
+            for request in requests[done:]:
+                if not request["include-tasks"]:
+                    continue  # Connect's plain restart: the connector object only, not tasks
+                failed = name in self._failed
+                if request["only-failed"] and not failed:
+                    continue
+                self._failed.pop(name, None)
+                if name in self._queries:
+                    self._stop_query(name)
+                self._report(name, RUNNING, RESTARTING)
+
+    def _report(self, name: str, connector: str, task: str | None,
+                trace: str | None = None) -> None:
+        """Write the connector's and task 0's state, if they changed."""
+        wid = self.worker.worker_id
+        records = []
+        if self.statuses.connectors.get(name, {}).get("state") != connector:
+            records.append(connector_status(name, connector, wid))
+        current = self.statuses.tasks.get(name, {}).get(0)
+        if (current or {}).get("state") != task or (current or {}).get("trace") != trace:
+            if task is not None or current is not None:
+                records.append(task_status(name, 0, task, wid, trace))
+        if records:
+            self.status_log.send_all(records)
+
+    def _start_query(self, name: str, config: dict[str, str]) -> None:
+        try:
+            self._queries[name] = queries.start(self.spark, self.worker, name, config)
+            self._running[name] = config
+            self._failed.pop(name, None)
+            self._report(name, RUNNING, RUNNING)
+        except Exception as e:  # a task that cannot start is FAILED, with its trace
+            log.warning("connector %s: task 0 failed to start: %s", name, e)
+            self._failed[name] = config
+            self._report(name, RUNNING, FAILED, _trace(e))
+
+    def _stop_query(self, name: str) -> None:
+        query = self._queries.pop(name)
+        self._running.pop(name, None)
+        try:
+            query.stop()
+        except Exception as e:  # a query that failed while stopping is stopped all the same
+            log.warning("connector %s: stopping its query: %s", name, e)
+
+    def _check_queries(self) -> None:
+        """A query that died is a FAILED task, with Spark's error as the trace."""
+        for name, query in list(self._queries.items()):
+            if query.isActive:
+                continue
+            error = query.exception()
+            config = self._running.get(name, {})
+            self._queries.pop(name)
+            self._running.pop(name, None)
+            self._failed[name] = config
+            self._report(name, RUNNING, FAILED,
+                         _trace(error) if error else "the task's query stopped")
+
+
+def _trace(error: BaseException) -> str:
+    return "".join(traceback.format_exception(error)).strip()

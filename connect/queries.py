@@ -1,0 +1,118 @@
+"""Each connector is one Spark Structured Streaming query, named after the connector, with its
+checkpoint in `<spark.sql.streaming.checkpointLocation>/<connector>`; Kafka is reached through
+`format("minilog")` exactly as a user's query would.
+
+FileStreamSource: the file's lines → the value converter → `format("minilog")` with the
+exactly-once sink (one transactional id prefix per connector, stable across restarts).
+FileStreamSink: `format("minilog")` read committed, from the group `connect-<name>`'s offsets
+(Connect's sink group) or the earliest → the value converter → `FileSinkWriter`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from minilog.jobs.pipeline import start_query
+
+from .converters import connector_converter
+from .file_sink import FileSinkWriter
+from .plugins import FILE_SINK, FILE_SOURCE, find_plugin
+from .worker_config import WorkerConfig
+
+TRIGGER = "1 second"
+
+
+def checkpoint_dir(worker: WorkerConfig, name: str) -> str:
+    return os.path.join(worker.checkpoint_root, name)
+
+
+def _source_checkpoint(worker: WorkerConfig, name: str, path: str) -> str:
+    """One checkpoint per file a source has read, as Connect keys source offsets by filename:
+    pointing a connector at another file starts that file at its own offset."""
+    digest = hashlib.sha256(path.encode()).hexdigest()[:16]
+    return os.path.join(checkpoint_dir(worker, name), f"file-{digest}")
+
+
+def forget(worker: WorkerConfig, name: str) -> None:
+    """A deleted connector's checkpoint goes with it: a new one of the same name starts anew."""
+    shutil.rmtree(checkpoint_dir(worker, name), ignore_errors=True)
+
+
+def _transactional_id_prefix(worker: WorkerConfig, name: str, checkpoint: str) -> str:
+    """Stable for as long as the checkpoint lives (a restarted query fences its earlier self),
+    new with a new checkpoint: the exactly-once sink remembers the batch ids each transactional
+    id committed, and a new checkpoint numbers its batches from 0 again."""
+    token_file = os.path.join(checkpoint, "transactional-id-token")
+    if not os.path.exists(token_file):
+        os.makedirs(checkpoint, exist_ok=True)
+        with open(token_file + ".tmp", "w") as f:
+            f.write(uuid.uuid4().hex[:12])
+        os.replace(token_file + ".tmp", token_file)
+    with open(token_file) as f:
+        return f"connect-{worker.group_id}-{name}-{f.read().strip()}"
+
+
+def _kafka_options(worker: WorkerConfig) -> dict[str, str]:
+    return {f"kafka.{k}": str(v) for k, v in worker.client_config().items()}
+
+
+def start(spark: SparkSession, worker: WorkerConfig, name: str,
+          config: dict[str, str]) -> StreamingQuery:
+    """The connector's query, started, and returned once its sources are initialized (queries
+    start one after the other, so that their Python planners do not all start at once; one
+    whose planner Spark stopped waiting for is started again, as the jobs do)."""
+    return start_query(_writer(spark, worker, name, config))
+
+
+def _writer(spark: SparkSession, worker: WorkerConfig, name: str,
+            config: dict[str, str]) -> DataStreamWriter:
+    plugin = find_plugin(config["connector.class"])
+    if plugin is FILE_SOURCE:
+        return _source(spark, worker, name, config,
+                       _source_checkpoint(worker, name, config["file"]))
+    if plugin is FILE_SINK:
+        return _sink(spark, worker, name, config, os.path.join(checkpoint_dir(worker, name),
+                                                               "sink"))
+    raise ValueError(f"no query for {config['connector.class']}")
+
+
+def _source(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str, str],
+            checkpoint: str) -> DataStreamWriter:
+    value = connector_converter(worker.value_converter, config, "value.converter")
+    lines = (spark.readStream.format("minilog-connect-file")
+             .option("file", config["file"]).option("connector", name)
+             .option("offset.storage.topic", worker.offset_topic)
+             .option("client", json.dumps(worker.client_config())).load())
+    return (lines.select(value.from_connect(lines["value"]).alias("value"))
+            .writeStream.format("minilog").options(**_kafka_options(worker))
+            .option("topic", config["topic"].strip())
+            .option("deliveryGuarantee", "exactly-once")
+            .option("transactionalIdPrefix", _transactional_id_prefix(worker, name, checkpoint))
+            .option("checkpointLocation", checkpoint)
+            .queryName(name).trigger(processingTime=TRIGGER))
+
+
+def _sink(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str, str],
+          checkpoint: str) -> DataStreamWriter:
+    value = connector_converter(worker.value_converter, config, "value.converter")
+    reader = (spark.readStream.format("minilog").options(**_kafka_options(worker))
+              .option("kafka.group.id", f"connect-{name}")
+              .option("startingOffsets", "group").option("kafka.auto.offset.reset", "earliest")
+              .option("kafka.isolation.level", "read_committed"))
+    topics = [t.strip() for t in config.get("topics", "").split(",") if t.strip()]
+    reader = (reader.option("subscribe", ",".join(topics)) if topics
+              # Connect matches topics.regex against the whole name, Spark finds it anywhere
+              else reader.option("subscribePattern", f"^(?:{config['topics.regex']})$"))
+    records = reader.load()
+    writer = FileSinkWriter(config["file"], os.path.join(checkpoint, "file-sink-state.json"))
+    writer.prepare()
+    return (records.select(value.to_connect(records["value"]).alias("value"))
+            .writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
+            .queryName(name).trigger(processingTime=TRIGGER))
+

@@ -1,0 +1,255 @@
+"""`minilog connect` as a Connect user tries it: a worker process, a real broker, the REST API
+over HTTP, a file → topic → file pipeline through FileStreamSource and FileStreamSink, and the
+worker killed with -9 and restarted. One worker (one Spark session) for the module."""
+import json
+
+import pytest
+from connecttools import ConnectWorker
+from sparktools import consume_all, create_topic, unique
+from waiting import wait_until
+
+pytestmark = pytest.mark.timeout(600)
+
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+DEADLINE = 240.0  # a connector's first lines through Spark, on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def worker(broker, tmp_path_factory):
+    w = ConnectWorker(tmp_path_factory.mktemp("connect"), broker.bootstrap).start()
+    yield w
+    w.stop()
+
+
+def append_lines(path, first, count):
+    lines = [f"line {i}: ünïcödé, tab\there" for i in range(first, first + count)]
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(f"{line}\n" for line in lines))
+    return lines
+
+
+def lines_of(path):
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def task_state(worker, name):
+    status, body = worker.call("GET", f"/connectors/{name}/status")
+    return body["tasks"][0]["state"] if status == 200 and body["tasks"] else None
+
+
+def test_root_and_plugins_answer_as_connect(worker):
+    status, root = worker.call("GET", "/")
+    assert status == 200 and root["version"] and root["kafka_cluster_id"]
+    status, plugins = worker.call("GET", "/connector-plugins")
+    assert status == 200
+    assert {(p["class"], p["type"]) for p in plugins} == {(SOURCE, "source"), (SINK, "sink")}
+
+
+def test_file_to_topic_to_file_exactly_once_through_kill9(worker, broker, tmp_path):
+    topic = create_topic(broker.bootstrap, unique("lines"))
+    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
+    expected = append_lines(source_file, 0, 300)
+    status, info = worker.call("POST", "/connectors", {"name": "file-source", "config": {
+        "connector.class": "FileStreamSource", "file": str(source_file), "topic": topic}})
+    assert status == 201, info
+    assert info == {"name": "file-source", "type": "source",
+                    "tasks": [{"connector": "file-source", "task": 0}],
+                    "config": {"connector.class": "FileStreamSource", "file": str(source_file),
+                               "topic": topic, "name": "file-source"}}
+    status, info = worker.call("POST", "/connectors", {"name": "file-sink", "config": {
+        "connector.class": SINK, "file": str(sink_file), "topics": topic}})
+    assert status == 201, info
+    wait_until(lambda: lines_of(sink_file) == expected, DEADLINE, "the first lines in the sink")
+    for name in ("file-source", "file-sink"):
+        assert task_state(worker, name) == "RUNNING"
+
+    expected += append_lines(source_file, 300, 300)
+    worker.kill9()  # whatever the queries were doing with the new lines
+    worker.start()
+    status, names = worker.call("GET", "/connectors")
+    assert status == 200 and sorted(names) == ["file-sink", "file-source"]
+    expected += append_lines(source_file, 600, 300)
+    wait_until(lambda: len(lines_of(sink_file)) >= len(expected), DEADLINE,
+               "every line in the sink after the restart")
+    assert lines_of(sink_file) == expected
+    records = consume_all(broker.bootstrap, topic, 1, expect=len(expected))
+    assert [value.decode() for _, _, _, value, _ in records] == expected
+    for name in ("file-source", "file-sink"):
+        assert task_state(worker, name) == "RUNNING"
+
+
+def test_source_offsets_are_connects_records_in_the_offsets_topic(worker, broker, tmp_path):
+    """What Kafka's Connect writes, key and value, so its tools read it."""
+    topic = create_topic(broker.bootstrap, unique("offsets"))
+    source_file = tmp_path / "in.txt"
+    append_lines(source_file, 0, 10)
+    status, _ = worker.call("PUT", "/connectors/offset-source/config", {
+        "connector.class": SOURCE, "file": str(source_file), "topic": topic})
+    assert status == 201
+    size = source_file.stat().st_size
+    key = json.dumps(["offset-source", {"filename": str(source_file)}], separators=(",", ":"))
+
+    def stored():
+        records = consume_all(broker.bootstrap, "connect-cluster-offsets", 25)
+        values = [json.loads(v) for _, _, k, v, _ in records if k.decode() == key]
+        return values and values[-1] == {"position": size}
+    wait_until(stored, DEADLINE, f"{{'position': {size}}} under {key}")
+    assert worker.call("DELETE", "/connectors/offset-source")[0] == 204
+
+
+def test_configs_are_connects_records_in_the_config_topic(worker, broker):
+    status, _ = worker.call("PUT", "/connectors/stored/config", {
+        "connector.class": SINK, "file": "/dev/null", "topics": "nothing-here"})
+    assert status == 201
+    records = consume_all(broker.bootstrap, "connect-cluster-configs", 1)
+    latest = {k.decode(): json.loads(v) if v else None for _, _, k, v, _ in records}
+    assert latest["connector-stored"] == {"properties": {
+        "connector.class": SINK, "file": "/dev/null", "topics": "nothing-here", "name": "stored"}}
+    assert latest["commit-stored"] == {"tasks": 1}
+    assert worker.call("DELETE", "/connectors/stored")[0] == 204
+    records = consume_all(broker.bootstrap, "connect-cluster-configs", 1)
+    assert [v for _, _, k, v, _ in records if k == b"connector-stored"][-1] is None
+
+
+def test_put_config_creates_then_updates(worker, tmp_path):
+    config = {"connector.class": SINK, "file": str(tmp_path / "a.txt"), "topics": "t-put"}
+    status, info = worker.call("PUT", "/connectors/put-me/config", config)
+    assert status == 201 and info["config"]["file"] == config["file"]
+    status, info = worker.call("PUT", "/connectors/put-me/config",
+                               {**config, "file": str(tmp_path / "b.txt")})
+    assert status == 200 and info["config"]["file"] == str(tmp_path / "b.txt")
+    assert worker.call("GET", "/connectors/put-me/config") == (200, {**info["config"]})
+    assert worker.call("DELETE", "/connectors/put-me")[0] == 204
+    assert worker.call("GET", "/connectors/put-me") == (
+        404, {"error_code": 404, "message": "Connector put-me not found"})
+
+
+def test_unknown_connector_is_404(worker):
+    for method, path in (("GET", "/connectors/nope"), ("GET", "/connectors/nope/config"),
+                         ("GET", "/connectors/nope/status"), ("GET", "/connectors/nope/tasks"),
+                         ("DELETE", "/connectors/nope")):
+        assert worker.call(method, path) == (
+            404, {"error_code": 404, "message": "Connector nope not found"}), (method, path)
+
+
+def test_duplicate_name_is_409(worker, tmp_path):
+    body = {"name": "twice", "config": {"connector.class": SINK, "topics": "t-twice",
+                                        "file": str(tmp_path / "twice.txt")}}
+    assert worker.call("POST", "/connectors", body)[0] == 201
+    assert worker.call("POST", "/connectors", body) == (
+        409, {"error_code": 409, "message": "Connector twice already exists"})
+    assert worker.call("DELETE", "/connectors/twice")[0] == 204
+
+
+def test_unknown_class_is_400_with_connects_message(worker):
+    status, body = worker.call("POST", "/connectors", {"name": "bad", "config": {
+        "connector.class": "com.example.NoSuchConnector", "topics": "x"}})
+    assert status == 400 and body["error_code"] == 400
+    assert body["message"].startswith("Connector configuration is invalid and contains the "
+                                      "following 1 error(s):\nInvalid value "
+                                      "com.example.NoSuchConnector for configuration "
+                                      "connector.class: Class com.example.NoSuchConnector "
+                                      "could not be found.")
+    assert worker.call("GET", "/connectors/bad")[0] == 404
+
+
+def test_missing_required_setting_is_400_listing_it(worker, tmp_path):
+    status, body = worker.call("POST", "/connectors", {"name": "no-topic", "config": {
+        "connector.class": "FileStreamSource", "file": str(tmp_path / "x")}})
+    assert status == 400
+    assert 'Missing required configuration "topic" which has no default value.' \
+        in body["message"].splitlines()
+
+
+def test_malformed_json_is_500_as_connect_answers_it(worker):
+    status, body = worker.call("POST", "/connectors", raw=b'{"name": "x", "config": {')
+    assert status == 500 and body["error_code"] == 500 and body["message"]
+    assert worker.call("GET", "/connectors/x")[0] == 404
+
+
+def test_unknown_path_is_connects_404(worker):
+    assert worker.call("GET", "/no/such/path") == (
+        404, {"error_code": 404, "message": "HTTP 404 Not Found"})
+
+
+def test_validate_lists_each_fields_errors(worker):
+    status, body = worker.call("PUT", "/connector-plugins/FileStreamSink/config/validate",
+                               {"connector.class": "FileStreamSink", "tasks.max": "x"})
+    assert status == 200 and body["name"] == SINK
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"]}
+    assert errors["tasks.max"] == ["Invalid value x for configuration tasks.max: Not a number "
+                                   "of type INT"]
+    assert errors["topics"] == ["Must configure one of topics or topics.regex"]
+    assert errors["name"] == ['Missing required configuration "name" which has no default '
+                              'value.']
+    assert body["error_count"] == sum(len(e) for e in errors.values())
+
+
+def test_a_task_that_cannot_start_is_failed_with_its_trace(worker, tmp_path):
+    """Connect's ByteArrayConverter refuses the file source's strings; so does this worker."""
+    status, _ = worker.call("PUT", "/connectors/bytes-source/config", {
+        "connector.class": SOURCE, "file": str(tmp_path / "in.txt"), "topic": "t-bytes",
+        "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"})
+    assert status == 201
+    wait_until(lambda: task_state(worker, "bytes-source") == "FAILED", DEADLINE, "FAILED")
+    status, body = worker.call("GET", "/connectors/bytes-source/status")
+    assert body["connector"]["state"] == "RUNNING"
+    assert "ByteArrayConverter is not compatible with objects of type class java.lang.String" \
+        in body["tasks"][0]["trace"]
+    status, body = worker.call("POST", "/connectors/bytes-source/restart?includeTasks=true"
+                                       "&onlyFailed=true")
+    assert status == 202 and body["tasks"][0]["state"] == "RESTARTING"
+    wait_until(lambda: task_state(worker, "bytes-source") == "FAILED", DEADLINE,
+               "FAILED again after the restart")
+    assert worker.call("DELETE", "/connectors/bytes-source")[0] == 204
+
+
+def test_a_query_that_dies_is_a_failed_task_with_sparks_error(worker, broker, tmp_path):
+    topic = create_topic(broker.bootstrap, unique("dies"))
+    from sparktools import produce
+    produce(broker.bootstrap, topic, [(0, None, b"one", None)])
+    status, _ = worker.call("PUT", "/connectors/dying-sink/config", {
+        "connector.class": SINK, "topics": topic, "file": str(tmp_path / "no-dir" / "out.txt")})
+    assert status == 201
+    wait_until(lambda: task_state(worker, "dying-sink") == "FAILED", DEADLINE, "FAILED")
+    trace = worker.call("GET", "/connectors/dying-sink/status")[1]["tasks"][0]["trace"]
+    assert "No such file or directory" in trace
+    assert worker.call("DELETE", "/connectors/dying-sink")[0] == 204
+
+
+def test_stop_reset_and_alter_offsets_then_resume(worker, broker, tmp_path):
+    """KIP-875: offsets shown, reset and altered while the connector is STOPPED; resumed, the
+    source reads from the altered position."""
+    topic = create_topic(broker.bootstrap, unique("kip875"))
+    source_file = tmp_path / "in.txt"
+    lines = append_lines(source_file, 0, 10)
+    status, _ = worker.call("PUT", "/connectors/kip875/config", {
+        "connector.class": SOURCE, "file": str(source_file), "topic": topic})
+    assert status == 201
+    partition = {"filename": str(source_file)}
+    size = source_file.stat().st_size
+    wait_until(lambda: worker.call("GET", "/connectors/kip875/offsets")[1] == {
+        "offsets": [{"partition": partition, "offset": {"position": size}}]}, DEADLINE,
+        "the source's offset at the end of its file")
+    assert worker.call("DELETE", "/connectors/kip875/offsets") == (400, {
+        "error_code": 400, "message": "Connectors must be in the STOPPED state before their "
+        "offsets can be modified. This can be done for the specified connector by issuing a "
+        "'PUT' request to the '/connectors/kip875/stop' endpoint"})
+    assert worker.call("PUT", "/connectors/kip875/stop")[0] == 204
+    wait_until(lambda: worker.call("GET", "/connectors/kip875/status")[1]["connector"]["state"]
+               == "STOPPED", DEADLINE, "STOPPED")
+    assert worker.call("DELETE", "/connectors/kip875/offsets") == (200, {
+        "message": "The offsets for this connector have been reset successfully"})
+    assert worker.call("GET", "/connectors/kip875/offsets") == (200, {"offsets": []})
+    fifth = len("".join(f"{line}\n" for line in lines[:5]).encode())
+    assert worker.call("PATCH", "/connectors/kip875/offsets", {"offsets": [
+        {"partition": partition, "offset": {"position": fifth}}]}) == (200, {
+            "message": "The offsets for this connector have been altered successfully"})
+    assert worker.call("PUT", "/connectors/kip875/resume")[0] == 202
+    records = consume_all(broker.bootstrap, topic, 1, expect=15, deadline=DEADLINE)
+    assert [v.decode() for _, _, _, v, _ in records] == lines + lines[5:]
+    assert worker.call("DELETE", "/connectors/kip875")[0] == 204

@@ -1,0 +1,106 @@
+"""A Kafka Connect worker (`minilog connect worker.properties`) as a test process, and its REST
+API called as users call it: plain HTTP and JSON through urllib, statuses and bodies as they are.
+
+The worker starts a Spark JVM and Python workers of its own; every process it starts carries a
+marker in its environment (sparkprocs), so kill -9 and teardown reach all of them, and nothing
+else.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from brokers import free_port
+from sparkprocs import environment, kill_marked, marked
+from waiting import wait_until
+
+START_TIMEOUT_S = 240.0
+
+
+def worker_properties(bootstrap, port, checkpoints, group="connect-cluster", **more):
+    """Kafka's connect-distributed.properties, pointed at `bootstrap`, for one worker."""
+    props = {"bootstrap.servers": bootstrap, "group.id": group,
+             "config.storage.topic": f"{group}-configs", "offset.storage.topic": f"{group}-offsets",
+             "status.storage.topic": f"{group}-status",
+             "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
+             "status.storage.replication.factor": "1",
+             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+             "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+             "listeners": f"http://127.0.0.1:{port}",
+             "spark.sql.streaming.checkpointLocation": str(checkpoints), **more}
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+class ConnectWorker:
+    """One worker process on a free port, restartable with the same properties."""
+
+    def __init__(self, directory, bootstrap, **more):
+        self.dir = Path(directory)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.properties = self.dir / "worker.properties"
+        self.properties.write_text(worker_properties(bootstrap, self.port,
+                                                     self.dir / "checkpoints", **more))
+        self.proc = None
+        self.mark = None
+
+    @property
+    def log(self):
+        return (self.dir / "worker.log").read_text(errors="replace")
+
+    def start(self):
+        self.mark = uuid.uuid4().hex
+        with open(self.dir / "worker.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "minilog.connector.cli", "connect", str(self.properties)],
+                env=environment(self.mark), stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        wait_until(self._answers, START_TIMEOUT_S, f"the worker at {self.url} to answer "
+                   f"(log: {self.dir / 'worker.log'})", interval=0.5)
+        return self
+
+    def _answers(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the worker exited with {self.proc.returncode}:\n{self.log}")
+        try:
+            return request(self.url, "GET", "/", timeout=5)[0] == 200
+        except OSError:
+            return False
+
+    def kill9(self):
+        """SIGKILL the worker and everything it started (its Spark JVM, Python workers)."""
+        for pid in marked(self.mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        wait_until(lambda: not marked(self.mark), 60, "the killed worker's processes to go")
+
+    def stop(self):
+        if self.mark:
+            kill_marked(self.mark)
+        if self.proc:
+            self.proc.wait()
+
+    def call(self, method, path, body=None, raw=None):
+        return request(self.url, method, path, body, raw)
+
+
+def request(url, method, path, body=None, raw=None, timeout=60):
+    """(status, decoded JSON body or None) of one HTTP call; `raw` sends bytes as they are."""
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json",
+                                          "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, text = resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read()
+    return status, json.loads(text) if text else None
