@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from minilog.broker.local_cluster import BrokerProcess, free_port, wait_for_port  # noqa: F401
+from minilog.connector.local_cluster import BrokerProcess, free_port, wait_for_port  # noqa: F401
 
 
 class _Bench:
@@ -98,7 +98,7 @@ def running_cluster(size=3, env=None, timeout=120.0):
     """A replicated cluster as `minilog cluster up` starts it (brokers 1..size, each a voter
     of the controller quorum), live: every broker registered and unfenced. Yields the
     `LocalCluster` (its `bootstrap` names every broker); always stops it and removes it."""
-    from minilog.broker.local_cluster import LocalCluster
+    from minilog.connector.local_cluster import LocalCluster
     cluster = LocalCluster(size, extra=["--log-level", "WARNING"], env=env)
     with cluster:
         if not cluster.wait_until_live(timeout):

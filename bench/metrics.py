@@ -136,7 +136,7 @@ def run(args):
 
 # Frames of metrics code in py-spy's raw stacks: the broker's hooks and collector, the /metrics
 # server, prometheus-client.
-_METRICS_FRAMES = ("broker/metrics.py", "broker/metrics_http.py", "prometheus_client/")
+_METRICS_FRAMES = ("broker/server/metrics.py", "broker/server/metrics_http.py", "prometheus_client/")
 
 
 def _metrics_share(broker, n):

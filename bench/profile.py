@@ -67,7 +67,7 @@ def _frame_name(frame):
 
 # Frames every sample passes through (threads, event loop, entry points): not worth a row.
 _PLUMBING = ("threading.py:", "<frozen ", "asyncio/runners.py:", "asyncio/base_events.py:",
-             "asyncio/events.py:", "__main__.py:", "profile.py:", "broker/main.py:",
+             "asyncio/events.py:", "__main__.py:", "profile.py:", "broker/server/main.py:",
              "client/connection.py:LoopThread._run")
 
 

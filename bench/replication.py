@@ -31,7 +31,7 @@ import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.local_cluster import LocalCluster
 from minilog.connector.client import Producer as MinilogProducer
 
 from .produce import recycle_page_cache

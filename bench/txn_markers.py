@@ -20,7 +20,7 @@ import time
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.local_cluster import LocalCluster
 
 from .report import Report, main_args, percentile
 
@@ -69,8 +69,8 @@ def _pairs(bootstrap: str, txn_id: str, n: int, seed: int, out: dict) -> None:
 
 def prepare_durations(bootstrap: str) -> dict[str, list[float]]:
     """{"commit": [ms], "abort": [ms]}: PREPARE_* to COMPLETE_* in `__transaction_state`."""
-    from minilog.broker import txn_state as s
-    from minilog.broker.txn_state import parse_txn_key, parse_txn_value
+    from minilog.broker.coordinator.transaction import txn_state as s
+    from minilog.broker.coordinator.transaction.txn_state import parse_txn_key, parse_txn_value
     from minilog.connector.client import Consumer, TopicPartition
     tps = [TopicPartition("__transaction_state", i)
            for i in range(SETTINGS["transaction.state.log.num.partitions"])]

@@ -1,5 +1,5 @@
 import sys
 
-from .main import main
+from .server.main import main
 
 sys.exit(main(prog="python -m minilog.broker"))

@@ -546,12 +546,12 @@ def _run_delegated(command, flags, rest):
         raise UserError(f"minilog {command}: --bootstrap-server does not apply: "
                         f"{_OWN_BROKERS[command]} (see minilog {command} --help)")
     if command == "broker":
-        from minilog.broker.main import main as broker_main
+        from minilog.broker.server.main import main as broker_main
         return broker_main(rest, prog="minilog broker")
     if command == "certs":
-        from minilog.broker.certs import main as certs_main
+        from minilog.connector.cli_certs import main as certs_main
         return certs_main(rest)
-    from minilog.broker.cluster_cli import main as cluster_main
+    from minilog.connector.cli_cluster import main as cluster_main
     return cluster_main(rest, prog="minilog cluster")
 
 

@@ -7,7 +7,7 @@ buffer and writes it to the segment). Small frames share one scratch buffer and 
 as `bytes` copies, many per system call. asyncio's streams, in contrast, copy every byte three
 times (recv, StreamReader's buffer, `read()`) before framing starts.
 
-Both ends use it: the broker's connections (`broker/server.py`) and the client's
+Both ends use it: the broker's connections (`broker/server/socket_server.py`) and the client's
 (`client/connection.py`); subclasses implement `frame_received` and `connection_closed`.
 """
 import asyncio

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.local_cluster import LocalCluster
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from minilog.connector.tables import describe_topics

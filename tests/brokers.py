@@ -8,7 +8,7 @@ import signal
 import tempfile
 from pathlib import Path
 
-from minilog.broker.local_cluster import BrokerProcess, free_port, wait_for_port
+from minilog.connector.local_cluster import BrokerProcess, free_port, wait_for_port
 
 __all__ = ["MinilogBroker", "TansuBroker", "free_port", "wait_for_port"]
 

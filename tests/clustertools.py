@@ -4,7 +4,7 @@ import signal
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.local_cluster import LocalCluster
 from minilog.connector.protocol import ApiKey, request
 from wire import RawConnection
 

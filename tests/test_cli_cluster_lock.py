@@ -7,7 +7,7 @@ import os
 import pytest
 from clitools import USAGE, kill_left, one_line_error, process_identity, run
 
-from minilog.broker.dir_lock import DirectoryLock
+from minilog.broker.storage.dir_lock import DirectoryLock
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -1,7 +1,7 @@
 """`minilog cluster up --secure`: three brokers on SASL_SSL only, so replication, the Raft
 quorum, registrations and forwarded requests all run over TLS with SCRAM logins between brokers
-(`broker/inter_broker.py`); ACLs on and an admin user. The printed hints work as printed, three
-replicas stay in sync, a client without the settings is refused, and status and down work from
+(`broker/server/inter_broker.py`); ACLs on and an admin user. The printed hints work as printed,
+three replicas stay in sync, a client without the settings is refused, and status and down work from
 the data directory; with a dedicated controller too (its CONTROLLER listener SASL_SSL)."""
 import json
 import os
@@ -15,7 +15,7 @@ from clitools import kill_left, ok, process_identity, run
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from minilog.broker.secure_cluster import client_settings
+from minilog.connector.secure_cluster import client_settings
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -1,10 +1,10 @@
 """ACL records of the metadata log: applied in order they build the image's ACLs, a removal
 undoes a creation, and a metadata snapshot carries them (a node loading it knows every ACL
 without the records before it)."""
-from minilog.broker import metadata_records as records
-from minilog.broker.acl_metadata import acl_record, image_acls
-from minilog.broker.acls import AclOperation, PatternType, PermissionType, ResourceType
-from minilog.broker.metadata import MetadataImage
+from minilog.broker.metadata import records
+from minilog.broker.security.acl_metadata import acl_record, image_acls
+from minilog.broker.security.acls import AclOperation, PatternType, PermissionType, ResourceType
+from minilog.broker.metadata.image import MetadataImage
 from minilog.connector.acl_types import AclBinding
 
 READ = AclBinding(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*",

@@ -4,7 +4,7 @@ allow.everyone.if.no.acl.found; the filters DescribeAcls and DeleteAcls take; wh
 refuses. No broker: the rules are pure."""
 import pytest
 
-from minilog.broker.acls import (
+from minilog.broker.security.acls import (
     AclBinding,
     AclFilter,
     AclOperation,
@@ -15,8 +15,8 @@ from minilog.broker.acls import (
     ResourceType,
     new_binding,
 )
-from minilog.broker.authorizer import StandardAuthorizer, parse_super_users
-from minilog.broker.config import ConfigError
+from minilog.broker.security.authorizer import StandardAuthorizer, parse_super_users
+from minilog.broker.server.config import ConfigError
 
 Op, RT, PT, Perm = AclOperation, ResourceType, PatternType, PermissionType
 ALICE, BOB = "User:alice", "User:bob"

@@ -7,9 +7,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
-from minilog.broker.cleaner import LogCleaner
-from minilog.broker.config import BrokerConfig
-from minilog.broker.log import Log, LogConfig
+from minilog.broker.storage.cleaner import LogCleaner
+from minilog.broker.server.config import BrokerConfig
+from minilog.broker.storage.log import Log, LogConfig
 from minilog.connector.batch import iter_batches, split_batches
 from minilog.connector.records import (
     CONTROL_ABORT,

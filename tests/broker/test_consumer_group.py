@@ -1,11 +1,12 @@
 """The KIP-848 group's rules without processes: the assignors and reconciliation, step by step
-(`broker/consumer_group.py`, `broker/consumer_assignors.py`), and the online migration of a
-group between the classic and consumer protocols (`broker/group_migration.py`)."""
+(`broker/coordinator/group/consumer_group.py`, `broker/coordinator/group/consumer_assignors.py`),
+and the online migration of a group between the classic and consumer protocols
+(`broker/coordinator/group/group_migration.py`)."""
 import uuid
 
 import pytest
-from minilog.broker.consumer_assignors import range_assign, uniform_assign
-from minilog.broker.consumer_group import (
+from minilog.broker.coordinator.group.consumer_assignors import range_assign, uniform_assign
+from minilog.broker.coordinator.group.consumer_group import (
     M_STABLE,
     M_UNRELEASED,
     M_UNREVOKED,
@@ -112,11 +113,11 @@ def test_a_regex_subscription_matches_whole_topic_names():
     assert group.refresh_topics({**cluster, "orders-eu": (A, 3)})  # new partitions
 
 
-# -- online migration (broker/group_migration.py): classic members in a consumer group ----------
+# -- online migration (broker/coordinator/group/group_migration.py): classic members in a consumer group ---
 
 def _classic_group(generation=3):
     """A stable classic group of two members of topic t, each owning two of its partitions."""
-    from minilog.broker.group import STABLE, Group, Member
+    from minilog.broker.coordinator.group.group import STABLE, Group, Member
     from minilog.connector.protocol.consumer_protocol import (
         Assignment,
         Subscription,
@@ -138,7 +139,7 @@ def _classic_group(generation=3):
 
 
 def test_a_classic_group_becomes_a_consumer_group_with_its_members_owning_what_they_had():
-    from minilog.broker.group_migration import consumer_from_classic
+    from minilog.broker.coordinator.group.group_migration import consumer_from_classic
     converted = consumer_from_classic(_classic_group(), {"t": A}, 0)
     assert converted.group_epoch == converted.assignment_epoch == 3
     assert {m: c.assigned for m, c in converted.members.items()} == \
@@ -150,7 +151,7 @@ def test_a_classic_group_becomes_a_consumer_group_with_its_members_owning_what_t
 
 
 def test_a_classic_member_keeps_its_partitions_until_it_rejoins_without_them():
-    from minilog.broker.group_migration import consumer_from_classic
+    from minilog.broker.coordinator.group.group_migration import consumer_from_classic
     group = consumer_from_classic(_classic_group(), {"t": A}, 0)
     group.topics = {"t": (A, 4)}
     group.add_member(ConsumerMember("new", subscribed_topic_names=["t"]))
@@ -169,7 +170,10 @@ def test_a_classic_member_keeps_its_partitions_until_it_rejoins_without_them():
 
 
 def test_an_all_classic_consumer_group_becomes_classic_with_its_target_assignments():
-    from minilog.broker.group_migration import classic_from_consumer, consumer_from_classic
+    from minilog.broker.coordinator.group.group_migration import (
+        classic_from_consumer,
+        consumer_from_classic,
+    )
     from minilog.connector.protocol.consumer_protocol import decode_assignment
     classic = classic_from_consumer(consumer_from_classic(_classic_group(), {"t": A}, 0),
                                     {A: "t"}, 0)
@@ -181,7 +185,7 @@ def test_an_all_classic_consumer_group_becomes_classic_with_its_target_assignmen
 
 
 def test_a_consumer_group_becomes_classic_only_when_its_members_are_classic_and_share_a_protocol():
-    from minilog.broker.consumer_group import ClassicMetadata
+    from minilog.broker.coordinator.group.consumer_group import ClassicMetadata
     group = _group("modern")
     assert not group.can_become_classic()
     group.add_member(ConsumerMember("c1", classic=ClassicMetadata(10000, [("range", b"")])))

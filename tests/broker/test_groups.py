@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
-from minilog.broker.group import Group
-from minilog.broker.group_records import OffsetAndMetadata, partition_for
+from minilog.broker.coordinator.group.group import Group
+from minilog.broker.coordinator.group.group_records import OffsetAndMetadata, partition_for
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from wire import RawConnection
 

@@ -11,8 +11,8 @@ import pytest
 from brokers import MinilogBroker
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from minilog.broker.error_response import error_response
-from minilog.broker.handlers import HANDLERS
+from minilog.broker.server.error_response import error_response
+from minilog.broker.server.handlers import HANDLERS
 from minilog.connector.protocol import (
     ApiKey,
     ErrorCode,
@@ -30,14 +30,14 @@ from test_protocol_captures import CAPTURES, _frames  # noqa: E402
 
 _LAUNCH = """
 import sys
-from minilog.broker.handlers import HANDLERS, Entry
+from minilog.broker.server.handlers import HANDLERS, Entry
 
 async def broken(broker, header, req):
     raise RuntimeError("injected handler failure")
 
 for key in sys.argv[1].split(","):
     HANDLERS[int(key)] = Entry(broken, HANDLERS[int(key)].versions)
-from minilog.broker.main import main
+from minilog.broker.server.main import main
 sys.exit(main(sys.argv[2:]))
 """
 BROKEN = (ApiKey.LIST_OFFSETS, ApiKey.DESCRIBE_GROUPS, ApiKey.PRODUCE)

@@ -1,6 +1,6 @@
 """`replication-offset-checkpoint`: Kafka's text format, read back as written, and a missing or
 torn file read as "nothing known" (a replica then starts from 0, never from its log end)."""
-from minilog.broker import hw_checkpoint
+from minilog.broker.storage import hw_checkpoint
 
 
 def test_written_marks_read_back_in_kafkas_format(tmp_path):

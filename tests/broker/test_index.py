@@ -2,7 +2,7 @@
 import struct
 
 import pytest
-from minilog.broker.index import CorruptIndexError, OffsetIndex, TimeIndex
+from minilog.broker.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 
 BASE = 1000
 

@@ -3,8 +3,8 @@ brokers, on the controller listener for the quorum, checked before it starts: ea
 one ConfigError naming the setting."""
 import pytest
 
-from minilog.broker.config import BrokerConfig, ConfigError
-from minilog.broker.inter_broker import controller_security, inter_broker_security
+from minilog.broker.server.config import BrokerConfig, ConfigError
+from minilog.broker.server.inter_broker import controller_security, inter_broker_security
 
 VOTERS = {"controller.quorum.voters": "1@127.0.0.1:9093", "node.id": "1"}
 SASL = {**VOTERS, "listeners": "SASL_PLAINTEXT://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9094",

@@ -1,7 +1,7 @@
 """The leader epoch cache: Kafka's endOffsetFor answers, truncation, its checkpoint file, and a
 rebuild from the batch headers of a log that has no checkpoint."""
-from minilog.broker.leader_epoch_cache import CHECKPOINT, LeaderEpochCache
-from minilog.broker.log import Log
+from minilog.broker.storage.leader_epoch_cache import CHECKPOINT, LeaderEpochCache
+from minilog.broker.storage.log import Log
 from minilog.connector.batch import split_batches
 from minilog.connector.records import encode_batch
 

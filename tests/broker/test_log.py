@@ -3,8 +3,8 @@ import os
 import sys
 
 import pytest
-from minilog.broker.log import LOG_START_CHECKPOINT, Log, LogConfig, OffsetOutOfRange
-from minilog.broker.producer_state import ProducerStateError
+from minilog.broker.storage.log import LOG_START_CHECKPOINT, Log, LogConfig, OffsetOutOfRange
+from minilog.broker.storage.producer_state import ProducerStateError
 from minilog.connector.batch import (
     InvalidBatch,
     build,

@@ -10,7 +10,7 @@ import pytest
 
 _SCRIPT = """
 import os, sys
-from minilog.broker.log import Log, LogConfig
+from minilog.broker.storage.log import Log, LogConfig
 from minilog.connector.batch import split_batches
 from minilog.connector.records import encode_batch
 

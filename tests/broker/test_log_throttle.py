@@ -1,5 +1,5 @@
 """Repeated problems are logged once per interval, and the next line counts the ones left out."""
-from minilog.broker.log_throttle import RepeatLimiter, repeats_note
+from minilog.broker.storage.log_throttle import RepeatLimiter, repeats_note
 
 
 class Clock:

@@ -342,7 +342,7 @@ def _wrapped(magic, records, codec):
     import struct
     import zlib
 
-    from minilog.broker.up_convert import _xxh32_short
+    from minilog.broker.storage.up_convert import _xxh32_short
     from minilog.connector.compression import compress
     payload = bytearray(compress(codec, message_set(magic, records)))
     if codec == 3 and magic == 0:

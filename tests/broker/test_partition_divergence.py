@@ -1,10 +1,10 @@
 """A leader's answer to a follower whose log diverges, and the follower's truncation: never
 below what the leader has (KIP-101, KIP-279), tested on real logs without a server."""
 import pytest
-from minilog.broker.follower_tracker import FollowerTracker
-from minilog.broker.leader_epoch_cache import LeaderEpochCache
-from minilog.broker.log import Log, OffsetOutOfRange
-from minilog.broker.partition import Partition
+from minilog.broker.replication.follower_tracker import FollowerTracker
+from minilog.broker.storage.leader_epoch_cache import LeaderEpochCache
+from minilog.broker.storage.log import Log, OffsetOutOfRange
+from minilog.broker.replication.partition import Partition
 from minilog.connector.batch import split_batches
 from minilog.connector.records import encode_batch
 

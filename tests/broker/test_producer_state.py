@@ -1,7 +1,7 @@
 """ProducerStateManager: dedup of retries, sequence and epoch checks, snapshots, replay."""
 import pytest
-from minilog.broker.log import Log, LogConfig
-from minilog.broker.producer_state import (
+from minilog.broker.storage.log import Log, LogConfig
+from minilog.broker.storage.producer_state import (
     INVALID_PRODUCER_EPOCH,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     TRANSACTION_COORDINATOR_FENCED,

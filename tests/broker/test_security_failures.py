@@ -22,7 +22,7 @@ from security_tools import (
 from waiting import wait_until
 from wire import RawConnection
 
-from minilog.broker.tls import principal_of
+from minilog.broker.security.tls import principal_of
 from minilog.connector.client import KafkaConnectionError, KafkaError, Producer
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from minilog.connector.protocol.framing import RequestHeader, encode_request

@@ -2,7 +2,7 @@
 import os
 
 import pytest
-from minilog.broker.segment import LogSegment, segment_file
+from minilog.broker.storage.segment import LogSegment, segment_file
 from minilog.connector.batch import build, iter_batches, read_header, stamp
 
 

@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from minilog.broker.local_cluster import free_port
+from minilog.connector.local_cluster import free_port
 from minilog.connector.protocol import ApiKey, request
 
 pytestmark = pytest.mark.timeout(240)

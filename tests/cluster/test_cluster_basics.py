@@ -9,7 +9,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 from kafka import KafkaConsumer
-from minilog.broker.log import Log
+from minilog.broker.storage.log import Log
 from minilog.connector.client import Consumer, TopicPartition
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from minilog.connector.records import encode_batch

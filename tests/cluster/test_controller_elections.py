@@ -4,7 +4,7 @@ import time
 
 import pytest
 from clustertools import FAST, active_controller, wait_for
-from minilog.broker.quorum_state import QuorumState
+from minilog.broker.raft.quorum_state import QuorumState
 
 pytestmark = pytest.mark.timeout(300)
 PAUSE = 2.5 * FAST["controller.quorum.fetch.timeout.ms"] / 1000  # past the fetch timeout

@@ -29,8 +29,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from minilog.broker.envelope import wrap
-from minilog.broker.local_cluster import LocalCluster
+from minilog.broker.server.envelope import wrap
+from minilog.connector.local_cluster import LocalCluster
 from minilog.connector.client.config import Config
 from minilog.connector.client.connection import BrokerConnection
 from minilog.connector.client.security import client_security

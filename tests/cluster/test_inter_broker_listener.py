@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 )
 from security_tools import make_certificates
 
-from minilog.broker.local_cluster import free_port
+from minilog.connector.local_cluster import free_port
 
 pytestmark = pytest.mark.timeout(300)
 

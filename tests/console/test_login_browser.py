@@ -11,7 +11,7 @@ from consolehttp import Visitor
 from consoletools import NEEDS_CHROMIUM, text_of
 from waiting import wait_until
 
-from minilog.broker.secure_cluster import client_settings
+from minilog.connector.secure_cluster import client_settings
 
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.timeout(400)]
 

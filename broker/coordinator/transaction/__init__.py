@@ -1,0 +1,2 @@
+"""The transaction coordinator: transactional ids in `__transaction_state`, markers, and the
+leaders' checks."""

@@ -1,0 +1,242 @@
+"""The active controller: broker liveness and partition leadership, decided on the quorum leader.
+
+Brokers register (BrokerRegistration) and heartbeat (BrokerHeartbeat). A registered broker
+starts fenced and is unfenced once its metadata has caught up with its own registration (and
+with the record that last fenced it: a broker fenced while paused knows what moved); a
+broker silent for `broker.session.timeout.ms` is fenced, or sooner, two heartbeat intervals (at
+least 1 s) after every connection it had to this node closed: its process is gone (see
+`peer_connections.py`). Every partition a fenced broker led gets a new leader from its ISR (the
+first live ISR member in replica order, leader epoch + 1); it leaves the ISRs it was in. A
+partition whose whole ISR is fenced keeps its last ISR member and has no leader until that
+member returns, unless `unclean.leader.election.enable` (broker default, or the topic's config)
+lets a live replica outside the ISR lead, losing what it lacks. Partition leaders change their
+ISR with AlterPartition, checked against the leader and partition epochs. With
+`auto.leader.rebalance.enable` every `leader.imbalance.check.interval.seconds` leadership
+returns to each partition's preferred replica (the first) once it is live and in the ISR, so
+failovers do not leave a few brokers leading everything. Beside dedicated controllers the
+brokers are quorum observers, who need up to `controller.quorum.fetch.timeout.ms` to find a new
+controller: a new one waits that much longer before fencing them. Each decision is metadata
+records appended through the quorum (see `quorum_store.py`), decided against the controller's
+working view (its own pending decisions included); no broker acts on them before they commit.
+"""
+import asyncio
+import logging
+import time
+
+from minilog.connector.protocol import ErrorCode
+
+from ..coordinator.group.group_store import OFFSETS_TOPIC, OffsetsTopic
+from . import records
+from .image import PartitionState
+
+log = logging.getLogger("minilog.broker.controller")
+
+
+class Controller:
+    def __init__(self, broker, store):
+        self.broker, self.store = broker, store
+        cfg = broker.config
+        self.session_timeout = cfg["broker.session.timeout.ms"] / 1000
+        # A live broker whose connection broke opens another with its next heartbeat.
+        self.lost_grace = min(self.session_timeout,
+                              max(1.0, 2 * cfg["broker.heartbeat.interval.ms"] / 1000))
+        self._since = 0.0  # when this node became the active controller
+        self.offsets_rf = cfg["offsets.topic.replication.factor"]
+        self.rebalance = cfg["auto.leader.rebalance.enable"]
+        self.rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
+        self.unclean = cfg["unclean.leader.election.enable"]
+        self._next_rebalance = 0.0
+        self.last_heartbeat = {}
+        self._task = None
+        store.role_listeners.append(self._role_changed)
+
+    @property
+    def image(self):
+        """The working view: what the quorum committed plus what this controller appended."""
+        return self.store.working
+
+    @property
+    def active(self):
+        """Leading the quorum, and followed by a majority lately: a controller cut off from
+        the quorum answers NOT_CONTROLLER instead of deciding what will never commit."""
+        return self.store.raft.majority_heard()
+
+    def _role_changed(self, leading):
+        if leading:
+            now = time.monotonic()
+            if not self.broker.is_broker:  # observers need a fetch timeout to find us
+                now += self.store.raft.fetch_timeout
+            self.last_heartbeat = {b: now for b in self.image.registered}
+            self._since = now
+            self._task = asyncio.ensure_future(self._tick_forever())
+        elif self._task:
+            self._task.cancel()
+            self._task = None
+
+    async def stop(self):
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # -- brokers ------------------------------------------------------------------------------------
+    def register(self, broker_id, host, port, rack=None, listeners=None):
+        """Append the registration; its offset is the broker epoch. The broker starts fenced."""
+        self.last_heartbeat[broker_id] = time.monotonic()
+        recs = []
+        if broker_id in self.image.brokers:  # a restart nobody noticed: lead elsewhere first
+            recs = self._fence_records(broker_id)
+        return self.store.append(recs + [records.broker_record(broker_id, host, port, rack,
+                                                               listeners)])
+
+    def heartbeat(self, broker_id, broker_epoch, metadata_offset, want_fence):
+        """(error, is_caught_up, is_fenced, offset of the record that changed it or None): the
+        answer is to wait for that record's commit, as Kafka's controller answers only then,
+        or a broker could act on a decision a failover forgets."""
+        if self.image.broker_epochs.get(broker_id, -2) != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, False, True, None
+        self.last_heartbeat[broker_id] = time.monotonic()
+        # Caught up with its registration and with its last fencing: a broker fenced while
+        # paused serves again only once it knows what moved away from it meanwhile.
+        caught_up = metadata_offset >= max(broker_epoch, self.image.fenced_at.get(broker_id, -1))
+        fenced = broker_id in self.image.fenced
+        changed = None
+        if fenced and caught_up and not want_fence:
+            changed = self.store.append([records.fence_record(broker_id, False)] +
+                                        self._elect_records(broker_id))
+            fenced = False
+        elif not fenced and want_fence:
+            changed = self.store.append(self._fence_records(broker_id))
+            fenced = True
+        return 0, caught_up, fenced, changed
+
+    async def _tick_forever(self):
+        while True:
+            await asyncio.sleep(min(0.1, self.session_timeout / 10))  # fencing within 0.1 s
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - a controller bug must not stop fencing
+                log.exception("controller tick failed")
+
+    def _tick(self):
+        if not self.store.raft.majority_heard() or self.broker.stopping:
+            return  # not (or no longer surely) the controller, or its connections are closing
+        now = time.monotonic()
+        for b in list(self.image.brokers):
+            why = self._why_fence(b, now)
+            if why:
+                log.info("broker %d %s: fencing it", b, why)
+                self.store.append(self._fence_records(b))
+        self._ensure_offsets_topic()
+        if self.rebalance and now >= self._next_rebalance:
+            self._next_rebalance = now + self.rebalance_every
+            recs = self._changes(self._preferred)
+            if recs:
+                log.info("moving %d leadership(s) back to preferred replicas", len(recs))
+                self.store.append(recs)
+
+    def _why_fence(self, broker_id, now):
+        """Why a live broker is to be fenced now, or None: its session timed out, or every
+        connection it had here closed (or its address refused one) a grace ago and it has not
+        been heard of since (nor since this node took over: a new controller gives each a
+        grace)."""
+        if now - self.last_heartbeat.get(broker_id, now) > self.session_timeout:
+            return "missed its session timeout"
+        lost = self.broker.peer_connections.lost_since(broker_id)
+        if lost is not None and now - max(lost, self._since) > self.lost_grace:
+            return "closed every connection (or refuses them) and is silent"
+        return None
+
+    def _ensure_offsets_topic(self):
+        """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):
+        offsets.topic.replication.factor of them, at most the voters where every voter is a
+        broker (combined mode), so a small cluster's groups work with the default of 3."""
+        if OFFSETS_TOPIC in self.image.topics:
+            return
+        wanted = self.offsets_rf
+        if self.broker.is_broker:
+            wanted = min(wanted, len(self.store.raft.voters))
+        if len(self.image.brokers) >= wanted:
+            OffsetsTopic(self.broker).ensure(replication_factor=wanted)
+
+    # -- leadership ------------------------------------------------------------------------------------
+    def _changes(self, fn):
+        """Partition records for every partition whose state `fn(state)` changes (returns a new one)."""
+        recs = []
+        for ts in self.image.topics.values():
+            for index, p in ts.partitions.items():
+                new = fn(p, ts)
+                if new is not None:
+                    new.partition_epoch = p.partition_epoch + 1
+                    recs.append(records.partition_record(ts.name, index, new))
+        return recs
+
+    def _fence_records(self, broker_id):
+        live = set(self.image.brokers) - {broker_id}
+
+        def without(p, ts):
+            if broker_id not in p.replicas:
+                return None
+            isr = [r for r in p.isr if r != broker_id] or list(p.isr)  # keep the last one
+            if p.leader == broker_id or p.leader not in live:
+                leader = next((r for r in p.replicas if r in isr and r in live), -1)
+                if leader < 0 and self._unclean_allowed(ts):
+                    leader = next((r for r in p.replicas if r in live), -1)
+                    isr = [leader] if leader >= 0 else isr
+                return PartitionState(list(p.replicas), leader, p.leader_epoch + 1, isr)
+            if isr == p.isr:
+                return None
+            return PartitionState(list(p.replicas), p.leader, p.leader_epoch, isr)
+        # The fence record last: a broker has seen its leaderships move once it has seen it.
+        return self._changes(without) + [records.fence_record(broker_id, True)]
+
+    def _unclean_allowed(self, ts):
+        value = ts.configs.get("unclean.leader.election.enable")
+        return self.unclean if value is None else str(value).lower() == "true"
+
+    def _preferred(self, p, ts):
+        """The partition led by its first replica, when that one is live and in sync."""
+        first = p.replicas[0]
+        if p.leader == first or first not in p.isr or first not in self.image.brokers:
+            return None
+        return PartitionState(list(p.replicas), first, p.leader_epoch + 1, list(p.isr))
+
+    def _elect_records(self, broker_id):
+        """Partitions without a leader whose ISR holds `broker_id` (coming back) get it, as do
+        those whose other replicas are all down when unclean election is allowed."""
+        def elect(p, ts):
+            if p.leader >= 0 or broker_id not in p.replicas:
+                return None
+            if broker_id in p.isr:
+                return PartitionState(list(p.replicas), broker_id, p.leader_epoch + 1, list(p.isr))
+            if self._unclean_allowed(ts) and not any(r in self.image.brokers for r in p.isr):
+                return PartitionState(list(p.replicas), broker_id, p.leader_epoch + 1, [broker_id])
+            return None
+        return self._changes(elect)
+
+    def alter_partition(self, broker_id, topic, index, leader_epoch, partition_epoch, new_isr,
+                        epochs=None):
+        """(error, PartitionState or None): a leader's ISR change, as Kafka's AlterPartition.
+        `epochs` (v3, KIP-903): member -> the broker epoch the leader saw it fetch with (-1:
+        unknown); a member whose registration has changed since is INELIGIBLE_REPLICA, as a
+        broker restarted since that fetch may not hold what it claimed."""
+        ts = self.image.topics.get(topic)
+        p = ts.partitions.get(index) if ts else None
+        if p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        if p.leader != broker_id:
+            return ErrorCode.INVALID_REQUEST, p
+        if leader_epoch != p.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, p
+        if partition_epoch != p.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION, p
+        if broker_id not in new_isr or any(r not in p.replicas for r in new_isr):
+            return ErrorCode.INVALID_REQUEST, p
+        if any(r not in p.isr and r not in self.image.brokers for r in new_isr):
+            return ErrorCode.INELIGIBLE_REPLICA, p
+        registered = self.image.broker_epochs
+        if any(e != -1 and registered.get(r) != e for r, e in (epochs or {}).items()):
+            return ErrorCode.INELIGIBLE_REPLICA, p
+        new = PartitionState(list(p.replicas), p.leader, p.leader_epoch, list(new_isr),
+                             p.partition_epoch + 1)
+        self.store.append([records.partition_record(topic, index, new)])
+        return 0, self.image.topics[topic].partitions[index]

@@ -1,0 +1,247 @@
+"""Creating, deleting and reconfiguring topics: validation, metadata, and the partition logs.
+
+Every change goes through the metadata store first and then opens or closes logs, so the
+image handlers read and the logs on disk always agree after a restart. In a replicated cluster
+this runs on the active controller: requests are validated against its working view (which
+holds its own not yet committed decisions), and logs open and close on every broker only as
+the committed metadata reaches its replica manager.
+"""
+import logging
+
+from minilog.connector.protocol import ErrorCode
+
+from ..replication.partition import Partition
+from ..storage.log import LogConfig
+from ..storage.log_config import unknown_config
+from .image import DEPRECATED_TOPIC_CONFIGS, TOPIC_CONFIG_KEYS, topic_name_error
+
+log = logging.getLogger("minilog.broker.topics")
+
+# config_source values reported by DescribeConfigs
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+
+
+class TopicManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+        self.image = broker.store.image
+
+    @property
+    def view(self):
+        """What a change is validated against: the controller's working view (the image itself
+        on a single broker)."""
+        return getattr(self.store, "working", self.image)
+
+    # ---- configs ---------------------------------------------------------------------------
+    def effective_configs(self, name, overrides=None):
+        """{key: (value, source)}: broker defaults overlaid with the topic's own settings."""
+        if overrides is None:
+            overrides = self.image.topics[name].configs
+        merged = {k: (v, DEFAULT_CONFIG) for k, v in self.broker.config.topic_defaults().items()}
+        merged.update({k: (v, DYNAMIC_TOPIC_CONFIG) for k, v in overrides.items()})
+        return merged
+
+    def log_config(self, name, overrides=None):
+        return LogConfig.from_kafka({k: v for k, (v, _) in self.effective_configs(name, overrides).items()})
+
+    def _config_error(self, name, configs):
+        """Kafka's checks in Kafka's order and words: null values, unknown names, values."""
+        nulls = [k for k, v in configs.items() if v is None]
+        if nulls:
+            return f"Null value not supported for topic configs: {','.join(nulls)}"
+        unknown = [k for k in configs if k not in TOPIC_CONFIG_KEYS]
+        if unknown:
+            return unknown_config(unknown[0])
+        try:
+            self.log_config(name, configs)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    @staticmethod
+    def _warn_deprecated(name, configs, before=None):
+        """One line per deprecated setting a request sets, as Kafka 3.9's broker logs it."""
+        for key, why in DEPRECATED_TOPIC_CONFIGS.items():
+            if key in configs and configs[key] != (before or {}).get(key):
+                log.warning("Topic %s: configuration %s=%s is deprecated and ignored (%s; "
+                            "removed in Kafka 4.0)", name, key, configs[key], why)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def create(self, name, num_partitions, replication_factor, configs, validate_only=False,
+               assignments=(), internal=False):
+        """(error code, message, TopicState or None)."""
+        cfg = self.broker.config
+        error = topic_name_error(name, allow_internal=internal)
+        if error:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, error, None
+        if name in self.view.topics:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists", None
+        if assignments:
+            code, message = self._assignment_error(num_partitions, replication_factor, assignments)
+            if code:
+                return code, message, None
+            num_partitions, replication_factor = len(assignments), len(assignments[0].broker_ids)
+        partitions = cfg["num.partitions"] if num_partitions == -1 else num_partitions
+        rf = cfg["default.replication.factor"] if replication_factor == -1 else replication_factor
+        if partitions <= 0:
+            return ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}", None
+        if rf <= 0:
+            return ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}", None
+        message = self._unreachable_replication(rf)
+        if message:
+            return ErrorCode.INVALID_REPLICATION_FACTOR, message, None
+        error = self._config_error(name, configs)
+        if error:
+            return ErrorCode.INVALID_CONFIG, error, None
+        if validate_only:
+            return 0, None, None
+        self._warn_deprecated(name, configs)
+        wanted = {a.partition_index: list(a.broker_ids) for a in assignments}
+        ts = self.store.create_topic(name, partitions, rf, configs, internal=internal,
+                                     assignment=wanted)
+        self.open_partitions(ts)
+        return 0, None, ts
+
+    def _unreachable_replication(self, rf):
+        """Kafka's message when fewer brokers are unfenced than `rf` replicas need, else None.
+        A single broker is its own only broker; a cluster counts unfenced registrations, which
+        may be none (every broker fenced): the controller refuses then, it does not fail."""
+        live = len(self.view.brokers) if self.broker.quorum is not None else 1
+        if rf <= live:
+            return None
+        return (f"Unable to replicate the partition {rf} time(s): the target replication factor "
+                f"of {rf} cannot be reached because only {live} broker(s) are registered and "
+                "unfenced")
+
+    def _assignment_error(self, num_partitions, replication_factor, assignments):
+        """(code, message) for a manual replica assignment, as Kafka's controller checks it."""
+        if replication_factor != -1:
+            return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                    "but replication factor was not set to -1.")
+        if num_partitions != -1:
+            return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                    "but numPartitions was not set to -1.")
+        seen, rf = set(), None
+        for a in assignments:
+            if a.partition_index in seen:
+                problem = ("Found multiple manual partition assignments for partition "
+                           f"{a.partition_index}")
+            else:
+                problem = self._replicas_problem(list(a.broker_ids), rf, a.partition_index)
+            if problem is None:
+                seen.add(a.partition_index)
+                rf = len(a.broker_ids)
+                continue
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+        if seen != set(range(len(seen))):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "partitions should be a consecutive 0-based integer sequence")
+        return 0, None
+
+    def _replicas_problem(self, replicas, rf, partition):
+        """What is wrong with one partition's manual replica list (None: nothing), as Kafka's
+        controller words it; `rf`: the replica count the others have (None: any)."""
+        known = self.view.registered or self.view.brokers  # a single broker registers nowhere
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        unknown = [b for b in replicas if b not in known]
+        if unknown:
+            return (f"The manual partition assignment includes broker {unknown[0]}, but no "
+                    "such broker is registered.")
+        if len(set(replicas)) != len(replicas):
+            return "The manual partition assignment includes a broker more than once."
+        if rf is not None and len(replicas) != rf:
+            return (f"The manual partition assignment includes a partition with "
+                    f"{len(replicas)} replica(s), but this is not consistent with "
+                    f"previous partitions, which have {rf} replica(s).")
+        if not any(b in self.view.brokers for b in replicas):
+            return ("All brokers specified in the manual partition assignment for "
+                    f"partition {partition} are fenced or in controlled shutdown.")
+        return None
+
+    def auto_create(self, name):
+        """Kafka's auto.create.topics.enable path; returns an error code (0 when created)."""
+        code, _, _ = self.create(name, -1, -1, {})
+        return 0 if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS) else code
+
+    def open_partitions(self, ts):
+        if self.broker.quorum is not None:
+            return  # replicated: the replica manager opens replicas as the metadata names them
+        config = self.log_config(ts.name)
+        for index, state in ts.partitions.items():
+            if (ts.name, index) in self.broker.partitions:
+                continue
+            log = self.broker.logs.open(ts.name, index, config)
+            self.broker.partitions[(ts.name, index)] = Partition(
+                ts.name, index, log, ts.topic_id, state.leader_epoch, state.replicas, state.isr)
+            self.broker.partitions[(ts.name, index)].apply_config(config)
+
+    def delete(self, name):
+        ts = self.view.topics.get(name)
+        if ts is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", None
+        if ts.internal:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name!r} is an internal topic", ts
+        if not self.broker.config["delete.topic.enable"]:
+            return ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false", ts
+        self.store.delete_topic(name)
+        if self.broker.quorum is not None:
+            return 0, None, ts  # each replica manager removes its replicas once committed
+        deleted = [(name, index) for index in ts.partitions]
+        for key in deleted:
+            partition = self.broker.partitions.pop(key, None)
+            if partition is not None:
+                partition.notify()
+            self.broker.logs.delete(*key)
+        # State kept by topic name goes with the topic, so one created again starts afresh.
+        if self.broker.cleaner is not None:
+            self.broker.cleaner.forget(deleted)
+        if self.broker.groups is not None:
+            self.broker.groups.on_partitions_deleted(deleted)
+        return 0, None, ts
+
+    def add_partitions(self, name, count, validate_only=False, assignments=None):
+        """CreatePartitions: `assignments` ([replica ids] per new partition, preferred leader
+        first) as the client gave them, else replicas placed as for a new topic."""
+        ts = self.view.topics.get(name)
+        if ts is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+        current = len(ts.partitions)
+        if count <= current:
+            return (ErrorCode.INVALID_PARTITIONS,
+                    f"topic {name!r} has {current} partitions; the new count must be larger")
+        if assignments:
+            if len(assignments) != count - current:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Attempted to add {count - current} additional partition(s), but only "
+                        f"{len(assignments)} assignment(s) were specified.")
+            rf = len(ts.partitions[0].replicas) if ts.partitions else None
+            for i, replicas in enumerate(assignments):
+                problem = self._replicas_problem(replicas, rf, current + i)
+                if problem:
+                    return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+        else:
+            message = self._unreachable_replication(len(ts.partitions[0].replicas))
+            if message:
+                return ErrorCode.INVALID_REPLICATION_FACTOR, message
+        if not validate_only:
+            self.store.add_partitions(name, count, assignments or None)
+            self.open_partitions(ts)
+        return 0, None
+
+    def alter_configs(self, name, new_configs, validate_only=False):
+        error = self._config_error(name, new_configs)
+        if error:
+            return ErrorCode.INVALID_CONFIG, error
+        if not validate_only:
+            self._warn_deprecated(name, new_configs, self.image.topics[name].configs)
+            self.store.set_topic_configs(name, new_configs)
+            if self.broker.quorum is not None:
+                return 0, None  # replicas adopt it as the committed record reaches them
+            config = self.log_config(name)
+            for index in self.image.topics[name].partitions:
+                partition = self.broker.partitions.get((name, index))
+                if partition is not None:
+                    partition.apply_config(config)
+        return 0, None

@@ -1,0 +1,301 @@
+"""This broker's replicas in a replicated cluster: which it leads, which it follows, and their ISR.
+
+The replica manager follows the metadata image. For every partition with a replica here it
+opens the log and makes the partition a leader (tracking followers, a high watermark at the
+smallest log end of the ISR, a new leader epoch starting at its log end) or a follower (fetched
+by the `ReplicaFetcher` of its leader's broker); replicas moved away or deleted are dropped.
+As leader it shrinks the ISR of followers not caught up for `replica.lag.time.max.ms` and adds
+back those that caught up, through AlterPartition to the controller, and it answers acks=all
+produce requests once the high watermark passes their records. The group coordinator loads the
+`__consumer_offsets` partitions led here and unloads those that move away.
+
+It acts on committed metadata only, and not at all before this broker has registered, caught
+up with the metadata log and been unfenced (`broker_ready`): a broker restarted with an old
+image must not lead, or coordinate groups, from it. An ISR change counts once the controller
+has committed it, but while a replica is being added the high watermark already waits for it
+(Kafka's maximal ISR), so a replica never joins the ISR lacking committed records. High
+watermarks are checkpointed (`hw_checkpoint.py`) and a replica opened again starts from its
+checkpoint, never from its log end.
+"""
+import asyncio
+import logging
+import time
+
+from minilog.connector.client.types import KafkaConnectionError
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+from ..coordinator.group.group_store import OFFSETS_TOPIC
+from ..coordinator.transaction.txn_coordinator import TRANSACTION_TOPIC
+from ..storage import hw_checkpoint
+from ..storage.leader_epoch_cache import LeaderEpochCache
+from .follower_tracker import FollowerTracker
+from .partition import Partition, wait_for_any
+from .replica_fetcher import ReplicaFetcher
+
+log = logging.getLogger("minilog.broker.replicas")
+
+_ALTER = request(ApiKey.ALTER_PARTITION)
+
+
+def _isr_high_watermark(p):
+    """The smallest log end among the ISR and any replica being added to it: what every
+    in-sync replica has."""
+    members = set(p.isr) | p.joining_isr
+    ends = [p.log_end_offset if r == p.leader_id else p.followers.end_offset(r) for r in members]
+    return min(ends, default=p.log_end_offset)
+
+
+class ReplicaManager:
+    def __init__(self, broker, store, peers):
+        self.broker, self.store, self.peers = broker, store, peers
+        self.image = store.image
+        self.node_id = broker.config.node_id
+        self.lag_max_ms = broker.config["replica.lag.time.max.ms"]
+        self.fetch_wait_ms = broker.config["replica.fetch.wait.max.ms"]
+        self.fetch_max_bytes = broker.config["replica.fetch.max.bytes"]
+        self.fetch_response_max_bytes = broker.config["replica.fetch.response.max.bytes"]
+        self.inter_broker_name = broker.config.inter_broker_listener.name
+        self.fetchers = {}       # leader id -> ReplicaFetcher
+        self._dirty = set()
+        self._rebuilding = False  # after a reset: a replica missing from the image is kept
+        self._sync_scheduled = False
+        self._pending_isr = {}   # (topic, index) -> partition epoch an AlterPartition was sent at
+        self._task = None
+        self.ready = False       # registered, caught up and unfenced once since start
+        self.checkpoint_every = broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        self._checkpointed = hw_checkpoint.read(broker.logs.data_dir)
+        store.listeners.append(self._on_record)
+
+    def start(self):
+        self._task = asyncio.ensure_future(self._maintain_isr())
+        return self
+
+    def broker_ready(self):
+        """The controller unfenced this broker: from now on it acts on the committed image."""
+        if not self.ready:
+            self.ready = True
+            self._on_record(None, None)
+
+    async def stop(self):
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.gather(*(f.stop() for f in self.fetchers.values()))
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_high_watermarks(self):
+        marks = {**self._checkpointed, **{key: p.high_watermark
+                                          for key, p in self.broker.partitions.items()}}
+        marks = {key: hw for key, hw in marks.items() if key in self.broker.logs.logs}
+        if marks != self._checkpointed:
+            hw_checkpoint.write(self.broker.logs.data_dir, marks)
+            self._checkpointed = marks
+
+    @property
+    def broker_epoch(self):
+        """This broker's current registration (-1 before it has one): its fetches carry it."""
+        lifecycle = getattr(self.broker, "lifecycle", None)
+        return lifecycle.epoch if lifecycle is not None else -1
+
+    def address_of(self, node_id):
+        """Where broker `node_id` takes replica fetches: its inter-broker listener."""
+        ep = self.image.registered.get(node_id)
+        return None if ep is None else ep.address_on(self.inter_broker_name)
+
+    # -- following the metadata -------------------------------------------------------------------
+    def _on_record(self, rec, changed):
+        if rec is None:  # the image was rebuilt: look at everything again
+            self._rebuilding = True
+            self._dirty |= set(self.broker.partitions)
+            self._dirty |= {(ts.name, i) for ts in self.image.topics.values() for i in ts.partitions}
+        else:
+            self._dirty |= set(changed)
+            if rec["type"] == "configs" and rec["name"] in self.image.topics:
+                config = self.broker.topics.log_config(rec["name"])
+                for (topic, _), p in self.broker.partitions.items():
+                    if topic == rec["name"]:
+                        p.apply_config(config)
+        if self._dirty and not self._sync_scheduled:
+            self._sync_scheduled = True
+            asyncio.get_running_loop().call_soon(self._sync)
+
+    def _sync(self):
+        self._sync_scheduled = False
+        if not self.ready:
+            return  # kept dirty until the broker is unfenced
+        dirty, self._dirty = self._dirty, set()
+        rebuilding, self._rebuilding = self._rebuilding, False
+        for key in sorted(dirty):
+            ts = self.image.topics.get(key[0])
+            state = ts.partitions.get(key[1]) if ts else None
+            if state is None or self.node_id not in state.replicas:
+                if rebuilding:  # only a record deleting or moving it may delete data
+                    self._detach(key)
+                else:
+                    self._remove(key, deleted=ts is None or state is None)
+                continue
+            p = self._open(ts, key[1])
+            if state.leader == self.node_id:
+                self._become_leader(p, state)
+            else:
+                self._become_follower(p, state)
+
+    def _open(self, ts, index):
+        p = self.broker.partitions.get((ts.name, index))
+        if p is None:
+            config = self.broker.topics.log_config(ts.name)
+            log_ = self.broker.logs.open(ts.name, index, config)
+            p = Partition(ts.name, index, log_, ts.topic_id)
+            # Committed is what the checkpoint says, not what the log holds (0 if unknown).
+            p.high_watermark = max(log_.log_start_offset, min(
+                self._checkpointed.get((ts.name, index), 0), log_.log_end_offset))
+            p.apply_config(config)
+            p.epoch_cache = LeaderEpochCache.load(log_)
+            p.is_leader = False
+            self.broker.partitions[(ts.name, index)] = p
+        return p
+
+    def _detach(self, key):
+        """Stop serving a replica the image no longer names, keeping its log."""
+        p = self.broker.partitions.pop(key, None)
+        if p is not None:
+            self._stop_fetching(p)
+            p.is_leader = False
+            p.notify()
+            if key[0] == OFFSETS_TOPIC and self.broker.groups:
+                self.broker.groups.unload_partition(key[1])
+            if key[0] == TRANSACTION_TOPIC and self.broker.txn:
+                self.broker.txn.unload_partition(key[1])
+        return p
+
+    def _remove(self, key, deleted):
+        if self._detach(key) is None:
+            return
+        self.broker.logs.delete(*key)
+        self._checkpointed.pop(key, None)
+        if deleted:  # state kept by topic name goes with the topic
+            if self.broker.cleaner is not None:
+                self.broker.cleaner.forget([key])
+            if self.broker.groups is not None:
+                self.broker.groups.on_partitions_deleted([key])
+        log.info("replica %s-%d removed from this broker%s", *key, " (topic deleted)" if deleted else "")
+
+    def _become_leader(self, p, state):
+        if state.partition_epoch != p.partition_epoch:
+            p.joining_isr = set()  # the change committed (or another did): the ISR says it all
+        self.broker.metrics.isr_changed(p, state.isr)
+        p.replicas, p.isr, p.partition_epoch = list(state.replicas), list(state.isr), state.partition_epoch
+        if not p.is_leader or p.leader_epoch != state.leader_epoch:
+            self._stop_fetching(p)
+            p.leader_epoch, p.leader_id, p.is_leader = state.leader_epoch, self.node_id, True
+            p.followers = FollowerTracker([r for r in p.replicas if r != self.node_id],
+                                          p.log_end_offset)
+            p.hw_rule = _isr_high_watermark
+            p.epoch_start_offset = p.log_end_offset
+            p.epoch_cache.assign(p.leader_epoch, p.log_end_offset)
+            log.info("leading %s-%d in epoch %d from offset %d (ISR %s)", p.topic, p.index,
+                     p.leader_epoch, p.log_end_offset, p.isr)
+            if p.topic == OFFSETS_TOPIC and self.broker.groups:
+                self.broker.groups.load_partition(p.index)
+            if p.topic == TRANSACTION_TOPIC and self.broker.txn:
+                self.broker.txn.load_partition(p.index)
+        p._advance_high_watermark()
+        p.notify()
+
+    def _become_follower(self, p, state):
+        p.replicas, p.isr, p.partition_epoch = list(state.replicas), list(state.isr), state.partition_epoch
+        if p.is_leader or p.leader_epoch != state.leader_epoch or p.leader_id != state.leader:
+            was_leader = p.is_leader
+            p.is_leader, p.followers, p.hw_rule = False, None, None
+            p.leader_epoch, p.leader_id = state.leader_epoch, state.leader
+            p.notify()
+            if was_leader and p.topic == OFFSETS_TOPIC and self.broker.groups:
+                self.broker.groups.unload_partition(p.index)
+            if was_leader and p.topic == TRANSACTION_TOPIC and self.broker.txn:
+                self.broker.txn.unload_partition(p.index)
+            self._stop_fetching(p)
+            if state.leader >= 0:
+                fetcher = self.fetchers.get(state.leader)
+                if fetcher is None:
+                    fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader)
+                fetcher.add(p)
+
+    def _stop_fetching(self, p):
+        for fetcher in self.fetchers.values():
+            fetcher.remove(p)
+
+    # -- acks=all ---------------------------------------------------------------------------------
+    async def wait_for_acks(self, p, last_offset, timeout_ms):
+        """0 once the ISR has `last_offset`, else the Kafka error to answer the producer with."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while p.high_watermark <= last_offset:
+            if not p.is_leader:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.broker.stopping:
+                return ErrorCode.REQUEST_TIMED_OUT
+            await wait_for_any([p], remaining)
+        if len(p.isr) < p.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return 0
+
+    # -- ISR --------------------------------------------------------------------------------------
+    async def _maintain_isr(self):
+        next_checkpoint = time.monotonic() + self.checkpoint_every
+        while True:
+            await asyncio.sleep(min(0.5, self.lag_max_ms / 2000))
+            for p in list(self.broker.partitions.values()):
+                if p.is_leader and p.followers is not None:
+                    self._check_isr(p)
+            if time.monotonic() >= next_checkpoint:
+                next_checkpoint = time.monotonic() + self.checkpoint_every
+                self.checkpoint_high_watermarks()
+
+    def _check_isr(self, p):
+        key = (p.topic, p.index)
+        if self._pending_isr.get(key) == p.partition_epoch:
+            return
+        out = p.followers.out_of_sync(p.isr, self.node_id, p.log_end_offset, self.lag_max_ms)
+        joining = [r for r in p.followers.ready_to_join(p.isr, p.replicas, p.high_watermark,
+                                                        p.epoch_start_offset,
+                                                        self.image.broker_epochs)
+                   if r in self.image.brokers]
+        if not out and not joining:
+            return
+        new_isr = [r for r in p.replicas if (r in p.isr and r not in out) or r in joining]
+        log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, new_isr)
+        self._pending_isr[key] = p.partition_epoch
+        p.joining_isr = set(joining)  # counted for the high watermark from now on
+        asyncio.ensure_future(self._alter_partition(p, new_isr))
+
+    async def _alter_partition(self, p, new_isr):
+        raft = self.store.raft
+        address = raft.voters.get(raft.leader_id) if raft.leader_id is not None else None
+        ts = self.image.topics.get(p.topic)
+        if ts is None:
+            self._pending_isr.pop((p.topic, p.index), None)
+            return
+        # KIP-903: each member with the broker epoch its fetches carried (the controller
+        # refuses one whose registration has changed since), this leader with its own.
+        fetched = p.followers.broker_epochs if p.followers is not None else {}
+        epochs = [_ALTER.make("topics", "partitions", "new_isr_with_epochs", broker_id=r,
+                              broker_epoch=self.broker_epoch if r == self.node_id
+                              else fetched.get(r, -1)) for r in new_isr]
+        body = _ALTER.cls(broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                          topics=[_ALTER.make("topics", topic_id=ts.topic_id, partitions=[
+                              _ALTER.make("topics", "partitions", partition_index=p.index,
+                                          leader_epoch=p.leader_epoch, new_isr_with_epochs=epochs,
+                                          leader_recovery_state=0,
+                                          partition_epoch=p.partition_epoch)])])
+        code = ErrorCode.NOT_CONTROLLER
+        if address is not None:
+            try:
+                resp = await self.peers.send(address, ApiKey.ALTER_PARTITION, body, 3,
+                                             timeout=10.0, purpose="alter")
+                code = resp.error_code or resp.topics[0].partitions[0].error_code
+            except (KafkaError, KafkaConnectionError, OSError, IndexError):
+                pass
+        if code:
+            log.info("AlterPartition for %s-%d failed with error %d", p.topic, p.index, code)
+            self._pending_isr.pop((p.topic, p.index), None)
+            p.joining_isr = set()

@@ -1,0 +1,60 @@
+"""Where a broker keeps SCRAM credentials: a JSON file beside the single broker's metadata,
+and in a cluster the metadata log (`scram_metadata.py`).
+
+`sasl.scram` seeds it on start, in the syntax of Kafka's `kafka-storage format --add-scram`:
+`SCRAM-SHA-256=[name=alice,password=secret]`, several separated by `;`. Credentials are stored
+salted (`scram_credentials.py`); the file is replaced atomically on each change.
+"""
+import json
+import re
+
+from ..server.config import BrokerConfig, ConfigError
+from minilog.connector.private_files import write_private
+from .scram_credentials import ScramCredentials, from_password
+
+FILE_NAME = "__scram_credentials.json"
+_ENTRY = re.compile(r"\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*", re.IGNORECASE)
+
+
+def parse_bootstrap(spec: str) -> list:
+    """[(mechanism, user, password)] of a `sasl.scram` value."""
+    out = []
+    for number, item in enumerate((i for i in spec.split(";") if i.strip()), 1):
+        match = _ENTRY.fullmatch(item)
+        fields = dict(f.split("=", 1) for f in match.group(2).split(",") if "=" in f) \
+            if match else {}
+        if not match or "name" not in fields or "password" not in fields:
+            raise ConfigError(f"sasl.scram entries look like "
+                              f"SCRAM-SHA-256=[name=alice,password=secret]; entry "
+                              f"{number} does not (its text is "
+                              f"not shown: it may hold a password)")
+        out.append((match.group(1).upper(), fields["name"].strip(), fields["password"]))
+    return out
+
+
+def open_scram_credentials(config: BrokerConfig, quorum=None):
+    """The broker's credentials: this file's (seeded by sasl.scram); in a cluster (`quorum`,
+    the metadata store) those of the metadata log, the file's users as a fallback."""
+    local = _open_file(config)
+    if quorum is None:
+        return local
+    from .scram_metadata import QuorumScramCredentials
+    return QuorumScramCredentials(quorum, local)
+
+
+def _open_file(config: BrokerConfig) -> ScramCredentials:
+    path = config.data_dir / FILE_NAME
+
+    def save(store: ScramCredentials) -> None:
+        write_private(path, json.dumps(store.to_json()))
+
+    store = ScramCredentials()
+    if path.exists():
+        store.load_json(json.loads(path.read_text()))
+    for mechanism, user, password in parse_bootstrap(config["sasl.scram"] or ""):
+        store.upsert(user, mechanism, from_password(mechanism, password))
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    store.on_change(save)
+    if config["sasl.scram"]:
+        save(store)
+    return store

@@ -1,0 +1,261 @@
+"""The broker process: owns the configuration, metadata, logs, partitions and the server.
+
+Handlers receive this object and reach everything through it; it holds no protocol logic.
+With `controller.quorum.voters` set it is one node of a replicated cluster: its metadata comes
+from the Raft quorum (`quorum`), it may be the active `controller`, its `replicas` lead or
+follow partitions, and admin requests go through the `router` to the controller.
+`process.roles` splits the node as KRaft does: a controller-only node is a voter that serves
+only the controller's requests (no partitions, no groups, never registered as a broker); a
+broker-only node is an observer of the quorum that registers with the active controller.
+"""
+import asyncio
+import logging
+import os
+import signal
+
+from ..coordinator.group.group_coordinator import GroupCoordinator
+from ..coordinator.transaction.txn_coordinator import TransactionCoordinator
+from ..metadata.broker_configs import DynamicBrokerConfig
+from ..metadata.broker_lifecycle import BrokerLifecycle
+from ..metadata.controller import Controller
+from ..metadata.image import BrokerEndpoint, LocalMetadataStore
+from ..metadata.producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
+from ..metadata.quorum_store import QuorumMetadataStore
+from ..metadata.topic_manager import TopicManager
+from ..replication.replica_manager import ReplicaManager
+from ..security.acl_metadata import open_acls
+from ..security.authorizer import authorizer_from_config
+from ..security.scram_store import open_scram_credentials
+from ..storage.cleaner import LogCleaner
+from ..storage.dir_lock import DirectoryLocks
+from ..storage.log_manager import LogManager
+from .config import BrokerConfig
+from .controller_router import ControllerRouter
+from .inter_broker import controller_security, inter_broker_security
+from .metrics import NO_METRICS, BrokerMetrics
+from .metrics_http import MetricsServer
+from .peer_channel import PeerChannel
+from .peer_connections import PeerConnections
+from .secure_connection import listener_server
+from .socket_server import BrokerServer
+from .startup import data_summary, is_new
+
+log = logging.getLogger("minilog.broker")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, listener=None):
+        """`listener`: a socket already bound to the listen address (else bound at start)."""
+        # First, before anything reads the data: a second process on these directories is
+        # refused here (DirectoryLocked) and leaves them to the broker that holds them.
+        self._locks = DirectoryLocks(config.log_dirs, what="broker")
+        self.config = config
+        self.is_broker = config.quorum_voters is None or "broker" in config.process_roles
+        self.is_controller = config.quorum_voters is not None and \
+            "controller" in config.process_roles
+        self.stopping = False
+        self.exit_code = 0  # non-zero once the broker stopped itself for a fault
+        data_dir = config.data_dir
+        self._new_data_dir = is_new(data_dir)
+        self._listener = listener
+        self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
+        self.peer_connections = PeerConnections(config["broker.session.timeout.ms"] / 1000)
+        if config.quorum_voters:
+            self.peers = PeerChannel(config.node_id, security=inter_broker_security(config),
+                                     controller_security=controller_security(config),
+                                     controllers=config.quorum_voters.values())
+            self.store = self.quorum = QuorumMetadataStore(
+                config, self.peers, on_refused=self.peer_connections.refused)
+            self.producer_ids = quorum_blocks(self)
+        else:
+            self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
+            self.producer_ids = local_blocks(self.store)
+        self.producer_id_allocator = ProducerIdAllocator(self.quorum) if self.is_controller \
+            else None
+        host, port = config.advertised_address
+        self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
+        self.scram = open_scram_credentials(config, self.quorum)
+        self.acls = open_acls(config, self.quorum)
+        self.authorizer = authorizer_from_config(config, self.acls.current)
+        self.logs = LogManager(data_dir)
+        self.partitions = {}  # (topic, index) -> Partition
+        self.topics = TopicManager(self)
+        self.dynamic_configs = DynamicBrokerConfig(self)
+        self.dynamic_configs.reapply()
+        self.server = None  # the primary (first) listener's; `servers` has every listener's
+        self.servers = []
+        self.groups = self.cleaner = self.txn = None
+        self.metrics = BrokerMetrics(self) if config.metrics_address else NO_METRICS
+        self.metrics_server = None
+        self._tasks = []
+        self._stopped = None
+
+    @property
+    def metadata(self):
+        return self.store.image
+
+    def partition(self, topic, index):
+        return self.partitions.get((topic, index))
+
+    def auto_create_topic(self, name, on_behalf_of=None):
+        """`on_behalf_of`: the header of the client request that asks (the controller
+        authorizes its principal)."""
+        if self.quorum is None:
+            return self.topics.auto_create(name)
+        return self.router.auto_create(name, on_behalf_of)
+
+    def _open_logs(self):
+        self.logs.remove_stale_deletions()
+        for ts in self.metadata.topics.values():
+            self.topics.open_partitions(ts)
+        known = set(self.partitions)
+        if self.quorum is not None:
+            return  # the replica manager opens replicas as the metadata names them
+        for key in self.logs.existing_partitions():
+            if key not in known:
+                log.warning("partition directory %s-%d has no topic in the metadata; left alone", *key)
+
+    async def start(self):
+        self._stopped = asyncio.Event()
+        self._open_logs()
+        if self.is_broker:
+            self.groups = GroupCoordinator(self).start()
+            self.txn = TransactionCoordinator(self).start()
+            self.cleaner = LogCleaner(self).start()
+        host, port = self.config.listen_address
+        for i, listener in enumerate(self.config.listeners):
+            sock = self._listener if i == 0 else None
+            self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
+        self.server = self.servers[0]
+        self.store.register_broker(self._endpoint())
+        if self.metrics.enabled:
+            self.metrics_server = await MetricsServer(self.metrics,
+                                                      *self.config.metrics_address).start()
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        if self.quorum is not None:
+            self._join_cluster()
+        log.info("minilog %s %d (cluster %s) listening on %s:%d", self.role_name,
+                 self.config.node_id, self.metadata.cluster_id, host, self.server.port)
+        log.info("%s", data_summary(self, self._new_data_dir))
+        return self
+
+    def _endpoint(self) -> BrokerEndpoint:
+        """This broker's advertised addresses, every broker listener's (ephemeral ports as
+        bound); controller listeners are not advertised, as in Kafka."""
+        registered = set(self.config.broker_listeners)
+        addresses = {lst.name: (lst.advertised_host, lst.advertised_port or server.port)
+                     for lst, server in zip(self.config.listeners, self.servers)
+                     if lst in registered}
+        host, port = next(iter(addresses.values()))
+        return BrokerEndpoint(self.config.node_id, host, port, listeners=addresses)
+
+    @property
+    def role_name(self):
+        return "broker" if not self.is_controller else \
+            "controller" if not self.is_broker else "broker and controller"
+
+    def _join_cluster(self):
+        if self.is_controller:
+            self.controller = Controller(self, self.quorum)
+        if self.is_broker:
+            self.replicas = ReplicaManager(self, self.quorum, self.peers).start()
+        self.router = ControllerRouter(self, self.quorum, self.peers)
+        self.quorum.raft.start()
+        if self.is_broker:
+            self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers).start()
+
+    async def _housekeeping(self):
+        """Retention and time-based flushes, on Kafka's schedule; and, every second, a check
+        that the data directory is still the one the broker opened."""
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        next_retention = asyncio.get_running_loop().time() + interval
+        opened = _identity(self.config.data_dir)
+        while not self.stopping:
+            await asyncio.sleep(min(1.0, interval))
+            if _identity(self.config.data_dir) != opened:
+                self._data_dir_lost()
+                return
+            self.logs.flush_due()
+            if asyncio.get_running_loop().time() >= next_retention:
+                next_retention += interval
+                expired = self.logs.expire_producers(self.config["producer.id.expiration.ms"])
+                if expired:
+                    log.info("expired %d idle producer id(s)", expired)
+                deleted = self.logs.apply_retention()
+                if deleted:
+                    log.info("retention deleted %d segment(s)", deleted)
+
+    def _data_dir_lost(self):
+        """The data directory was deleted or replaced under the running broker: what it writes
+        now reaches no file a restart would read. Kafka stops a broker whose last log directory
+        failed; so does this one, with one line and a non-zero exit."""
+        log.error("data directory %s was removed or replaced while the broker ran: stopping "
+                  "(records acknowledged from now on would not survive a restart)",
+                  self.config.data_dir)
+        self.exit_code = 1
+        asyncio.ensure_future(self.stop())
+
+    async def stop(self):
+        if self.stopping:
+            return
+        self.stopping = True
+        for p in self.partitions.values():
+            p.notify()
+        if self.lifecycle:
+            await self.lifecycle.stop()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.quorum is not None:
+            for part in (self.replicas, self.controller):
+                if part is not None:
+                    await part.stop()
+            await self.quorum.raft.stop()
+        if self.txn:
+            await self.txn.stop()
+        if self.groups:
+            await self.groups.stop()
+        if self.cleaner:
+            await self.cleaner.stop()
+        for server in self.servers:
+            await server.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
+        try:
+            self.logs.close()
+        except OSError as e:  # e.g. the data directory is gone: its checkpoints cannot be written
+            log.error("closing the logs: %s", e)
+            self.exit_code = 1
+        if self.quorum is not None:
+            self.quorum.close()
+            self.peers.close()
+        log.info("minilog %s %d stopped%s", self.role_name, self.config.node_id,
+                 " after the error above" if self.exit_code else " cleanly")
+        self._locks.release()
+        self._stopped.set()
+
+    async def run_until_signalled(self, early=()):
+        """Serve until SIGTERM or SIGINT, then stop cleanly. `early`: signals that arrived
+        before the event loop ran (the port already answered): the broker stops once started,
+        as it would for a signal during start()."""
+        loop = asyncio.get_running_loop()
+        signalled = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, signalled.set)
+        if early:
+            signalled.set()
+        await self.start()
+        waits = [asyncio.ensure_future(e.wait()) for e in (signalled, self._stopped)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+        await self.stop()
+
+
+def _identity(path):
+    """(device, inode) of a directory, None once it is gone."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
