@@ -27,6 +27,7 @@ from minilog.connector.protocol import ErrorCode
 
 from ..coordinator.group.group_store import OFFSETS_TOPIC, OffsetsTopic
 from . import records
+from .controller_metrics import ControllerMetrics
 from .image import PartitionState
 
 log = logging.getLogger("minilog.broker.controller")
@@ -49,6 +50,8 @@ class Controller:
         self.last_heartbeat = {}
         self._task = None
         store.role_listeners.append(self._role_changed)
+        broker.metrics.register(ControllerMetrics(
+            lambda: self.store.raft.is_leader and self.active, lambda: self.image))
 
     @property
     def image(self):

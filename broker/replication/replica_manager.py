@@ -183,7 +183,7 @@ class ReplicaManager:
     def _become_leader(self, p, state):
         if state.partition_epoch != p.partition_epoch:
             p.joining_isr = set()  # the change committed (or another did): the ISR says it all
-        self.broker.metrics.isr_changed(p, state.isr)
+        self.broker.replica_metrics.isr_changed(p, state.isr)
         p.replicas, p.isr, p.partition_epoch = list(state.replicas), list(state.isr), state.partition_epoch
         if not p.is_leader or p.leader_epoch != state.leader_epoch:
             self._stop_fetching(p)

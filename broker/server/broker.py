@@ -18,11 +18,13 @@ from ..coordinator.transaction.txn_coordinator import TransactionCoordinator
 from ..metadata.broker_configs import DynamicBrokerConfig
 from ..metadata.broker_lifecycle import BrokerLifecycle
 from ..metadata.controller import Controller
+from ..metadata.controller_metrics import ControllerMetrics
 from ..metadata.image import BrokerEndpoint, LocalMetadataStore
 from ..metadata.producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
 from ..metadata.quorum_store import QuorumMetadataStore
 from ..metadata.topic_manager import TopicManager
 from ..replication.replica_manager import ReplicaManager
+from ..replication.replica_metrics import ReplicaMetrics
 from ..security.acl_metadata import open_acls
 from ..security.authorizer import authorizer_from_config
 from ..security.scram_store import open_scram_credentials
@@ -79,13 +81,17 @@ class Broker:
         self.authorizer = authorizer_from_config(config, self.acls.current)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
+        self.metrics = BrokerMetrics() if config.metrics_address else NO_METRICS
+        self.replica_metrics = ReplicaMetrics(self.partitions)
+        self.metrics.register(self.replica_metrics)
+        if self.quorum is None:  # a single broker is its own controller
+            self.metrics.register(ControllerMetrics(lambda: True, lambda: self.store.image))
         self.topics = TopicManager(self)
         self.dynamic_configs = DynamicBrokerConfig(self)
         self.dynamic_configs.reapply()
         self.server = None  # the primary (first) listener's; `servers` has every listener's
         self.servers = []
         self.groups = self.cleaner = self.txn = None
-        self.metrics = BrokerMetrics(self) if config.metrics_address else NO_METRICS
         self.metrics_server = None
         self._tasks = []
         self._stopped = None

@@ -21,6 +21,7 @@ from .consumer_group import ConsumerGroup
 from .consumer_group_classic import ClassicMembers
 from .consumer_group_coordinator import ConsumerGroupProtocol
 from .group import Group, JoinResult, Member, SyncResult, invoke_join, invoke_sync
+from .group_metrics import GroupMetrics
 from .group_offsets import GroupOffsets
 from .group_records import GroupRecord, MemberRecord, group_key, group_value
 from .group_store import OffsetsTopic, now_ms
@@ -50,6 +51,7 @@ class GroupCoordinator(GroupOffsets):
         self._active = False
         self._task = None
         self._loop = None
+        broker.metrics.register(GroupMetrics(self.groups, broker.partition))
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self):
