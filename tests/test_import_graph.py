@@ -75,3 +75,145 @@ def test_the_command_line_and_the_jobs_are_in_no_import_circle():
     members = {m for m in graph if re.fullmatch(r"minilog\.connector\.cli(_\w+)?", m)
                or m.startswith("minilog.jobs")}  # the CLI's modules, not the client package
     assert cycles_through(graph, members) == []
+
+
+# -- the broker's packages --------------------------------------------------------------------
+# Kafka's parts, lowest first: a package imports only packages listed before it, except the
+# entries of ALLOWED_UPWARD (each with its reason). The docs show this table (`package_table`).
+BROKER_PACKAGES = ["storage", "raft", "metadata", "replication", "coordinator/group",
+                   "coordinator/transaction", "security", "server", "server/handlers"]
+BROKER_PACKAGE_ROLES = {
+    "storage": "the log: segments, indexes, loading, cleaning, producer state, checkpoints",
+    "raft": "the Raft quorum of `__cluster_metadata`",
+    "metadata": "the metadata image and records, their stores, the controller",
+    "replication": "partitions, the replica manager, fetchers, the ISR",
+    "coordinator/group": "classic and KIP-848 groups, `__consumer_offsets`",
+    "coordinator/transaction": "transactions, `__transaction_state`, markers",
+    "security": "SASL, SCRAM, TLS contexts, ACLs, the authorizer",
+    "server": "the broker process: config, listeners, socket server, metrics",
+    "server/handlers": "one function per API, registered by key (the handler registry)",
+}
+HANDLER_REGISTRY = "minilog.broker.server.handlers"
+ALLOWED_UPWARD = {
+    ("raft", "metadata"): "Raft's log and snapshots hold metadata records and images (KRaft's "
+                          "raft module takes a RecordSerde instead)",
+    ("raft", "replication"): "the Raft log is a `Partition` with a `FollowerTracker`",
+    ("metadata", "replication"): "the metadata stores open `Partition`s for the topics they create",
+    ("metadata", "coordinator/group"): "the controller creates `__consumer_offsets` with its layout",
+    ("metadata", "server"): "dynamic broker configs validate against the broker's config keys",
+    ("replication", "coordinator/group"): "the replica manager names `__consumer_offsets`",
+    ("replication", "coordinator/transaction"): "the replica manager names `__transaction_state`",
+    ("coordinator/transaction", "metadata"): "the transaction coordinator awaits the "
+                                             "controller's producer-id blocks",
+    ("security", "server"): "TLS, SCRAM and the authorizer read the broker's config and listeners",
+    ("server", "server/handlers"): "the socket server dispatches to the handler registry, whose "
+                                   "handlers use the server's config and controller router",
+}
+# Modules outside broker/ that may import it: the CLI's `minilog broker start`, and the
+# local cluster's use of the data-directory lock.
+ENTRY_POINTS = {("minilog.connector.cli", "minilog.broker.server.main"),
+                ("minilog.connector.cli_cluster", "minilog.broker.storage.dir_lock")}
+
+
+def broker_package(module):
+    """`broker/<package>` of a broker module (`coordinator/group`, `server/handlers`), else None."""
+    parts = module.split(".")
+    if parts[:2] != ["minilog", "broker"] or len(parts) < 3:
+        return None
+    for depth in (2, 1):
+        candidate = "/".join(parts[2:2 + depth])
+        if candidate in BROKER_PACKAGES and (len(parts) > 2 + depth
+                                             or (ROOT / "broker" / candidate).is_dir()):
+            return candidate
+    return None
+
+
+def package_dependencies(graph=None):
+    """{broker package: the broker packages it imports}."""
+    graph = graph or import_graph()
+    deps = {p: set() for p in BROKER_PACKAGES}
+    for module, targets in graph.items():
+        source = broker_package(module)
+        for target in targets:
+            to = broker_package(target)
+            if source and to and to != source:
+                deps[source].add(to)
+    return deps
+
+
+def package_table():
+    """The Markdown table README's Layout and docs/ARCHITECTURE.md show, from the imports."""
+    deps = package_dependencies()
+    rows = ["| package | what it holds | imports |", "|---|---|---|"]
+    for package in BROKER_PACKAGES:
+        names = ", ".join(f"`{d}`" for d in BROKER_PACKAGES if d in deps[package]) or "nothing"
+        rows.append(f"| `broker/{package}/` | {BROKER_PACKAGE_ROLES[package]} | {names} |")
+    return "\n".join(rows)
+
+
+def upward_list():
+    """The imports against the order, each with its reason, as docs/ARCHITECTURE.md lists them."""
+    return "\n".join(f"- `{source}` -> `{target}`: {reason}"
+                     for (source, target), reason in ALLOWED_UPWARD.items())
+
+
+def generated_block(doc, name):
+    """The text between `<!-- NAME -->` and `<!-- /NAME -->` in a doc."""
+    found = re.search(rf"<!-- {name} -->\n(.*?)\n<!-- /{name} -->", doc.read_text(), re.DOTALL)
+    assert found, f"{doc.name} has no <!-- {name} --> block"
+    return found.group(1)
+
+
+def test_the_docs_show_the_packages_and_their_imports_as_the_code_has_them():
+    """README's Layout and docs/ARCHITECTURE.md show `package_table()`; on failure, paste the
+    expected text printed here."""
+    table = package_table()
+    for doc in (ROOT / "README.md", ROOT / "docs" / "ARCHITECTURE.md"):
+        assert generated_block(doc, "broker-packages") == table, f"{doc.name}:\n{table}"
+    assert generated_block(ROOT / "docs" / "ARCHITECTURE.md", "broker-upward") == upward_list()
+
+
+def test_every_broker_package_is_in_the_table():
+    found = {str(p.parent.relative_to(ROOT / "broker")) for p in (ROOT / "broker").rglob("__init__.py")
+             if p.parent != ROOT / "broker" and p.parent.name != "coordinator"}
+    assert found == set(BROKER_PACKAGES)
+    assert not [p.name for p in (ROOT / "broker").glob("*.py")
+                if p.name not in ("__init__.py", "__main__.py")], "a module outside the packages"
+
+
+def test_broker_packages_import_only_those_below_them():
+    deps = package_dependencies()
+    upward = sorted((source, target) for source, targets in deps.items() for target in targets
+                    if BROKER_PACKAGES.index(target) > BROKER_PACKAGES.index(source)
+                    and (source, target) not in ALLOWED_UPWARD)
+    assert upward == []
+    gone = sorted(set(ALLOWED_UPWARD) - {(s, t) for s, targets in deps.items() for t in targets})
+    assert gone == [], "no longer imported: take these out of ALLOWED_UPWARD (and the docs)"
+
+
+def test_storage_imports_no_other_part_of_the_broker():
+    """The log knows nothing of replication, metadata or coordinators: they pass in what they
+    decide (the high watermark, the leader epoch)."""
+    assert package_dependencies()["storage"] == set()
+
+
+def test_only_the_server_imports_the_handlers():
+    deps = package_dependencies()
+    assert {p for p, targets in deps.items() if "server/handlers" in targets} <= {"server"}
+
+
+def test_outside_broker_only_the_entry_points_import_it():
+    graph = import_graph()
+    found = {(m, t) for m, targets in graph.items() if not m.startswith("minilog.broker")
+             for t in targets if t.startswith("minilog.broker")}
+    assert found <= ENTRY_POINTS
+
+
+def test_the_broker_is_in_no_import_circle_but_the_handler_registrys():
+    """The registry's package imports every handler module and each handler imports the
+    registry's decorator from it: that circle is the registry's design. No other may return
+    (broker.py -> metrics.py -> broker.py was one)."""
+    graph = {m: {t for t in targets if t.startswith("minilog.broker") and t != HANDLER_REGISTRY}
+             for m, targets in import_graph().items()
+             if m.startswith("minilog.broker") and m != HANDLER_REGISTRY}
+    assert cycles_through(graph, set(graph)) == []
