@@ -133,6 +133,8 @@ class TxnWriter:
                 p.begin_transaction()
                 for q, v in records:
                     p.produce(self.topic, v, partition=q)
+                if not commit:  # in the log, then aborted (an abort drops what is unsent)
+                    p.flush(30)
                 outcome, note, fatal = _end(p, commit)
             except KafkaException as e:
                 err = e.args[0]
