@@ -76,7 +76,10 @@ class _Scram:
             text = bytes(token).decode("utf-8")
             if self._round == 0:
                 self._round = 1
-                self._server.set_client_first(text)
+                header, bare = self._gs2_header(text)
+                self._server.set_client_first("n,," + bare)
+                if header != "n,,":  # the client's binding input (c=) is its own header
+                    self._server.gs2_header = _ClientGs2Header(header)
                 return self._server.get_server_first().encode()
             if self._round == 1:
                 self._round = 2
@@ -90,6 +93,24 @@ class _Scram:
                                        f"{e} (user {self._asked!r})") from None
         raise AuthenticationFailed(self.mechanism, "token after the exchange ended")
 
+    def _gs2_header(self, client_first: str) -> tuple[str, str]:
+        """(GS2 header, client-first-message-bare) as Kafka's ScramSaslServer takes them: the
+        channel-binding flag `n` only (Kafka's SCRAM has no channel binding, so `y` and `p`
+        are refused), and an authorization id only when it is the username itself."""
+        if not client_first.startswith("n,"):
+            raise AuthenticationFailed(self.mechanism, "the GS2 channel-binding flag must be "
+                                       "'n' (no channel binding)")
+        end = client_first.find(",", 2)
+        if end < 0:
+            raise AuthenticationFailed(self.mechanism, "malformed client-first message")
+        authzid, bare = client_first[2:end], client_first[end + 1:]
+        if authzid:
+            user = next((a[2:] for a in bare.split(",") if a.startswith("n=")), None)
+            if not authzid.startswith("a=") or authzid[2:] != user:
+                raise AuthenticationFailed(self.mechanism, "the authorization id differs from "
+                                           "the username")
+        return client_first[:end + 1], bare
+
     def _accept_kafkas_nonce(self, client_final: str) -> None:
         """Kafka checks that the client-final nonce *ends with* the server-first one, and
         librdkafka 2.0 (Debian's kcat) relies on it: it sends its own nonce once more in front.
@@ -98,6 +119,17 @@ class _Scram:
         ours = self._server.nonce  # scramp keeps it as its own Nonce type (a str in older ones)
         if sent is not None and ours and sent != str(ours) and sent.endswith(str(ours)):
             self._server.nonce = type(ours)(sent)
+
+
+class _ClientGs2Header:
+    """The GS2 header a client sent with its authorization id, as scramp checks the
+    client-final message's channel binding (`c=`) against it: base64 of the header itself."""
+
+    def __init__(self, header: str):
+        self._header = header
+
+    def make_cbind_input(self, channel_binding) -> bytes:
+        return self._header.encode()
 
 
 class SaslAuthenticator:

@@ -55,10 +55,16 @@ def from_password(mechanism: str, password: str, iterations: int = 4096) -> Scra
 
 
 class ScramCredentials:
-    """{user: {mechanism: ScramCredential}}; `changed` is called after every change."""
+    """{user: {mechanism: ScramCredential}}, and which credentials were deleted (so that a
+    `sasl.scram` seed does not bring one back: seeds create only what was never set, as
+    Kafka's `--add-scram` applies once, at format time); `changed` is called after every
+    change."""
+
+    _FORMAT = 2  # to_json's: {"format": 2, "users": ..., "deleted": [[user, mechanism]...]}
 
     def __init__(self, changed=None):
         self._users: dict = {}
+        self._deleted: set[tuple[str, str]] = set()
         self._changed = changed
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -67,18 +73,27 @@ class ScramCredentials:
     def users(self) -> dict:
         return {u: dict(m) for u, m in self._users.items()}
 
+    def was_deleted(self, user: str, mechanism: str) -> bool:
+        return (user, mechanism) in self._deleted
+
+    def ever_set(self, user: str, mechanism: str) -> bool:
+        """Whether the credential exists or existed (then was deleted)."""
+        return self.get(user, mechanism) is not None or self.was_deleted(user, mechanism)
+
     def upsert(self, user: str, mechanism: str, credential: ScramCredential) -> None:
         self._users.setdefault(user, {})[mechanism] = credential
+        self._deleted.discard((user, mechanism))
         self._notify()
 
     def delete(self, user: str, mechanism: str) -> bool:
+        """Remove a credential, and remember it was removed; whether it existed here."""
+        self._deleted.add((user, mechanism))
         mechanisms = self._users.get(user, {})
-        if mechanisms.pop(mechanism, None) is None:
-            return False
-        if not mechanisms:
+        existed = mechanisms.pop(mechanism, None) is not None
+        if existed and not mechanisms:
             del self._users[user]
         self._notify()
-        return True
+        return existed
 
     def on_change(self, changed) -> None:
         self._changed = changed
@@ -88,8 +103,15 @@ class ScramCredentials:
             self._changed(self)
 
     def to_json(self) -> dict:
-        return {u: {m: c.to_json() for m, c in ms.items()} for u, ms in self._users.items()}
+        return {"format": self._FORMAT,
+                "users": {u: {m: c.to_json() for m, c in ms.items()}
+                          for u, ms in self._users.items()},
+                "deleted": sorted(map(list, self._deleted))}
 
     def load_json(self, d: dict) -> None:
+        """Either format: this one's, or the first, {user: {mechanism: credential}} alone."""
+        users = d.get("users", {}) if d.get("format") == self._FORMAT else d
         self._users = {u: {m: ScramCredential.from_json(c) for m, c in ms.items()}
-                       for u, ms in d.items()}
+                       for u, ms in users.items()}
+        self._deleted = {(u, m) for u, m in d.get("deleted", [])} \
+            if d.get("format") == self._FORMAT else set()

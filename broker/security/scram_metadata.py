@@ -47,7 +47,8 @@ metadata_records.IMAGE_SECTIONS["scram"] = (_dump, _load)
 
 class QuorumScramCredentials:
     """What the broker's SASL and admin handlers use in a cluster: reads from the committed
-    image (then from this node's `sasl.scram` bootstrap users), writes as metadata records."""
+    image (then from this node's `sasl.scram` bootstrap users, unless the image has set or
+    deleted that credential since), writes as metadata records."""
 
     def __init__(self, store, bootstrap: ScramCredentials):
         self._store = store
@@ -59,14 +60,18 @@ class QuorumScramCredentials:
             image_credentials(self._store.image).load_json({})
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
-        return image_credentials(self._store.image).get(user, mechanism) or \
-            self._bootstrap.get(user, mechanism)
+        image = image_credentials(self._store.image)
+        if image.ever_set(user, mechanism):  # set or deleted through the cluster: that stands
+            return image.get(user, mechanism)
+        return self._bootstrap.get(user, mechanism)
 
     def users(self) -> dict:
-        merged = self._bootstrap.users()
-        for user, mechanisms in image_credentials(self._store.image).users().items():
+        image = image_credentials(self._store.image)
+        merged = {user: {m: c for m, c in mechanisms.items() if not image.was_deleted(user, m)}
+                  for user, mechanisms in self._bootstrap.users().items()}
+        for user, mechanisms in image.users().items():
             merged.setdefault(user, {}).update(mechanisms)
-        return merged
+        return {user: mechanisms for user, mechanisms in merged.items() if mechanisms}
 
     def upsert(self, user: str, mechanism: str, credential: ScramCredential) -> None:
         self._store.append([credential_record(user, mechanism, credential)])

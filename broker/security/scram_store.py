@@ -2,8 +2,10 @@
 and in a cluster the metadata log (`scram_metadata.py`).
 
 `sasl.scram` seeds it on start, in the syntax of Kafka's `kafka-storage format --add-scram`:
-`SCRAM-SHA-256=[name=alice,password=secret]`, several separated by `;`. Credentials are stored
-salted (`scram_credentials.py`); the file is replaced atomically on each change.
+`SCRAM-SHA-256=[name=alice,password=secret]`, several separated by `;`: a seed creates a
+credential only where none was ever set, so a password changed or a credential deleted with
+AlterUserScramCredentials stays so across restarts with the same settings. Credentials are
+stored salted (`scram_credentials.py`); the file is replaced atomically on each change.
 """
 import json
 import re
@@ -52,7 +54,8 @@ def _open_file(config: BrokerConfig) -> ScramCredentials:
     if path.exists():
         store.load_json(json.loads(path.read_text()))
     for mechanism, user, password in parse_bootstrap(config["sasl.scram"] or ""):
-        store.upsert(user, mechanism, from_password(mechanism, password))
+        if not store.ever_set(user, mechanism):  # rotated or deleted since: theirs stands
+            store.upsert(user, mechanism, from_password(mechanism, password))
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store.on_change(save)
     if config["sasl.scram"]:

@@ -5,10 +5,17 @@ forwarded admin requests and replica fetching all go through the client's `Broke
 one per peer address and purpose, reopened on the next request after any failure. A request
 to a controller quorum voter's address (controller.quorum.voters) speaks the controller
 listener's security, any other the inter-broker listener's (`inter_broker.py`).
+
+Callers retry quietly (a peer restarting is ordinary), so a peer this node cannot reach for a
+reason retrying will not fix (its certificate refused, this node's login refused) is logged
+here, once per peer and reason until it is reached: otherwise a cluster whose nodes refuse each
+other's certificates would just never form, saying nothing.
 """
 import logging
 
 from minilog.connector.client.connection import BrokerConnection
+from minilog.connector.client.types import KafkaConnectionError
+from minilog.connector.protocol import ErrorCode, KafkaError
 
 log = logging.getLogger("minilog.broker.peers")
 
@@ -24,6 +31,7 @@ class PeerChannel:
         self.controllers = frozenset(controllers)
         self.connect_timeout = connect_timeout
         self._conns = {}  # (host, port, purpose) -> BrokerConnection
+        self._refused: dict = {}  # (host, port) -> the reason last logged
 
     async def send(self, address, api_key, body, version=None, timeout=5.0, purpose=""):
         """One request to `address` (host, port); raises KafkaError/KafkaConnectionError."""
@@ -38,10 +46,26 @@ class PeerChannel:
             self._conns[key] = conn
             try:
                 await conn.connect()
-            except BaseException:
+            except BaseException as e:
                 self._conns.pop(key, None)
+                self._maybe_log(tuple(address), e)
                 raise
+            self._refused.pop(tuple(address), None)
         return await conn.send(api_key, body, version, timeout=timeout)
+
+    def _maybe_log(self, address: tuple, error: BaseException) -> None:
+        """Log why a peer refused this node's connection, when it is not a passing failure."""
+        if isinstance(error, KafkaConnectionError) and "TLS handshake" in str(error):
+            reason = str(error)
+        elif isinstance(error, KafkaError) and error.code in (
+                ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                ErrorCode.ILLEGAL_SASL_STATE):
+            reason = f"{address[0]}:{address[1]} refused this node's login: {error}"
+        else:
+            return
+        if self._refused.get(address) != reason:
+            self._refused[address] = reason
+            log.warning("cannot reach the node at %s:%d: %s", *address, reason)
 
     def close(self):
         for conn in self._conns.values():

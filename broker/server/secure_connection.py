@@ -241,16 +241,22 @@ async def _ignore(frame, peer, closed):
 
 def listener_server(broker, listener: Listener, sock=None, primary: bool = False) -> BrokerServer:
     """The server of one listener: the plain one for the primary PLAINTEXT listener, else one
-    whose connections carry a session (and TLS, and SASL, as the protocol says)."""
+    whose connections carry a session (and TLS, and SASL, as the protocol says). Envelope is
+    served on the controller's listener only, as in Kafka (elsewhere it closes the connection):
+    forwarding is for brokers, which reach the controller there."""
     if primary and not listener.secure:
-        return BrokerServer(broker, listener.host, listener.port, sock)
-    values = broker.config.values
-    sasl = SaslSettings(values, listener) if listener.sasl else None
-    return BrokerServer(broker, listener.host, listener.port, sock,
-                        connection=lambda server: SecureConnection(server, listener, sasl),
-                        ssl=server_context(values, listener) if listener.tls else None,
-                        handshake_timeout=broker.config["connections.authentication.timeout.ms"]
-                        / 1000)
+        server = BrokerServer(broker, listener.host, listener.port, sock)
+    else:
+        values = broker.config.values
+        sasl = SaslSettings(values, listener) if listener.sasl else None
+        server = BrokerServer(
+            broker, listener.host, listener.port, sock,
+            connection=lambda server: SecureConnection(server, listener, sasl),
+            ssl=server_context(values, listener) if listener.tls else None,
+            handshake_timeout=broker.config["connections.authentication.timeout.ms"] / 1000)
+    if listener.name != broker.config.controller_listener.name:
+        server.handlers = {k: e for k, e in server.handlers.items() if k != ApiKey.ENVELOPE}
+    return server
 
 
 def check_listeners(config) -> None:

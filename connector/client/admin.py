@@ -363,6 +363,8 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
                 topics.setdefault(tp.topic, []).append(tp.partition)
             resp = await conn.send(ApiKey.DESCRIBE_LOG_DIRS, Req(
                 topics=[T(topic=t, partitions=p) for t, p in topics.items()]))
+            if getattr(resp, "error_code", 0):  # v3+: e.g. no DESCRIBE on the cluster
+                raise _error(resp.error_code, "DescribeLogDirs")
             sizes = {}
             for result in resp.results:
                 if result.error_code:

@@ -133,9 +133,10 @@ class BrokerConnection:
                 f"connecting to {self.address} timed out after {self.connect_timeout:g}s")
         try:
             self._transport, self._protocol = opening.result()
-        except ssl.SSLError as e:
+        except ssl.SSLError as e:  # with a certificate's own words: "Hostname mismatch, ..."
+            why = ": ".join(str(w) for w in (e.reason, getattr(e, "verify_message", None)) if w)
             raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "
-                                       f"{e.reason or e}") from None
+                                       f"{why or e}") from None
         except OSError as e:
             if tls and isinstance(e, ConnectionResetError):  # accepted, then dropped mid-handshake
                 raise KafkaConnectionError(f"TLS handshake with {self.address} failed: the "

@@ -10,7 +10,7 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from security_tools import librdkafka_settings
+from security_tools import SecureBroker, librdkafka_settings, make_certificates
 
 
 def _admin(broker):
@@ -65,3 +65,25 @@ def test_credentials_survive_a_restart(secure_broker):
     secure_broker.stop()
     secure_broker.start()
     assert _logs_in(secure_broker, "frank", "frank-secret")
+
+
+def test_seeds_do_not_undo_the_admin_api_across_a_restart(tmp_path):
+    """`sasl.scram` seeds create a credential only where none was ever set (Kafka's
+    `--add-scram`, applied once): a password rotated and a user deleted through
+    AlterUserScramCredentials stay so when the broker restarts with the same settings."""
+    seeds = ";".join(f"SCRAM-SHA-512=[name={u},password={u}-seed]" for u in ("root", "mallory"))
+    broker = SecureBroker(make_certificates(tmp_path / "certs"),
+                          extra=["-o", f"sasl.scram={seeds}"]).start()
+    try:
+        admin = AdminClient(librdkafka_settings(broker, "SASL_SSL", "SCRAM-SHA-512", "root",
+                                                "root-seed"))
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        _alter(admin, [UserScramCredentialUpsertion("root", info, b"root-rotated"),
+                       UserScramCredentialDeletion("mallory", ScramMechanism.SCRAM_SHA_512)])
+        broker.stop()
+        broker.start()
+        assert _logs_in(broker, "root", "root-rotated")
+        assert not _logs_in(broker, "root", "root-seed")
+        assert not _logs_in(broker, "mallory", "mallory-seed")
+    finally:
+        broker.cleanup()

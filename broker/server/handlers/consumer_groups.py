@@ -8,7 +8,7 @@ from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ...coordinator.group.consumer_group import ConsumerGroup, to_partitions
 from ...coordinator.group.consumer_group_coordinator import HeartbeatRequest
-from ...security.access import DESCRIBE, READ, group_refusal
+from ...security.access import DESCRIBE, READ, TOPIC, allowed, group_refusal
 from . import handles
 
 _HEARTBEAT = response(ApiKey.CONSUMER_GROUP_HEARTBEAT)
@@ -20,9 +20,16 @@ CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 async def consumer_group_heartbeat(broker, header, req):
     refused = group_refusal(broker, header, READ, req.group_id)
+    message = None
+    if not refused and req.subscribed_topic_names:  # Kafka 4: DESCRIBE on every one
+        hidden = sorted(t for t in set(req.subscribed_topic_names)
+                        if not allowed(broker, header, DESCRIBE, TOPIC, t))
+        if hidden:
+            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            message = f"not authorized to describe the subscribed topics {', '.join(hidden)}"
     if refused:
-        return _HEARTBEAT.cls(throttle_time_ms=0, error_code=refused, member_epoch=-1,
-                              heartbeat_interval_ms=0)
+        return _HEARTBEAT.cls(throttle_time_ms=0, error_code=refused, error_message=message,
+                              member_epoch=-1, heartbeat_interval_ms=0)
     result = await broker.groups.consumer.heartbeat(HeartbeatRequest(
         req.group_id, req.member_id, req.member_epoch, req.instance_id, req.rack_id,
         req.rebalance_timeout_ms, req.subscribed_topic_names,

@@ -2,10 +2,12 @@
 
 minilog keeps every partition in one log directory (the first of `log.dirs`), so the answer
 has one result. Sizes come from the segments' lengths, kept in memory: the request reads
-nothing from disk. The Spark source asks it to turn `maxBytesPerTrigger` into offsets.
+nothing from disk. The Spark source asks it to turn `maxBytesPerTrigger` into offsets. It
+needs DESCRIBE on the cluster, as in Kafka: the answer names every topic and the data directory.
 """
-from minilog.connector.protocol import ApiKey, response
+from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ..access import CLUSTER, DESCRIBE, allowed
 from . import handles
 
 _RESP = response(ApiKey.DESCRIBE_LOG_DIRS)
@@ -24,6 +26,9 @@ def _partitions_wanted(broker, topics):
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
 async def describe_log_dirs(broker, header, req):
+    if not allowed(broker, header, DESCRIBE, CLUSTER):  # Kafka: nothing, and from v3 the code
+        return _RESP.cls(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                         results=[])
     topics = []
     for name, indexes in _partitions_wanted(broker, req.topics).items():
         parts = []

@@ -70,7 +70,12 @@ async def metadata(broker, header, req):
                                          name=t.name, topic_id=t.topic_id, is_internal=False))
                 continue
             if ts is None and t.name is not None and auto and \
-                    broker.config["auto.create.topics.enable"] and _may_create(broker, header, name):
+                    broker.config["auto.create.topics.enable"]:
+                if not _may_create(broker, header, name):  # Kafka: it may know, not create
+                    topics.append(_META.make(
+                        "topics", error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name,
+                        is_internal=False))
+                    continue
                 code = broker.auto_create_topic(t.name, header)
                 if code:
                     topics.append(_META.make("topics", error_code=code, name=t.name))

@@ -1,0 +1,108 @@
+"""Smaller points where a secured broker answers exactly as Kafka does: SCRAM's GS2 header
+(the channel-binding flag must be `n`, an authorization id is accepted when it is the username
+and refused otherwise, as Kafka's ScramSaslServer does), Envelope served on the controller's
+listener only (a combined node's broker listener closes the connection, as Kafka's does for an
+API its listener does not enable), and nodes whose certificates their peers refuse say why."""
+import base64
+import contextlib
+import hashlib
+import hmac
+
+import trustme
+from brokers import MinilogBroker, free_port, wait_for_port
+from security_tools import PASSWORD, USER
+from waiting import wait_until
+from wire import RawConnection
+
+from minilog.broker.envelope import wrap
+from minilog.broker.local_cluster import LocalCluster
+from minilog.connector.protocol import ApiKey, ErrorCode, request
+
+NONCE = "fyko+d2lbbFgONRv9qkxdawL"
+
+
+def _sasl(conn: RawConnection, api_key: int, **fields):
+    version = 1 if api_key == ApiKey.SASL_HANDSHAKE else 2
+    return conn.call(api_key, version, request(api_key).cls(**fields))
+
+
+def _scram_sha256(broker, header: str, user: str = USER, password: str = PASSWORD):
+    """The SaslAuthenticate answers of a SCRAM-SHA-256 login whose client-first message
+    starts with the GS2 `header` (RFC 5802 by hand: scramp's client always sends `n,,`)."""
+    with contextlib.closing(RawConnection(broker.bootstrap_for("SASL_PLAINTEXT"))) as conn:
+        assert _sasl(conn, ApiKey.SASL_HANDSHAKE, mechanism="SCRAM-SHA-256").error_code == 0
+        bare = f"n={user},r={NONCE}"
+        first = _sasl(conn, ApiKey.SASL_AUTHENTICATE, auth_bytes=(header + bare).encode())
+        if first.error_code:
+            return first
+        server_first = bytes(first.auth_bytes).decode()
+        attrs = dict(a.split("=", 1) for a in server_first.split(","))
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]),
+                                     int(attrs["i"]))
+        client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+        stored_key = hashlib.sha256(client_key).digest()
+        without_proof = f"c={base64.b64encode(header.encode()).decode()},r={attrs['r']}"
+        signature = hmac.new(stored_key, f"{bare},{server_first},{without_proof}".encode(),
+                             "sha256").digest()
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+        return _sasl(conn, ApiKey.SASL_AUTHENTICATE,
+                     auth_bytes=f"{without_proof},p={proof}".encode())
+
+
+def test_scram_logs_in_with_no_authorization_id_or_the_username_as_one(secure_broker):
+    assert _scram_sha256(secure_broker, "n,,").error_code == 0
+    assert _scram_sha256(secure_broker, f"n,a={USER},").error_code == 0
+
+
+def test_scram_refuses_another_authorization_id_and_channel_binding_flags(secure_broker):
+    for header in ("n,a=admin,", "y,,", "p=tls-unique,,"):
+        assert _scram_sha256(secure_broker, header).error_code == \
+            ErrorCode.SASL_AUTHENTICATION_FAILED, header
+
+
+def test_envelope_is_served_on_the_controller_listener_only():
+    """One combined node: PLAINTEXT for clients, CONTROLLER for the quorum."""
+    controller = free_port()
+    node = MinilogBroker(extra=["-o", f"controller.quorum.voters=1@127.0.0.1:{controller}"])
+    node.more_listeners = f"CONTROLLER://127.0.0.1:{controller}"
+    node.start()
+    try:
+        wait_for_port(controller, 60, node.proc)
+        create = request(ApiKey.CREATE_TOPICS)
+        body = create.cls(timeout_ms=5000, validate_only=False, topics=[create.make(
+            "topics", name="enveloped", num_partitions=1, replication_factor=1, assignments=[],
+            configs=[])])
+        envelope = wrap(ApiKey.CREATE_TOPICS, 7, "raw", body, "User:ANONYMOUS", "127.0.0.1")
+        with contextlib.closing(RawConnection(node.bootstrap)) as conn:
+            conn.send_raw(b"".join(_frame(envelope)))
+            assert conn.closed_by_peer_within(30)
+        with contextlib.closing(RawConnection(f"127.0.0.1:{controller}")) as conn:
+            answer = conn.call(ApiKey.ENVELOPE, 0, envelope)
+        assert answer.error_code in (0, ErrorCode.NOT_CONTROLLER)  # served, not closed
+    finally:
+        node.cleanup()
+
+
+def _frame(envelope):
+    from minilog.connector.protocol.framing import RequestHeader, encode_request
+    return encode_request(RequestHeader(ApiKey.ENVELOPE, 0, 1, "raw"), envelope)
+
+
+def test_nodes_refusing_each_others_certificate_log_why(tmp_path):
+    """Two nodes on SSL whose certificate names another host: neither can reach the other,
+    and each log says the certificate's host name is the reason."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("elsewhere.example").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp_path / "server.pem"))
+    settings = {"ssl.keystore.location": tmp_path / "server.pem",
+                "ssl.truststore.location": tmp_path / "ca.pem", "ssl.client.auth": "none"}
+    cluster = LocalCluster(2, data_dir=tmp_path / "c", listener="SSL",
+                           extra=[x for k, v in settings.items() for x in ("-o", f"{k}={v}")])
+    try:
+        cluster.start()
+        for node in cluster.nodes:
+            wait_until(lambda: "mismatch, certificate is not valid" in  # OpenSSL's words
+                       node.log_path.read_text(), 60, f"node {node.node_id} to log why")
+    finally:
+        cluster.stop()
