@@ -1,6 +1,6 @@
 """`minilog groups ...`: consumer groups from the command line, like `kafka-consumer-groups`.
 
-    minilog groups list [--state]
+    minilog groups list [--state] [--include-internal]
     minilog groups describe GROUP...      the protocol and assignor; per partition: offsets, lag
                                           and owner, as --describe; members' epochs (KIP-848)
     minilog groups delete GROUP...
@@ -8,12 +8,15 @@
         --to-offset N | --to-datetime ISO | --shift-by N) [--execute]
 
 `reset-offsets` is a dry run unless `--execute` is given, as Kafka's tool; both print the
-offsets the group would get. `cli.py` builds the parser and reports errors.
+offsets the group would get. `list` leaves out the exactly-once Spark sink's replay-marker
+groups (internal_groups.py) unless `--include-internal`, which marks them. `cli.py` builds the
+parser and reports errors.
 """
 import argparse
 import datetime
 
 from minilog.connector.client import AdminClient, KafkaError
+from minilog.connector.internal_groups import sink_marker_groups
 from minilog.connector.protocol import ErrorCode
 from minilog.connector.tables import table
 
@@ -27,6 +30,9 @@ def add_parser(sub, common):
     gsub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = gsub.add_parser("list", parents=[common], help="list group ids")
     p.add_argument("--state", action="store_true", help="also show each group's state")
+    p.add_argument("--include-internal", action="store_true",
+                   help="also list the exactly-once Spark sink's replay-marker groups, marked "
+                        "internal (left out by default: they are not consumers)")
     p = gsub.add_parser("describe", parents=[common],
                         help="offsets, log end offsets, lag and owner of each partition")
     p.add_argument("groups", nargs="+", metavar="GROUP")
@@ -53,8 +59,7 @@ def add_parser(sub, common):
 def run(args, out, err, conf):
     with AdminClient(conf) as admin:
         if args.action == "list":
-            for g in admin.list_groups():
-                out.write(f"{g.group_id}\t{g.state}\n" if args.state else f"{g.group_id}\n")
+            _list(admin, args, out)
         elif args.action == "describe":
             for i, gid in enumerate(args.groups):
                 if i:
@@ -67,6 +72,17 @@ def run(args, out, err, conf):
                 out.write(f"Deleted consumer group {gid}.\n")
         else:
             _reset(admin, args, out, err)
+
+
+def _list(admin, args, out):
+    listed = admin.list_groups()
+    internal = sink_marker_groups(admin, listed)
+    for g in listed:
+        if g.group_id in internal and not args.include_internal:
+            continue
+        columns = [g.group_id, *([str(g.state)] if args.state else []),
+                   *(["internal (exactly-once sink marker)"] if g.group_id in internal else [])]
+        out.write("\t".join(columns) + "\n")
 
 
 def _existing(admin, gid):

@@ -56,7 +56,8 @@ class ConsoleState:
         while True:
             try:
                 for view in await cluster_view.group_list(self.clients.admin(None)):
-                    self.history.record(view.group_id, view.total_lag)
+                    if not view.internal:
+                        self.history.record(view.group_id, view.total_lag)
                 if failing is not None:
                     log.warning("lag sampling works again")
                 failing = None
@@ -98,7 +99,8 @@ async def topic(request: Request) -> Response:
 
 async def groups(request: Request) -> Response:
     views = await cluster_view.group_list(_admin(request))
-    return _page(request, "groups.html", groups=views)
+    return _page(request, "groups.html", groups=[v for v in views if not v.internal],
+                 internal=[v for v in views if v.internal])
 
 
 async def group(request: Request) -> Response:
@@ -114,22 +116,34 @@ def _int(value: str | None) -> int | None:
 
 
 async def records(request: Request) -> Response:
+    """The newest records across the topic's partitions unless a partition is chosen (then
+    from its beginning, an offset or a timestamp)."""
     state, q, name = _state(request), request.query_params, request.path_params["name"]
     described = await cluster_view.topic(_admin(request), name)
-    form = {"partition": q.get("partition", "0"), "offset": q.get("offset", ""),
+    form = {"partition": q.get("partition", ""), "offset": q.get("offset", ""),
             "timestamp": q.get("timestamp", ""), "limit": q.get("limit", "50"),
             "avro_schema": q.get("avro_schema", "")}
     try:
-        async with state.clients.consumer(_principal(request)) as consumer:
-            shown = await record_browser.read(
-                consumer, name, int(form["partition"]), offset=_int(form["offset"]),
-                timestamp=_int(form["timestamp"]), limit=int(form["limit"]),
-                avro_schema=form["avro_schema"] or None)
+        shown = await _read_records(request, described, form)
         error = None
     except ValueError as e:
         shown, error = [], f"bad input: {e}"
     return _page(request, "records.html", topic=described, form=form, records=shown,
                  error=error, status=400 if error else 200)
+
+
+async def _read_records(request: Request, described: dict[str, Any],
+                        form: dict[str, str]) -> list[record_browser.ShownRecord]:
+    name, limit, avro = described["name"], int(form["limit"]), form["avro_schema"] or None
+    if form["partition"] == "" and (form["offset"] or form["timestamp"]):
+        raise ValueError("choose a partition to read from an offset or a timestamp")
+    async with _state(request).clients.consumer(_principal(request)) as consumer:
+        if form["partition"] == "":
+            online = [p.partition for p in described["partitions"] if not p.offline]
+            return await record_browser.read_newest(consumer, name, online, limit, avro)
+        return await record_browser.read(
+            consumer, name, int(form["partition"]), offset=_int(form["offset"]),
+            timestamp=_int(form["timestamp"]), limit=limit, avro_schema=avro)
 
 
 # -- changes, each behind a confirmation --------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minilog.connector.client import AsyncAdminClient, ErrorCode, KafkaError, TopicPartition
+from minilog.connector.internal_groups import is_sink_marker
 
 
 @dataclass
@@ -68,6 +69,7 @@ class GroupView:
     protocol: str
     members: list = field(default_factory=list)
     rows: list = field(default_factory=list)
+    internal: bool = False  # the exactly-once sink's replay marker, not consumers
 
     @property
     def total_lag(self) -> int:
@@ -187,7 +189,8 @@ async def group(admin: AsyncAdminClient, group_id: str) -> GroupView:
     owners = {tp: m for m in desc.members for tp in m.assignment}
     tps = sorted(set(committed) | set(owners))
     ends = await _offsets(admin, tps, "latest")
-    view = GroupView(group_id, desc.state, desc.protocol, list(desc.members))
+    view = GroupView(group_id, desc.state, desc.protocol, list(desc.members),
+                     internal=not desc.members and is_sink_marker(committed))
     for tp in tps:
         om, m = committed.get(tp), owners.get(tp)
         view.rows.append(LagRow(tp.topic, tp.partition, om.offset if om is not None else None,

@@ -24,6 +24,7 @@ from .sessions import COOKIE, Session, SessionStore
 SAFE_METHODS = ("GET", "HEAD")
 LOGIN_PATHS = ("/login", "/logout")
 CSRF_FIELD = "csrf_token"
+MAX_FORM_BYTES = 256 * 1024  # the console's forms are small: a larger body is refused unread
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -71,6 +72,9 @@ class Policy:
 
 async def _refusal(request: Request, store: SessionStore, session: Session) -> str | None:
     """Why a state-changing request is refused, or None."""
+    length = request.headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+        return f"refused: a form of more than {MAX_FORM_BYTES} bytes, or of no stated length"
     origin = request.headers.get("origin")
     if origin is not None and urlsplit(origin).netloc.lower() != \
             request.headers.get("host", "").lower():

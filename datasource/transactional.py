@@ -29,6 +29,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
 from minilog.connector.client import ErrorCode, KafkaError, PreparedTxnState, TopicPartition
+from minilog.connector.internal_groups import SINK_MARKER
 
 from . import clients
 
@@ -36,7 +37,7 @@ log = logging.getLogger("minilog.datasource")
 
 # Spark's local properties of a micro-batch's tasks (StreamExecution, MicroBatchExecution).
 _QUERY_ID, _BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
-_MARKER = "minilog exactly-once sink, query "  # the marker's metadata, then the query id
+_MARKER = SINK_MARKER  # the marker's metadata, then the query id (tools list them apart)
 _ALREADY_ENDED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
                   ErrorCode.INVALID_PRODUCER_ID_MAPPING)
 

@@ -197,3 +197,17 @@ def test_describe_shows_a_kip848_groups_protocol_assignor_and_member_epochs(gbro
     finally:
         for c in members:
             c.close()
+
+
+def test_groups_list_leaves_out_the_exactly_once_sinks_markers(gbroker):
+    from sink_markers import make_sink_marker
+    bs = gbroker.bootstrap
+    t = topic_with(bs, [3])
+    marker, plain = f"minilog-sink-{name('q')}-0", name("plain")
+    make_sink_marker(bs, t, marker)
+    ok("groups", "reset-offsets", plain, "--topic", t, "--to-offset", 1, "--execute", "-b", bs)
+    listed = ok("groups", "list", "-b", bs).split()
+    assert plain in listed and marker not in listed
+    everything = ok("groups", "list", "--include-internal", "-b", bs).splitlines()
+    assert f"{marker}\tinternal (exactly-once sink marker)" in everything
+    assert plain in everything

@@ -166,3 +166,39 @@ def test_a_killed_broker_shows_as_down_and_its_partitions_as_under_replicated(
     finally:
         cluster.broker(3).start()
     shown(browser, f"{console}/", "#broker-3", lambda t: "up" in t, "broker 3 up again")
+
+
+def test_the_record_browser_opens_on_the_newest_records_across_partitions(cluster, console,
+                                                                          browser, shots):
+    """Partition 0 empty, partition 2 holding 500 records: the page opens on partition 2's
+    newest, each time in ISO 8601 with the raw epoch milliseconds on hover."""
+    from selenium.webdriver.common.by import By
+    cluster.create_topic("sparse", partitions=3, rf=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    base = 1_795_000_000_000  # 2026-11-18T11:06:40Z
+    for i in range(500):
+        producer.produce("sparse", value=b"r%d" % i, partition=2, timestamp=base + i)
+    assert producer.flush(60) == 0
+    shown(browser, f"{console}/topics/sparse/records", "#records",
+          lambda t: "r499" in t, "the newest record of partition 2")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#records tr[id^=record-]")
+    assert len(rows) == 50 and rows[0].get_attribute("id") == "record-2-450"
+    last = browser.find_element(By.CSS_SELECTOR, "#record-2-499 td.time time")
+    assert last.text == "2026-11-18T11:06:40.499Z"
+    assert last.get_attribute("title") == str(base + 499)
+    browser.save_screenshot(str(shots / "console-records-newest.png"))
+
+
+def test_the_exactly_once_sinks_marker_groups_are_listed_apart_as_internal(cluster, console,
+                                                                           browser):
+    from sink_markers import make_sink_marker
+    cluster.create_topic("sunk", partitions=1, rf=3)
+    make_sink_marker(cluster.bootstrap, "sunk", "minilog-sink-q1-0")
+    with AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+        admin.alter_group_offsets("readers-of-sunk", {("sunk", 0): 0}, timeout=30)
+    shown(browser, f"{console}/groups", "#groups", lambda t: "readers-of-sunk" in t,
+          "the plain group listed")
+    assert "minilog-sink-q1-0" not in text_of(browser, "#groups")
+    assert "1 internal group(s)" in text_of(browser, "#internal-groups")
+    browser.get(f"{console}/groups/minilog-sink-q1-0")
+    assert "internal" in text_of(browser, "#internal")
