@@ -14,8 +14,8 @@ from security_tools import PASSWORD, USER
 from waiting import wait_until
 from wire import RawConnection
 
-from minilog.broker.envelope import wrap
-from minilog.broker.local_cluster import LocalCluster
+from minilog.broker.server.envelope import wrap
+from minilog.connector.local_cluster import LocalCluster
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 
 NONCE = "fyko+d2lbbFgONRv9qkxdawL"

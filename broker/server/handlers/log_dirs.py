@@ -7,7 +7,7 @@ needs DESCRIBE on the cluster, as in Kafka: the answer names every topic and the
 """
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
-from ..access import CLUSTER, DESCRIBE, allowed
+from ...security.access import CLUSTER, DESCRIBE, allowed
 from . import handles
 
 _RESP = response(ApiKey.DESCRIBE_LOG_DIRS)
