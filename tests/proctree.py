@@ -114,9 +114,13 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def left_by(pid: int, marks=("minilog", "bench", "tansu")) -> list:
-    """Identities of the trees of `pid`'s children still running whose command line names one
-    of `marks`: brokers, consoles and benchmarks a test started and did not stop."""
+MARKS = ("-m minilog.broker", "-m minilog.connector.cli", "-m bench", "tansu")
+
+
+def left_by(pid: int, marks=MARKS) -> list:
+    """Identities of the trees of `pid`'s children still running whose command line has one
+    of `marks`: brokers, consoles and benchmarks a test started and did not stop (not Spark's
+    JVM, which lives until the interpreter exits)."""
     found = []
     for child in _children_map().get(pid, []):
         if any(m in _cmdline(child) for m in marks):
