@@ -1,5 +1,6 @@
 """`python -m bench <name> [--quick] [--out DIR] [--repeats N]`, or `python -m bench all`."""
 import importlib
+import signal
 import sys
 import time
 import traceback
@@ -16,7 +17,15 @@ def _run(name, argv):
     module.main(argv)
 
 
+def _stop(signum, frame):
+    """SIGTERM (a supervisor's, or a test's on timeout) unwinds the benchmark like Ctrl-C: its
+    `finally` blocks stop the brokers and Spark it started, which run in sessions of their
+    own and would otherwise outlive it."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
+    signal.signal(signal.SIGTERM, _stop)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)

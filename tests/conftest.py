@@ -19,6 +19,19 @@ def broker():
     b.cleanup()
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """The last resort, after every fixture's teardown: brokers and benchmarks this test
+    process started and that still run (a helper that missed its cleanup) are killed with
+    their process groups, and named, so that a leak shows instead of running for hours."""
+    from proctree import kill_tree, left_by
+    if getattr(session.config.option, "numprocesses", None) and \
+            not hasattr(session.config, "workerinput"):
+        return  # the xdist controller: its children are the workers, which do this themselves
+    killed = kill_tree(left_by(os.getpid()))
+    if killed:
+        sys.stderr.write(f"\nkilled processes the tests left running: {killed}\n")
+
+
 @pytest.fixture(scope="module")
 def tansu():
     b = TansuBroker().start()

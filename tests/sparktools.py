@@ -119,8 +119,15 @@ def wait_for(condition, what, deadline=90, step=0.2):
 
 def run_available_now(df, checkpoint, sink="memory", name=None, **options):
     """Run a streaming query with the availableNow trigger to its end; its progress list.
-    Started as the jobs start theirs (start_query: again if Spark's source worker was late)."""
-    w = df.writeStream.format(sink).option("checkpointLocation", str(checkpoint))
+    Started as the jobs start theirs (start_query: again if Spark's source worker was late).
+
+    A memory sink gets no `checkpoint`: Spark never recovers such a query from a checkpoint
+    ("This query does not support recovering from checkpoint location. Delete .../offsets"),
+    so a start again after a late source worker failed on the offsets the first attempt had
+    written. Without one each start makes a temporary checkpoint of its own."""
+    w = df.writeStream.format(sink)
+    if sink != "memory":
+        w = w.option("checkpointLocation", str(checkpoint))
     if name:
         w = w.queryName(name)
     for k, v in options.items():
