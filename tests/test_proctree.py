@@ -11,7 +11,7 @@ from proctree import run_bounded
 # Starts a broker the way the benchmarks do (its own session), says so, then hangs.
 HANGS = """
 import signal, sys, time
-from minilog.broker.local_cluster import BrokerProcess
+from minilog.connector.local_cluster import BrokerProcess
 if sys.argv[1] == "ignore-sigterm":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 b = BrokerProcess(sys.argv[2]).start()
