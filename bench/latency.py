@@ -79,7 +79,9 @@ def _producer(kind, bootstrap, acks, linger_ms):
     cfg = {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms}
     if kind == "confluent":
         import confluent_kafka
-        p = confluent_kafka.Producer({**cfg, "log_level": 3})
+        # room for a backlog of a whole run: a busy broker is measured, not a BufferError
+        p = confluent_kafka.Producer({**cfg, "log_level": 3,
+                                      "queue.buffering.max.messages": 1_000_000})
         return p, p.produce, lambda: p.poll(0), lambda: p.flush(30)
     from minilog.connector.client import Producer
     p = Producer(cfg)

@@ -1,5 +1,6 @@
 """A real Prometheus (Debian's `prometheus` package) on 127.0.0.1 for tests: a generated config
-scraping the given targets every second, queried through its HTTP API."""
+scraping the given targets every second, queried through its HTTP API; and `scrape`, one read
+of a broker's /metrics."""
 import json
 import shutil
 import subprocess
@@ -10,9 +11,20 @@ from pathlib import Path
 
 from brokers import free_port
 from clustertools import wait_for
+from prometheus_client.parser import text_string_to_metric_families
 
 BINARY = shutil.which("prometheus")
 SKIP_REASON = "Prometheus is not installed (apt-get install prometheus; CI installs it)"
+
+
+def scrape(broker):
+    """{(name, frozenset(labels)): value} of every sample `broker` (with a `metrics_port`)
+    serves at /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics",
+                                timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 class Prometheus:

@@ -72,6 +72,7 @@ class QuorumMetadataStore:
                            LogConfig(segment_bytes=segment_bytes, max_message_bytes=segment_bytes))
         self.snapshot_every = config["metadata.log.max.record.bytes.between.snapshots"]
         self.partition = Partition(METADATA_TOPIC, 0, metadata_log)
+        self.partition.wake_all = True  # voters apply commits as soon as they are made
         self.partition.epoch_cache = LeaderEpochCache.load(metadata_log)
         self.raft = RaftNode(node_id, config.quorum_voters, self.partition, peers,
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],

@@ -6,6 +6,15 @@ high watermark follows the log end; in a replicated cluster the replica manager 
 partition a leader (a `FollowerTracker` and a high-watermark rule) or a follower (appends
 fetched batches, truncates divergent tails by the leader epoch cache) and it moves the high
 watermark by follower progress instead.
+
+Who is woken by what, as Kafka's replica manager does it: an append wakes the followers'
+fetches (they replicate it), and only them; a new high watermark wakes what waits for commits,
+consumers' fetches and acks=all produces, and not the followers, which learn it with their next
+fetch. Waking every waiter on every change made each acks=all produce cost each follower a second
+fetch round trip that carried nothing but the high watermark, and woke every pending produce and
+consumer fetch at every append, to find nothing. The metadata quorum's partition (`wake_all`)
+keeps waking everyone on every change: KRaft answers a voter's fetch when the high watermark
+moves, so voters apply commits at once.
 """
 import asyncio
 
@@ -13,6 +22,8 @@ from minilog.connector.batch import iter_batches
 
 
 class Partition:
+    wake_all = False  # True: every change wakes every waiter (the metadata quorum's partition)
+
     def __init__(self, topic, index, log, topic_id=None, leader_epoch=0, replicas=(), isr=()):
         self.topic, self.index, self.log, self.topic_id = topic, index, log, topic_id
         self.leader_epoch = leader_epoch
@@ -21,7 +32,8 @@ class Partition:
         self.high_watermark = log.log_end_offset
         self.max_message_bytes = 1048588
         self.min_insync_replicas = 1
-        self._waiters = set()
+        self._waiters = set()        # futures of what waits for commits (or anything)
+        self._fetchers = set()       # futures of followers' fetches, which wait for data
         # Replication (None / unused with a single broker): set by the replica manager.
         self.is_leader = True
         self.leader_id = None
@@ -57,7 +69,9 @@ class Partition:
         if self.epoch_cache is not None and not result.duplicate:
             self.epoch_cache.assign(self.leader_epoch, result.first_offset)
         if self.hw_rule is not None:
-            self.notify()  # followers long-poll for the new data
+            self._wake(self._fetchers)  # followers long-poll for the new data
+            if self.wake_all or any(h.is_control for _, h in batches):
+                self._wake(self._waiters)  # a marker may move the last stable offset
         self._advance_high_watermark()
         return result
 
@@ -66,14 +80,14 @@ class Partition:
             new_hw = min(self.hw_rule(self), self.log.log_end_offset)
             if new_hw > self.high_watermark:
                 self.high_watermark = new_hw
-                self.notify()
+                self._wake(self._waiters)
             return
         # Single replica: everything appended is committed.
         if len(self.isr) <= 1:
             new_hw = self.log.log_end_offset
             if new_hw != self.high_watermark:
                 self.high_watermark = new_hw
-                self.notify()
+                self._wake(self._waiters)
 
     # ---- replication -----------------------------------------------------------------------
     def follower_fetched(self, replica_id, fetch_offset, last_fetched_epoch, broker_epoch=-1):
@@ -154,26 +168,35 @@ class Partition:
         return self.log.log_start_offset
 
     # ---- long poll -------------------------------------------------------------------------
-    def add_waiter(self, fut):
-        self._waiters.add(fut)
+    def add_waiter(self, fut, follower=False):
+        """`follower`: a follower's fetch, woken by appends rather than by commits."""
+        (self._fetchers if follower and not self.wake_all else self._waiters).add(fut)
 
     def remove_waiter(self, fut):
         self._waiters.discard(fut)
+        self._fetchers.discard(fut)
 
     def notify(self):
-        for fut in self._waiters:
+        """Wake every waiter: leadership, the log's tail or its high watermark changed."""
+        self._wake(self._waiters)
+        self._wake(self._fetchers)
+
+    @staticmethod
+    def _wake(waiters):
+        for fut in waiters:
             if not fut.done():
                 fut.set_result(True)
-        self._waiters.clear()
+        waiters.clear()
 
 
-async def wait_for_any(partitions, timeout_s):
-    """Wait until one of the partitions gets new committed data, or the timeout passes."""
+async def wait_for_any(partitions, timeout_s, follower=False):
+    """Wait until one of the partitions gets new committed data (`follower`: new data), or a
+    change of leadership, or the timeout passes."""
     if timeout_s <= 0 or not partitions:
         return
     fut = asyncio.get_running_loop().create_future()
     for p in partitions:
-        p.add_waiter(fut)
+        p.add_waiter(fut, follower)
     try:
         # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancellation that
         # arrives as the future completes, and a shutting-down fetch must see it.

@@ -5,12 +5,11 @@ an independent measure of the bytes produced to it, and of the bytes a consumer 
 once fetched."""
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 from brokers import MinilogBroker, free_port
 from confluent_kafka import Consumer, Producer
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus import scrape
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,15 +25,6 @@ def metered():
     b.metrics_port = port
     yield b
     b.cleanup()
-
-
-def scrape(broker):
-    """{(name, frozenset(labels)): value} of every sample the broker serves."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics",
-                                timeout=10) as r:
-        text = r.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def topic_sum(samples, name, topic):

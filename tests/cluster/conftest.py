@@ -11,8 +11,9 @@ from clustertools import TestCluster
 def make_cluster(tmp_path):
     started = []
 
-    def make(size=3, controllers=0, **overrides):
-        c = TestCluster(size, tmp_path / f"cluster-{len(started)}", overrides, controllers)
+    def make(size=3, controllers=0, metrics=False, **overrides):
+        c = TestCluster(size, tmp_path / f"cluster-{len(started)}", overrides, controllers,
+                        metrics)
         started.append(c)
         return c.start()
     yield make

@@ -1,8 +1,10 @@
 """Fetch: serve stored batches as they are, with Kafka's long poll (max_wait_ms, min_bytes).
 
 Consumers read up to the high watermark (read_committed ones up to the last stable offset, told
-which transactions in that range were aborted); followers (replica id >= 0) up to the log end, and
-their fetch offset tells the leader how far they are (see `Partition.follower_fetched`); a
+which transactions in that range were aborted) and long-poll for commits; followers (replica id
+>= 0) read up to the log end and long-poll for appends (a new high watermark reaches them with
+their next fetch, as in Kafka; voters of the metadata quorum hear of it at once, as in KRaft),
+and their fetch offset tells the leader how far they are (see `Partition.follower_fetched`); a
 follower whose last fetched epoch diverges from the leader's log gets `diverging_epoch` instead
 of records, and so does a consumer that sends its last fetched epoch (Kafka's
 `Partition.readRecords`; one that names an epoch unknown here gets OFFSET_OUT_OF_RANGE).
@@ -104,8 +106,8 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed
                     out.append(_partition_response(p.partition, 0, partition, diverging=diverging))
                     errors += 1
                     continue
-                if partition.high_watermark != hw:
-                    errors += 1  # not an error: answer now, the follower commits on it
+                if partition.high_watermark != hw and partition.wake_all:
+                    errors += 1  # not an error: answer now, the voter commits on it
             else:
                 code, diverging = _consumer_divergence(partition, p)
                 if code or diverging is not None:
@@ -190,14 +192,15 @@ async def fetch(broker, header, req):
         remaining = deadline - loop.time()
         if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or broker.stopping:
             break
-        # A follower also learns of a new high watermark at once (it commits on it).
+        # A follower woken by a new high watermark (a voter of the metadata quorum, or any
+        # follower at a change of leadership) learns it at once.
         marks = [p.high_watermark for p in partitions]
         if follower and high_watermarks is not None and marks != high_watermarks:
             break
         high_watermarks = marks
         for region in regions:
             region.close()
-        await wait_for_any(partitions, remaining)
+        await wait_for_any(partitions, remaining, follower)
     if version < 4:
         _down_convert(topics, version, wanted)
     return _RESP.cls(throttle_time_ms=0, error_code=0, session_id=0,
