@@ -204,7 +204,7 @@ class Herder:
                 raise ConnectRestError(404, f"Task {name}-{task} not found")
         self.request_restart(name, True, False)
 
-    def offsets(self, name: str) -> dict[str, Any]:
+    def get_offsets(self, name: str) -> dict[str, Any]:
         with self._lock:
             config = self._config(name)
             if self._type(config) == "sink":

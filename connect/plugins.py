@@ -66,7 +66,28 @@ FILE_SINK = Plugin("org.apache.kafka.connect.file.FileStreamSinkConnector", "sin
     ConfigKey("file", "STRING", "Destination filename. minilog writes a file (not stdout)."),
 ))
 
-PLUGINS = (FILE_SINK, FILE_SOURCE)
+JDBC_SINK = Plugin("io.confluent.connect.jdbc.JdbcSinkConnector", "sink", (
+    *_COMMON, *_SINK_COMMON,
+    ConfigKey("connection.url", "STRING", "JDBC connection URL: jdbc:postgresql://HOST:PORT/DB",
+              required=True, group="Connection"),
+    ConfigKey("connection.user", "STRING", "JDBC connection user.", group="Connection"),
+    ConfigKey("connection.password", "PASSWORD", "JDBC connection password.",
+              group="Connection"),
+    ConfigKey("table.name.format", "STRING", "A format string for the destination table name, "
+              "which may contain '${topic}'.", default="${topic}", group="Writes"),
+    ConfigKey("insert.mode", "STRING", "The insertion mode to use: insert or upsert.",
+              default="insert", group="Writes"),
+    ConfigKey("delete.enabled", "BOOLEAN", "Whether to treat null record values as deletes. "
+              "Requires pk.mode to be record_key.", default="false", group="Writes"),
+    ConfigKey("pk.mode", "STRING", "The primary key mode: none, record_key or record_value.",
+              default="none", group="Data Mapping"),
+    ConfigKey("pk.fields", "LIST", "List of comma-separated primary key field names.",
+              default="", group="Data Mapping"),
+    ConfigKey("auto.create", "BOOLEAN", "Whether to automatically create the destination table "
+              "based on record schema.", default="false", group="DDL Support"),
+))
+
+PLUGINS = (FILE_SINK, FILE_SOURCE, JDBC_SINK)
 
 
 def find_plugin(name: str | None) -> Plugin | None:

@@ -15,14 +15,15 @@ import os
 import shutil
 import uuid
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from minilog.jobs.pipeline import start_query
 
 from .converters import connector_converter
 from .file_sink import FileSinkWriter
-from .plugins import FILE_SINK, FILE_SOURCE, find_plugin
+from .jdbc_sink import JdbcSinkWriter
+from .plugins import FILE_SINK, FILE_SOURCE, JDBC_SINK, find_plugin
 from .worker_config import WorkerConfig
 
 TRIGGER = "1 second"
@@ -76,6 +77,9 @@ def _writer(spark: SparkSession, worker: WorkerConfig, name: str,
     if plugin is FILE_SOURCE:
         return _source(spark, worker, name, config,
                        _source_checkpoint(worker, name, config["file"]))
+    if plugin is JDBC_SINK:
+        return _jdbc_sink(spark, worker, name, config, os.path.join(checkpoint_dir(worker, name),
+                                                                    "jdbc"))
     if plugin is FILE_SINK:
         return _sink(spark, worker, name, config, os.path.join(checkpoint_dir(worker, name),
                                                                "sink"))
@@ -101,6 +105,27 @@ def _source(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[s
 def _sink(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str, str],
           checkpoint: str) -> DataStreamWriter:
     value = connector_converter(worker.value_converter, config, "value.converter")
+    records = _sink_records(spark, worker, name, config)
+    writer = FileSinkWriter(config["file"], os.path.join(checkpoint, "file-sink-state.json"))
+    writer.prepare()
+    return (records.select(value.to_connect(records["value"]).alias("value"))
+            .writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
+            .queryName(name).trigger(processingTime=TRIGGER))
+
+
+def _jdbc_sink(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str, str],
+               checkpoint: str) -> DataStreamWriter:
+    """Rows and offsets in one database transaction per micro-batch (jdbc_sink.py)."""
+    records = _sink_records(spark, worker, name, config)
+    return (records.writeStream.foreachBatch(JdbcSinkWriter(name, config))
+            .option("checkpointLocation", checkpoint)
+            .queryName(name).trigger(processingTime=TRIGGER))
+
+
+def _sink_records(spark: SparkSession, worker: WorkerConfig, name: str,
+                  config: dict[str, str]) -> DataFrame:
+    """A sink's records: its topics read committed, from its group's offsets (Connect's sink
+    group `connect-<name>`) or the earliest."""
     reader = (spark.readStream.format("minilog").options(**_kafka_options(worker))
               .option("kafka.group.id", f"connect-{name}")
               .option("startingOffsets", "group").option("kafka.auto.offset.reset", "earliest")
@@ -109,10 +134,5 @@ def _sink(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str
     reader = (reader.option("subscribe", ",".join(topics)) if topics
               # Connect matches topics.regex against the whole name, Spark finds it anywhere
               else reader.option("subscribePattern", f"^(?:{config['topics.regex']})$"))
-    records = reader.load()
-    writer = FileSinkWriter(config["file"], os.path.join(checkpoint, "file-sink-state.json"))
-    writer.prepare()
-    return (records.select(value.to_connect(records["value"]).alias("value"))
-            .writeStream.foreachBatch(writer).option("checkpointLocation", checkpoint)
-            .queryName(name).trigger(processingTime=TRIGGER))
+    return reader.load()
 

@@ -187,7 +187,7 @@ async def restart_task(request: Request) -> Response:
 async def offsets(request: Request) -> Response:
     herder, name = _herder(request), request.path_params["name"]
     if request.method == "GET":
-        return JSONResponse(await _call(herder.offsets, name))
+        return JSONResponse(await _call(herder.get_offsets, name))
     body = await _body(request) if request.method == "PATCH" else None
     message = await _call(herder.alter_offsets, name, body)
     return JSONResponse({"message": message})
@@ -196,6 +196,11 @@ async def offsets(request: Request) -> Response:
 async def _connect_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ConnectRestError)
     return _error(exc.status, exc.message)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """Anything else is a 500 with the error's message, as Connect's ConnectExceptionMapper."""
+    return _error(500, f"{type(exc).__name__}: {exc}")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -225,7 +230,8 @@ ROUTES = [
 
 def create_app(herder: Herder, cluster_id: str) -> Starlette:
     app = Starlette(routes=ROUTES, exception_handlers={ConnectRestError: _connect_error,
-                                                       HTTPException: _http_error})
+                                                       HTTPException: _http_error,
+                                                       Exception: _unexpected})
     app.state.herder = herder
     app.state.cluster_id = cluster_id
     return app

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from .errors import ConnectRestError
-from .plugins import ConfigKey, Plugin, find_plugin
+from .plugins import PLUGINS, ConfigKey, Plugin, find_plugin
 
 _INT = re.compile(r"^-?\d+$")
 
@@ -48,18 +48,46 @@ def _cross_errors(plugin: Plugin, config: dict[str, str]) -> dict[str, list[str]
         elif not has_topics and not has_regex:
             message = "Must configure one of topics or topics.regex"
             out = {"topics": [message], "topics.regex": [message]}
-    if "file" not in config:
+    if plugin.class_name.endswith("JdbcSinkConnector"):
+        _jdbc_errors(config, out)
+    elif "file" not in config:
         out["file"] = ["minilog's file connectors need a file name (stdin and stdout are not "
                        "supported)"]
     return out
 
 
+_CHOICES = {"insert.mode": ("insert", "upsert"),
+            "pk.mode": ("none", "record_key", "record_value"),
+            "delete.enabled": ("true", "false"), "auto.create": ("true", "false")}
+
+
+def _jdbc_errors(config: dict[str, str], out: dict[str, list[str]]) -> None:
+    for name, choices in _CHOICES.items():
+        if name in config and config[name].strip().lower() not in choices:
+            out.setdefault(name, []).append(f"Invalid value {config[name]} for configuration "
+                                            f"{name}: String must be one of: "
+                                            + ", ".join(choices))
+    url = config.get("connection.url")
+    if url is not None and not url.startswith("jdbc:postgresql://"):
+        out.setdefault("connection.url", []).append(
+            f"Invalid value {url} for configuration connection.url: this worker writes to "
+            f"PostgreSQL only (jdbc:postgresql://HOST:PORT/DATABASE)")
+    pk_mode = config.get("pk.mode", "none")
+    if config.get("delete.enabled") == "true" and pk_mode != "record_key":
+        out.setdefault("delete.enabled", []).append(
+            "Deletes are only supported for pk.mode record_key")
+    if config.get("insert.mode") == "upsert" and pk_mode == "none":
+        out.setdefault("pk.mode", []).append("insert.mode upsert needs a primary key: pk.mode "
+                                             "record_key or record_value")
+    if pk_mode == "record_value" and not config.get("pk.fields", "").strip():
+        out.setdefault("pk.fields", []).append("pk.mode record_value needs pk.fields")
+
+
 def unknown_class_message(name: object) -> str:
     return (f"Failed to find any class that implements Connector and which name matches "
             f"{name}, available connectors are: "
-            + ", ".join(f"PluginDesc{{klass=class {p}, name='{p}', version='3.9.0'}}"
-                        for p in ("org.apache.kafka.connect.file.FileStreamSinkConnector",
-                                  "org.apache.kafka.connect.file.FileStreamSourceConnector")))
+            + ", ".join(f"PluginDesc{{klass=class {p.class_name}, name='{p.class_name}', "
+                        f"version='3.9.0'}}" for p in PLUGINS))
 
 
 def validate(config: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +108,9 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
                            "documentation": key.documentation, "group": key.group,
                            "width": "NONE", "display_name": key.name, "dependents": [],
                            "order": order if key.group else -1},
-            "value": {"name": key.name, "value": config.get(key.name, key.default),
+            "value": {"name": key.name,
+                      "value": "[hidden]" if key.type == "PASSWORD" and key.name in config
+                      else config.get(key.name, key.default),
                       "recommended_values": [], "errors": errors, "visible": True}})
     return {"name": plugin.class_name,
             "error_count": sum(len(i["value"]["errors"]) for i in infos),
