@@ -65,6 +65,15 @@ def kill_tree(identities: list) -> list:
     return left
 
 
+def _wait_gone(identities: list, seconds: float) -> None:
+    """Wait up to `seconds` for `identities` to exit: a broker sent SIGTERM just before its
+    parent exited is stopping, not leaked (on a loaded machine that takes seconds)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(
+            process_identity(pid) == (pid, start) for pid, start in identities[1:]):
+        time.sleep(0.1)
+
+
 def run_bounded(args, timeout: float, grace: float = GRACE_S,
                 **popen) -> subprocess.CompletedProcess:
     """subprocess.run(args, capture_output=True, text=True, timeout=timeout), its process tree
@@ -96,6 +105,8 @@ def run_bounded(args, timeout: float, grace: float = GRACE_S,
                 proc.wait(grace)
             except subprocess.TimeoutExpired:
                 pass
+        else:  # exited by itself: what it stopped may still be finishing its own shutdown
+            _wait_gone(known, grace)
         leftover = kill_tree(known)
         if proc.stdout is not None and not proc.stdout.closed:
             out, err = proc.communicate(timeout=30)  # all of it: the pipes kept what came

@@ -44,7 +44,9 @@ class DirectoryLock:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         # Opened without truncating: the holder's pid stays readable for a refused process.
-        self._file: IO[str] | None = open(self.directory / LOCK_FILE, "a+")
+        # Mode 0600 from its first byte: a cluster's files are its owner's alone.
+        self._file: IO[str] | None = os.fdopen(
+            os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+")
         try:
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
