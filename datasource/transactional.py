@@ -5,8 +5,8 @@ open, read_committed readers do not see it) and returns its identity in its comm
 driver's `commit(messages, batchId)` completes every one of them, its `abort` aborts them.
 
 A stream task's `transactional.id` is `<transactionalIdPrefix>-<run>-<Spark partition>`, the
-prefix defaulting to `minilog-sink-<query id>` and `<run>` being the writer's own (a new one
-each time the query starts). Within a run the id is stable across micro-batches and attempts,
+prefix defaulting to `minilog-sink-<query id>` and `<run>` a tag of Spark's run id (new each
+time the query starts). Within a run the id is stable across micro-batches and attempts,
 so `init_transactions` fences an earlier attempt of the same task (a retry, a zombie) and
 aborts what it left open. A new run never touches the ids of the run before: what that run
 prepared stays prepared until the new driver decides.
@@ -44,6 +44,7 @@ log = logging.getLogger("minilog.datasource")
 
 # Spark's local properties of a micro-batch's tasks (StreamExecution, MicroBatchExecution).
 _QUERY_ID, _BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
+_RUN_ID = "spark.jobGroup.id"  # StreamExecution.runStream: setJobGroup(runId, ...)
 _ALREADY_ENDED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
                   ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.INVALID_PRODUCER_EPOCH)
 _HALT = "MINILOG_SINK_HALT"
@@ -65,7 +66,7 @@ def new_batch_prefix() -> str:
 
 
 def new_run() -> str:
-    """The tag of one start of a streaming query's writer, in its tasks' transactional ids."""
+    """A writer's own run tag, for tasks that carry no Spark run id (job group)."""
     return uuid.uuid4().hex[:12]
 
 
@@ -74,25 +75,33 @@ def query_prefix(prefix: str | None, query_id: str) -> str:
 
 
 def task_identity(prefix: str | None, batch_prefix: str,
-                  run: str) -> tuple[str, str | None, int | None]:
-    """(transactional id, query id, batch id) of the running task: the batch id and the query
-    id are None for a batch write (`df.write`), whose prefix is `batch_prefix`."""
+                  run: str) -> tuple[str, str | None, int | None, str]:
+    """(transactional id, query id, batch id, run tag) of the running task: the batch id and
+    the query id are None for a batch write (`df.write`), whose prefix is `batch_prefix`."""
     ctx = TaskContext.get()
     query_id = ctx.getLocalProperty(_QUERY_ID) if ctx else None
     batch = ctx.getLocalProperty(_BATCH_ID) if ctx else None
     partition = ctx.partitionId() if ctx else 0
     if query_id:
+        run = run_tag(ctx.getLocalProperty(_RUN_ID)) or run
         txn_id = f"{query_prefix(prefix, query_id)}-{run}-{partition}"
     else:
         txn_id = f"{prefix if prefix is not None else batch_prefix}-{partition}"
-    return txn_id, query_id, (None if batch is None else int(batch))
+    return txn_id, query_id, (None if batch is None else int(batch)), run
+
+
+def run_tag(run_id: str | None) -> str:
+    """The short tag of Spark's run id (StreamExecution makes it the micro-batches' job
+    group): the same for every micro-batch of one start of the query, new at each start.
+    Spark builds the sink's writer again for every micro-batch, so the writer cannot keep it."""
+    return (run_id or "").replace("-", "")[:12]
 
 
 def write_prepared(batches, options, send, batch_prefix: str, run: str = "") -> Prepared:
     """Write `batches` in a transaction of this task's transactional id and prepare it.
     `send(producer, batches)` hands every row over: (deliveries, rows, first topic written)."""
-    txn_id, query_id, batch_id = task_identity(options.transactional_id_prefix, batch_prefix,
-                                               run)
+    txn_id, query_id, batch_id, run = task_identity(options.transactional_id_prefix,
+                                                    batch_prefix, run)
     producer = clients.producer({**options.client, "transactional.id": txn_id})
     try:
         producer.init_transactions()
