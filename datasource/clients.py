@@ -17,8 +17,12 @@ _lock = threading.Lock()
 _pool = {}
 
 
+def settings_key(config):
+    return tuple(sorted((str(k), str(v)) for k, v in config.items()))
+
+
 def _key(kind, config):
-    return (kind, tuple(sorted((str(k), str(v)) for k, v in config.items())))
+    return (kind, settings_key(config))
 
 
 def pooled():

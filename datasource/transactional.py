@@ -1,45 +1,53 @@
 """The exactly-once sink (`deliveryGuarantee` = `exactly-once`): tasks prepare, the driver commits.
 
-Each write task sends its rows inside a Kafka transaction whose `transactional.id` is stable for
-(query, Spark partition): `<transactionalIdPrefix>-<partition>`, the prefix defaulting to
-`minilog-sink-<query id>`. Its `init_transactions` fences any earlier attempt of the same task
-(a retry, a zombie) and aborts what that attempt left open. The task flushes and *prepares* the
-transaction (it stays open: read_committed readers do not see it) and returns its identity in
-its commit message; the driver's `commit(messages, batchId)` completes every one of them, its
-`abort` aborts them.
+Each write task sends its rows inside a Kafka transaction and *prepares* it (KIP-939: it stays
+open, read_committed readers do not see it) and returns its identity in its commit message; the
+driver's `commit(messages, batchId)` completes every one of them, its `abort` aborts them.
 
-A micro-batch replayed after a crash between the broker's commits and Spark's commit log must
-not be written twice. So each transaction also commits, through TxnOffsetCommit, the batch id
-as the offset of the consumer group named after its transactional id (metadata: the query id):
-committed if and only if the rows are. Before committing a transaction for batch N the driver
-reads that group: if the transactional id already committed batch N (or a later one) for this
-query, the new transaction is a replay and is aborted instead.
+A stream task's `transactional.id` is `<transactionalIdPrefix>-<run>-<Spark partition>`, the
+prefix defaulting to `minilog-sink-<query id>` and `<run>` a tag of Spark's run id (new each
+time the query starts). Within a run the id is stable across micro-batches and attempts,
+so `init_transactions` fences an earlier attempt of the same task (a retry, a zombie) and
+aborts what it left open. A new run never touches the ids of the run before: what that run
+prepared stays prepared until the new driver decides.
 
-This relies on what Spark guarantees for a micro-batch replayed from its checkpoint: the same
-input offsets, and the same rows in each writing partition (deterministic plans; Spark's own
-checkpointed state and shuffle partitioning give that).
+Whether a micro-batch is committed is decided once for the whole query, never per
+transactional id (`sink_decisions.py`): before committing anything of batch N the driver
+records the batch's prepared transactions. A batch replayed after a crash (Spark replays the
+offsets of its last uncommitted batch, but not necessarily with the same tasks) whose decision
+is recorded is finished by committing exactly the recorded transactions, and its replay's are
+aborted: it writes nothing. A batch without a decision was never committed: the transactions
+the dead run left open are aborted and the replay writes the batch again.
+
+`MINILOG_SINK_HALT=<batch>:<n>:<file>` in the driver's environment stops the commit of batch
+<batch> after its decision is recorded and <n> of its transactions are committed: the file is
+written and the committing process waits to be killed. The fault tests kill the driver there.
 """
 from __future__ import annotations
 
 import logging
+import os
+import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
-from minilog.connector.client import ErrorCode, KafkaError, PreparedTxnState, TopicPartition
-from minilog.connector.internal_groups import SINK_MARKER
+from minilog.connector.client import ErrorCode, KafkaError, PreparedTxnState
 
 from . import clients
+from .sink_decisions import Decision, DecisionLog
 
 log = logging.getLogger("minilog.datasource")
 
 # Spark's local properties of a micro-batch's tasks (StreamExecution, MicroBatchExecution).
 _QUERY_ID, _BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
-_MARKER = SINK_MARKER  # the marker's metadata, then the query id (tools list them apart)
+_RUN_ID = "spark.jobGroup.id"  # StreamExecution.runStream: setJobGroup(runId, ...)
 _ALREADY_ENDED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
-                  ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+                  ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.INVALID_PRODUCER_EPOCH)
+_HALT = "MINILOG_SINK_HALT"
 
 
 @dataclass
@@ -49,18 +57,7 @@ class Prepared(WriterCommitMessage):
     transactional_id: str | None = None
     state: str = ""          # PreparedTxnState as text
     query_id: str | None = None
-
-
-def task_identity(prefix: str | None, batch_prefix: str) -> tuple[str, str | None, int | None]:
-    """(transactional id, query id, batch id) of the running task: the batch id and the query
-    id are None for a batch write (`df.write`), whose prefix is `batch_prefix`."""
-    ctx = TaskContext.get()
-    query_id = ctx.getLocalProperty(_QUERY_ID) if ctx else None
-    batch = ctx.getLocalProperty(_BATCH_ID) if ctx else None
-    if prefix is None:
-        prefix = f"minilog-sink-{query_id}" if query_id else batch_prefix
-    partition = ctx.partitionId() if ctx else 0
-    return f"{prefix}-{partition}", query_id, (None if batch is None else int(batch))
+    run: str = ""
 
 
 def new_batch_prefix() -> str:
@@ -68,22 +65,52 @@ def new_batch_prefix() -> str:
     return f"minilog-sink-batch-{uuid.uuid4().hex}"
 
 
-def write_prepared(batches, options, send, batch_prefix: str) -> Prepared:
+def new_run() -> str:
+    """A writer's own run tag, for tasks that carry no Spark run id (job group)."""
+    return uuid.uuid4().hex[:12]
+
+
+def query_prefix(prefix: str | None, query_id: str) -> str:
+    return prefix if prefix is not None else f"minilog-sink-{query_id}"
+
+
+def task_identity(prefix: str | None, batch_prefix: str,
+                  run: str) -> tuple[str, str | None, int | None, str]:
+    """(transactional id, query id, batch id, run tag) of the running task: the batch id and
+    the query id are None for a batch write (`df.write`), whose prefix is `batch_prefix`."""
+    ctx = TaskContext.get()
+    query_id = ctx.getLocalProperty(_QUERY_ID) if ctx else None
+    batch = ctx.getLocalProperty(_BATCH_ID) if ctx else None
+    partition = ctx.partitionId() if ctx else 0
+    if query_id:
+        run = run_tag(ctx.getLocalProperty(_RUN_ID)) or run
+        txn_id = f"{query_prefix(prefix, query_id)}-{run}-{partition}"
+    else:
+        txn_id = f"{prefix if prefix is not None else batch_prefix}-{partition}"
+    return txn_id, query_id, (None if batch is None else int(batch)), run
+
+
+def run_tag(run_id: str | None) -> str:
+    """The short tag of Spark's run id (StreamExecution makes it the micro-batches' job
+    group): the same for every micro-batch of one start of the query, new at each start.
+    Spark builds the sink's writer again for every micro-batch, so the writer cannot keep it."""
+    return (run_id or "").replace("-", "")[:12]
+
+
+def write_prepared(batches, options, send, batch_prefix: str, run: str = "") -> Prepared:
     """Write `batches` in a transaction of this task's transactional id and prepare it.
     `send(producer, batches)` hands every row over: (deliveries, rows, first topic written)."""
-    txn_id, query_id, batch_id = task_identity(options.transactional_id_prefix, batch_prefix)
+    txn_id, query_id, batch_id, run = task_identity(options.transactional_id_prefix,
+                                                    batch_prefix, run)
     producer = clients.producer({**options.client, "transactional.id": txn_id})
     try:
         producer.init_transactions()
         producer.begin_transaction()
-        deliveries, rows, topic = send(producer, batches)
+        deliveries, rows, _ = send(producer, batches)
         if rows == 0:
             producer.abort_transaction()
             _put_back(producer, batch_id)
-            return Prepared(0)
-        if batch_id is not None:
-            producer.send_offsets_to_transaction(
-                {TopicPartition(topic, 0): (batch_id, _MARKER + query_id)}, txn_id)
+            return Prepared(0, query_id=query_id, run=run)
         state = producer.prepare_transaction()
         for d in deliveries:
             d.result(0)
@@ -91,7 +118,7 @@ def write_prepared(batches, options, send, batch_prefix: str) -> Prepared:
         _abandon(producer)
         raise
     _put_back(producer, batch_id)
-    return Prepared(rows, txn_id, str(state), query_id)
+    return Prepared(rows, txn_id, str(state), query_id, run)
 
 
 def _put_back(producer, batch_id: int | None) -> None:
@@ -111,12 +138,15 @@ def _abandon(producer) -> None:
 
 
 class Completer:
-    """The driver's half: completes the tasks' prepared transactions, once per batch id."""
+    """The driver's half: completes the tasks' prepared transactions as the query's decision
+    for the batch says (`sink_decisions.py`). Kept for the life of the committing process
+    (`completer_for`): the decisions are read once, not per micro-batch."""
 
-    def __init__(self, client: dict):
-        self.client = client
+    def __init__(self, client: dict, prefix: str | None = None):
+        self.client, self.prefix = client, prefix
         self._admin = None
-        self._done: dict[str, int] = {}  # transactional id -> last batch id committed
+        self._decisions: DecisionLog | None = None
+        self._runs: dict[str, str] = {}  # query id -> the run whose leftovers were resolved
 
     @property
     def admin(self):
@@ -124,54 +154,179 @@ class Completer:
             self._admin = clients.admin(self.client)
         return self._admin
 
+    @property
+    def decisions(self) -> DecisionLog:
+        if self._decisions is None:
+            self._decisions = DecisionLog(self.admin, self.client)
+        return self._decisions
+
     def commit(self, messages, batch_id: int | None) -> None:
-        """Commit every prepared transaction of `messages` (all at once), except those of a
-        replayed batch whose transactional id committed `batch_id` already: those are
-        aborted."""
-        ends = {}
-        for m in _prepared(messages):
-            replay = batch_id is not None and self._committed_batch(m) >= batch_id
-            if replay:
-                log.info("batch %d of %s was committed before: the replay's rows are dropped",
-                         batch_id, m.transactional_id)
-            ends[m.transactional_id] = (PreparedTxnState.parse(m.state), not replay)
-        failed = self._end(ends)
-        if failed:  # some may have committed: what the markers say is read again next time
-            for t in ends:
-                self._done.pop(t, None)
-            raise failed[0]
-        if batch_id is not None:
-            self._done.update((t, batch_id) for t, (_, commit) in ends.items() if commit)
+        """Commit batch `batch_id`'s prepared transactions, after recording the decision;
+        or, for a batch decided before (a replay), finish the recorded ones and abort those
+        of `messages`. A batch write (`batch_id` None) commits `messages` directly."""
+        prepared = _prepared(messages)
+        if batch_id is None:
+            self._raise(self._end({m.transactional_id: (m.state, True) for m in prepared}))
+            return
+        query_id, run = _query_of(messages)
+        if query_id is None:
+            return
+        last = self._start_of_run(query_id, run, batch_id, prepared)
+        if last is not None and last.batch >= batch_id:
+            if last.batch > batch_id or self._finish(last):
+                log.info("batch %d of query %s was decided before: its replay writes nothing",
+                         batch_id, query_id)
+                self._raise(self._end({m.transactional_id: (m.state, False) for m in prepared}))
+                return
+            log.warning("batch %d of query %s was decided, but the coordinator aborted every "
+                        "one of its transactions: the replay writes it", batch_id, query_id)
+        decision = Decision(query_id, batch_id,
+                            {m.transactional_id: m.state for m in prepared}, run)
+        if not decision.transactions:
+            return
+        self.decisions.record(decision)
+        if not self._finish(decision):  # none committed: the replay writes the batch again
+            self.decisions.record(Decision(query_id, batch_id - 1, {}, run))
+            raise _not_committed(decision, list(decision.transactions))
 
-    def abort(self, messages) -> None:
-        failed = self._end({m.transactional_id: (PreparedTxnState.parse(m.state), False)
-                            for m in _prepared(messages)})
-        if failed:
-            raise failed[0]
+    def abort(self, messages, batch_id: int | None = None) -> None:
+        """Abort `messages`' transactions, unless their batch was decided: Spark aborts a
+        batch whose commit failed, and a decided batch can only go forward."""
+        prepared = _prepared(messages)
+        query_id, _ = _query_of(messages)
+        last = None
+        if batch_id is not None and query_id is not None:
+            last = self.decisions.last(query_id)
+        replayed = {m.transactional_id: (m.state, False) for m in prepared}
+        if last is not None and last.batch == batch_id:
+            replayed = {t: e for t, e in replayed.items() if t not in last.transactions}
+            if not self._finish(last):
+                raise _not_committed(last, list(last.transactions))
+        self._raise(self._end(replayed))
 
-    def _end(self, ends: dict) -> list[KafkaError]:
-        """Complete `ends` ({transactional id: (state, commit)}); the errors that matter. An
-        abort of a transaction already ended (fenced, completed) is no error."""
+    def _start_of_run(self, query_id: str, run: str, batch_id: int,
+                      prepared) -> Decision | None:
+        """The query's last decision; at the first batch of a run (of this process), the
+        prefix is claimed and what earlier runs left open is resolved."""
+        if self._runs.get(query_id) == run:
+            return self.decisions.last(query_id)
+        self.decisions.reload()
+        self.decisions.claim(query_prefix(self.prefix, query_id), query_id)
+        last = self.decisions.last(query_id)
+        keep = {m.transactional_id for m in prepared}
+        if last is not None and last.batch == batch_id:  # to be finished, not aborted
+            keep |= set(last.transactions)
+        self._abort_leftovers(query_prefix(self.prefix, query_id) + "-", keep)
+        self._runs[query_id] = run
+        return last
+
+    def _abort_leftovers(self, prefix: str, keep: set[str]) -> None:
+        """Abort the open transactions of `prefix` that no decision commits: prepared by a run
+        that died before deciding, they would hold read_committed readers back until they
+        time out (forever with two-phase commit)."""
+        open_ids = [t.transactional_id for t in self.admin.list_transactions(states=["Ongoing"])
+                    if t.transactional_id.startswith(prefix) and t.transactional_id not in keep]
+        if not open_ids:
+            return
+        found = self.admin.describe_transactions(open_ids)
+        log.info("aborting %d transactions left prepared by an earlier run: %s",
+                 len(found), sorted(found))
+        self._raise(self._end({t: (f"{d.producer_id}:{d.producer_epoch}", False)
+                               for t, d in found.items()}))
+
+    def _finish(self, decision: Decision) -> bool:
+        """Commit every transaction of `decision` (committing again what is committed is no
+        error): True once all are committed, False if none could be (the coordinator aborted
+        them all: nothing of the batch is written); raise if only some are. All at once, or
+        one by one when a fault test stops the commit part-way (`MINILOG_SINK_HALT`)."""
+        ends = {t: (s, True) for t, s in decision.transactions.items()}
+        if not os.environ.get(_HALT):
+            failed = self._end(ends)
+        else:
+            failed = {}
+            _halt_at(decision.batch, 0)
+            for i, t in enumerate(sorted(ends), 1):
+                failed.update(self._end({t: ends[t]}))
+                _halt_at(decision.batch, i)
+        if not failed:
+            return True
+        states = self.admin.describe_transactions(list(failed))
+        lost = [t for t in failed if states[t].state != "CompleteCommit"]
+        if not lost:
+            return True
+        if len(lost) == len(ends):
+            return False
+        raise _not_committed(decision, lost, failed[lost[0]])
+
+    def _end(self, ends: dict) -> dict[str, KafkaError]:
+        """Complete `ends` ({transactional id: (state text, commit)}); the errors that matter.
+        An abort of a transaction already ended (fenced, completed) is no error."""
         if not ends:
-            return []
-        results = self.admin.complete_transactions(ends)
-        return [e for t, e in results.items() if e is not None and
-                (ends[t][1] or e.code not in _ALREADY_ENDED)]
+            return {}
+        results = self.admin.complete_transactions(
+            {t: (PreparedTxnState.parse(s), c) for t, (s, c) in ends.items()})
+        return {t: e for t, e in results.items() if e is not None and
+                (ends[t][1] or e.code not in _ALREADY_ENDED)}
 
-    def _committed_batch(self, m: Prepared) -> int:
-        """The last batch id that `m`'s transactional id committed for its query (-1: none),
-        as its marker group says (read once per transactional id, then remembered)."""
-        if m.transactional_id not in self._done:
-            marks = self.admin.list_group_offsets(m.transactional_id)
-            self._done[m.transactional_id] = max(
-                (om.offset for om in marks.values()
-                 if om is not None and om.metadata == _MARKER + str(m.query_id)), default=-1)
-        return self._done[m.transactional_id]
+    @staticmethod
+    def _raise(failed: dict[str, KafkaError]) -> None:
+        if failed:
+            raise next(iter(failed.values()))
 
     def close(self) -> None:
+        if self._decisions is not None:
+            self._decisions.close()
+            self._decisions = None
         if self._admin is not None:
             self._admin.close()
             self._admin = None
+
+
+_completers: dict[tuple, Completer] = {}
+
+
+def completer_for(client: dict, prefix: str | None) -> Completer:
+    """The committing process's Completer for a sink's settings: Spark makes a new writer for
+    every micro-batch's commit, in the same process, so what the Completer knows (its admin
+    client, the decisions read) is kept here rather than in the writer."""
+    key = (clients.settings_key(client), prefix)
+    if key not in _completers:
+        _completers[key] = Completer(client, prefix)
+    return _completers[key]
+
+
+def _not_committed(decision: Decision, lost: list[str],
+                   cause: KafkaError | None = None) -> KafkaError:
+    """A batch whose transactions could not all be committed: the coordinator aborted them
+    (their transaction.timeout.ms passed before the driver committed them)."""
+    return KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, (
+        f"batch {decision.batch} of query {decision.query_id}: {len(lost)} of its "
+        f"{len(decision.transactions)} prepared transactions could not be committed"
+        f"{f' ({cause})' if cause else ''}: the transaction coordinator aborted them because "
+        f"they stayed open "
+        f"longer than the producers' transaction.timeout.ms. Lower maxOffsetsPerTrigger so "
+        f"that a micro-batch takes less time, raise kafka.transaction.timeout.ms (up to the "
+        f"brokers' transaction.max.timeout.ms), or enable two-phase commit "
+        f"(kafka.transaction.two.phase.commit.enable) so that prepared transactions wait "
+        f"for the driver"))
+
+
+def _halt_at(batch_id: int, committed: int) -> None:
+    """The fault tests' stopping point (`MINILOG_SINK_HALT`): tell the test, wait to die."""
+    spec = os.environ.get(_HALT, "")
+    batch, _, rest = spec.partition(":")
+    count, _, path = rest.partition(":")
+    if spec and int(batch) == batch_id and int(count) == committed:
+        Path(path).write_text(f"batch {batch_id}: {committed} committed\n")
+        while True:
+            time.sleep(60)
+
+
+def _query_of(messages) -> tuple[str | None, str]:
+    for m in messages or ():
+        if isinstance(m, Prepared) and m.query_id:
+            return m.query_id, m.run
+    return None, ""
 
 
 def _prepared(messages):

@@ -30,7 +30,7 @@ from minilog.connector.client import KafkaError
 
 from . import clients
 from .errors import OptionError
-from .transactional import Completer, new_batch_prefix, write_prepared
+from .transactional import Completer, completer_for, new_batch_prefix, new_run, write_prepared
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 # Spark's KafkaWriteTask, word for word, with the column named.
@@ -117,13 +117,13 @@ def write_batches(batches, options):
     return Written(rows)
 
 
-def write(batches, options, batch_prefix=None):
+def write(batches, options, batch_prefix=None, run=""):
     """A task's write, as `deliveryGuarantee` asks."""
     if not options.exactly_once:
         return write_batches(batches, options)
     try:
         return write_prepared(batches, options, lambda p, b: send_rows(p, b, options),
-                              batch_prefix)
+                              batch_prefix, run)
     except KafkaError as e:
         raise RuntimeError(f"minilog sink: {e}") from e
 
@@ -157,26 +157,24 @@ def _complete(options, step):
 
 class StreamWriter(DataSourceStreamArrowWriter):
     """Append and Complete output modes (Complete rewrites every row, as Spark's Kafka sink
-    does). Update mode: write each micro-batch with `write_each_batch`."""
+    does). Update mode: write each micro-batch with `write_each_batch`. Spark makes one
+    instance when the query starts (the tasks' copy: `run` tags their transactional ids) and
+    one more for every commit."""
 
     def __init__(self, options):
         self.options = options
         self.batch_prefix = new_batch_prefix()
-        self._completer = None  # kept for the query's life: it remembers committed batches
+        self.run = new_run()
 
     def write(self, iterator):
-        return write(iterator, self.options, self.batch_prefix)
-
-    @property
-    def completer(self):
-        if self._completer is None:
-            self._completer = Completer(self.options.client)
-        return self._completer
+        return write(iterator, self.options, self.batch_prefix, self.run)
 
     def commit(self, messages, batchId):
         if self.options.exactly_once:
-            self.completer.commit(messages, batchId)
+            completer_for(self.options.client, self.options.transactional_id_prefix).commit(
+                messages, batchId)
 
     def abort(self, messages, batchId):
         if self.options.exactly_once:
-            self.completer.abort(messages)
+            completer_for(self.options.client, self.options.transactional_id_prefix).abort(
+                messages, batchId)

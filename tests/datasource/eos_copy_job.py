@@ -2,7 +2,9 @@
 the test can kill it (driver Python, its JVM and Python workers) with SIGKILL.
 
 Usage: python eos_copy_job.py BOOTSTRAP SOURCE OUT CHECKPOINT GUARANTEE TXN_TIMEOUT_MS run|finish
-TXN_TIMEOUT_MS is the sink producers' transaction.timeout.ms. `run` copies micro-batches of 40 offsets until killed; `finish` copies what is left
+       [MIN_PARTITIONS [TRANSACTIONAL_ID_PREFIX]]
+TXN_TIMEOUT_MS is the sink producers' transaction.timeout.ms ("2pc": KIP-939 two-phase commit,
+no timeout); MIN_PARTITIONS the source's minPartitions (the number of writing tasks). `run` copies micro-batches of 40 offsets until killed; `finish` copies what is left
 (availableNow) and exits 0. Each task hands its rows to the sink in slices of 5, 50 ms apart,
 so that a write takes a good part of a micro-batch: a kill then often lands mid-write."""
 import sys
@@ -20,19 +22,26 @@ def slowly(batches):
             time.sleep(0.05)
 
 
-def main(bootstrap, source, out, checkpoint, guarantee, txn_timeout_ms, mode):
+def main(bootstrap, source, out, checkpoint, guarantee, txn_timeout_ms, mode,
+         min_partitions="1", prefix=None):
     spark = (SparkSession.builder.master("local[2]").appName("eos-copy")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     df = (spark.readStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", source).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", 40).load().select("value")
+          .option("maxOffsetsPerTrigger", 40).option("minPartitions", min_partitions)
+          .load().select("value")
           .mapInArrow(slowly, "value binary"))
     w = (df.writeStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", out).option("deliveryGuarantee", guarantee)
-         .option("kafka.transaction.timeout.ms", txn_timeout_ms)
          .option("checkpointLocation", checkpoint))
+    if txn_timeout_ms == "2pc":
+        w = w.option("kafka.transaction.two.phase.commit.enable", "true")
+    else:
+        w = w.option("kafka.transaction.timeout.ms", txn_timeout_ms)
+    if prefix:
+        w = w.option("transactionalIdPrefix", prefix)
     w = w.trigger(availableNow=True) if mode == "finish" else w.trigger(processingTime="0 seconds")
     query = start_query(w)
     query.awaitTermination()

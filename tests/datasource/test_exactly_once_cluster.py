@@ -23,7 +23,7 @@ from sparkprocs import python_workers
 from sparktools import create_topic, produce, unique, wait_for
 from txntools import log_end, read_all
 
-from minilog.connector.client import Consumer
+from minilog.connector.client import AdminClient, Consumer
 from minilog.jobs.pipeline import start_query
 
 pytestmark = pytest.mark.timeout(420)
@@ -107,6 +107,17 @@ def wait_mid_write(c, query, out, checkpoint, rng):
     return f"after {target} commits, mid-write"
 
 
+def task_transactional_id(c, prefix, partition):
+    """The transactional id of the query's task `partition`: `<prefix>-<run>-<partition>`,
+    the run being the writer's own (the sink's tasks have written by now)."""
+    with AdminClient({"bootstrap.servers": c.bootstrap}) as admin:
+        ids = [t.transactional_id for t in admin.list_transactions()
+               if t.transactional_id.startswith(f"{prefix}-")
+               and t.transactional_id.endswith(f"-{partition}")]
+    assert len(ids) == 1, f"seed {SEED}: the transactional ids of task {partition}: {ids}"
+    return ids[0]
+
+
 def finish(query, c, out):
     """Wait for the query's end; what a read_committed reader then sees of `out`."""
     try:
@@ -142,15 +153,16 @@ def test_the_sink_writes_each_record_once_through_the_kill_of_a_coordinator(tric
     rng = random.Random(SEED + 1)
     prefix = unique("coordinated")
     partition = rng.randint(0, 1)
-    coordinator = coordinator_of(cluster, f"{prefix}-{partition}")
     query, out = start_copy(trickling, cluster, tmp_path / "ck", prefix)
     t0 = time.monotonic()
     moment = wait_mid_write(cluster, query, out, tmp_path / "ck", rng)
+    txn_id = task_transactional_id(cluster, prefix, partition)
+    coordinator = coordinator_of(cluster, txn_id)
     cluster.broker(coordinator).kill()
     got = finish(query, cluster, out)
     dups = len(got) - len(set(got))
     assert sorted(got) == INPUT, (
-        f"seed {SEED}, coordinator {coordinator} of {prefix}-{partition} killed {moment} "
+        f"seed {SEED}, coordinator {coordinator} of {txn_id} killed {moment} "
         f"({time.monotonic() - t0:.1f}s in): {len(got)} read, {dups} duplicates, "
         f"{len(set(INPUT) - set(got))} missing")
-    assert coordinator_of(cluster, f"{prefix}-{partition}") != coordinator
+    assert coordinator_of(cluster, txn_id) != coordinator

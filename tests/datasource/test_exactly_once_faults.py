@@ -2,14 +2,16 @@
 
 A streaming copy job (its own driver process: Python, JVM, Python workers) is killed at a seeded
 moment (a random pause after a micro-batch: between micro-batches, mid-write, mid-commit; or
-as soon as a micro-batch's first records reach the log), restarted from its checkpoint,
-each time down longer than the sink's transaction.timeout.ms (the coordinator aborts what the
-killed job left open or prepared), then run to the end (`EOS_FAULT_KILLS=3` kills it three times; each kill costs a Spark start,
-over a minute on a loaded machine, so the default suite kills once). A read_committed consumer
-must then see every input record exactly once. The seed is printed on failure; rerun one with
-`EOS_FAULT_SEED=<seed> python -m pytest tests/datasource/test_exactly_once_faults.py`.
-`EOS_FAULT_GUARANTEE=at-least-once` runs the same faults against the at-least-once sink, which
-writes duplicates: the test then fails, as it should.
+as soon as a micro-batch's first records reach the log), restarted from its checkpoint, then
+run to the end (`EOS_FAULT_KILLS=3` kills it three times; each kill costs a Spark start, over a
+minute on a loaded machine, so the default suite kills once). The sink prepares its
+transactions with KIP-939's two-phase commit, so nothing the killed job prepared times out:
+the restarted driver finishes what the query decided and aborts what it left open. A
+read_committed consumer must then see every input record exactly once. The seed is printed on
+failure; rerun one with `EOS_FAULT_SEED=<seed> python -m pytest
+tests/datasource/test_exactly_once_faults.py`. `EOS_FAULT_GUARANTEE=at-least-once` runs the same
+faults against the at-least-once sink (each kill then followed by a wait longer than the
+transaction timeout), which writes duplicates: the test then fails, as it should.
 """
 import os
 import random
@@ -31,7 +33,8 @@ JOB = Path(__file__).with_name("eos_copy_job.py")
 RECORDS = 200  # per input partition; micro-batches of 40 offsets: 10 batches
 KILLS = int(os.environ.get("EOS_FAULT_KILLS", 1))
 TXN_TIMEOUT_S = 10  # the sink's transaction.timeout.ms; a killed job stays down longer
-CLEANUP = ["-o", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500"]
+CLEANUP = ["-o", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+           "-o", "transaction.two.phase.commit.enable=true"]
 
 
 def commits(checkpoint):
@@ -71,8 +74,9 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
         out = create_topic(broker.bootstrap, unique("fault-out"), 2)
         produce(broker.bootstrap, source, [(p, None, f"{p}-{i}".encode(), [])
                                            for p in range(2) for i in range(RECORDS)])
+        two_phase = guarantee == "exactly-once"
         args = [broker.bootstrap, source, out, str(checkpoint), guarantee,
-                str(TXN_TIMEOUT_S * 1000)]
+                "2pc" if two_phase else str(TXN_TIMEOUT_S * 1000)]
         kills, t0 = [], time.monotonic()
         for _ in range(KILLS):
             job = start(args + ["run"], mark, log)
@@ -97,9 +101,9 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
             down_until = time.monotonic() + TXN_TIMEOUT_S + 1
             job.wait(30)
             print(f"killed at {time.monotonic() - t0:.1f}s after {kills[-1]}")
-            # down longer than the transaction timeout: the coordinator aborts what the job
-            # left open, and the log's last stable offset reaches its end
-            while (time.monotonic() < down_until
+            # at-least-once: down longer than the transaction timeout, the coordinator aborts
+            # what the job left open, and the log's last stable offset reaches its end
+            while not two_phase and (time.monotonic() < down_until
                    or log_end(broker.bootstrap, out, 2, isolation="read_committed")
                    < log_end(broker.bootstrap, out, 2)):
                 assert time.monotonic() < down_until + 60, f"seed {seed}: nothing timed out"

@@ -1,0 +1,135 @@
+"""The exactly-once sink decides per micro-batch for the whole query, whatever the replay's plan.
+
+Each test runs the streaming copy job (`eos_copy_job.py`, its own driver process) and stops its
+driver at a named point of the commit of micro-batch 1 (`MINILOG_SINK_HALT`: the decision is
+recorded and n of the batch's transactions are committed; the committing process writes a
+file and waits), kills every process of the job with SIGKILL, restarts it from its checkpoint
+with another number of writing tasks (`minPartitions`), and counts the output with a
+read_committed confluent-kafka consumer. The sink's prepared transactions use KIP-939's
+two-phase commit: they wait for the restarted driver, however long it takes to start."""
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from sparkprocs import environment, kill_marked, marked
+from sparktools import create_topic, produce, unique
+from txntools import SMALL, read_all
+from waiting import wait_until
+
+from brokers import MinilogBroker
+
+JOB = Path(__file__).with_name("eos_copy_job.py")
+RECORDS = 100  # per input partition; micro-batches of 40 offsets
+INPUT = sorted(f"{p}-{i}".encode() for p in range(2) for i in range(RECORDS))
+HALT_BATCH = 1
+
+
+@pytest.fixture(scope="module")
+def broker():
+    b = MinilogBroker(extra=SMALL + ["-o", "transaction.two.phase.commit.enable=true"]).start()
+    yield b
+    b.cleanup()
+
+
+class Job:
+    """The copy job of one checkpoint: started, halted, killed, restarted."""
+
+    def __init__(self, broker, source, out, tmp_path, name, prefix=None):
+        self.broker, self.source, self.out, self.prefix = broker, source, out, prefix
+        self.checkpoint, self.log = tmp_path / f"{name}-ck", tmp_path / f"{name}.log"
+        self.halted = tmp_path / f"{name}.halted"
+        self.mark = uuid.uuid4().hex
+
+    def start(self, min_partitions, halt_after=None):
+        """availableNow; `halt_after` n: stop at batch 1's commit once n are committed."""
+        args = [self.broker.bootstrap, self.source, self.out, str(self.checkpoint),
+                "exactly-once", "2pc", "finish", str(min_partitions)]
+        if self.prefix:
+            args.append(self.prefix)
+        more = {} if halt_after is None else {
+            "MINILOG_SINK_HALT": f"{HALT_BATCH}:{halt_after}:{self.halted}"}
+        with open(self.log, "ab") as out:
+            return subprocess.Popen([sys.executable, str(JOB), *args],
+                                    env=environment(self.mark, **more),
+                                    stdout=out, stderr=subprocess.STDOUT)
+
+    def halt_and_kill(self, min_partitions, committed):
+        """Run until the named point of batch 1's commit, then kill the driver there."""
+        job = self.start(min_partitions, committed)
+        try:
+            wait_until(lambda: self.halted.exists() or job.poll() is not None, 300,
+                       "the commit of batch 1 to reach its halt")
+            assert self.halted.exists(), f"the job ended first:\n{self.tail()}"
+        finally:
+            for pid in marked(self.mark):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            job.wait(60)
+            kill_marked(self.mark)
+
+    def finish(self, min_partitions):
+        """Restart from the checkpoint and copy the rest; the job's exit code."""
+        job = self.start(min_partitions)
+        try:
+            return job.wait(300)
+        finally:
+            kill_marked(self.mark)
+
+    def tail(self, chars=3000):
+        return self.log.read_text(errors="replace")[-chars:]
+
+
+def topics(broker):
+    source = create_topic(broker.bootstrap, unique("replan-in"), 2)
+    produce(broker.bootstrap, source, [(p, None, f"{p}-{i}".encode(), [])
+                                       for p in range(2) for i in range(RECORDS)])
+    return source, create_topic(broker.bootstrap, unique("replan-out"), 2)
+
+
+def committed_rows(broker, out, expected):
+    return read_all(broker.bootstrap, out, "read_committed", expected, partitions=2)
+
+
+@pytest.mark.timeout(900)
+def test_killed_after_every_commit_and_replayed_with_more_tasks_writes_once(broker, tmp_path):
+    """Batch 1 committed by both of its tasks' transactions, Spark's commit log not written;
+    the replay runs four tasks (two of them transactional ids that never saw batch 1)."""
+    source, out = topics(broker)
+    job = Job(broker, source, out, tmp_path, "q")
+    job.halt_and_kill(min_partitions=2, committed=2)
+    assert len(committed_rows(broker, out, 80)) == 80  # batches 0 and 1
+    assert job.finish(min_partitions=4) == 0, job.tail()
+    assert sorted(committed_rows(broker, out, len(INPUT))) == INPUT
+
+
+@pytest.mark.timeout(900)
+def test_killed_after_some_commits_and_replayed_with_fewer_tasks_writes_once(broker, tmp_path):
+    """Batch 1 written by four tasks, two of their transactions committed; the replay runs
+    two tasks: the other two recorded transactions are committed, the replay writes nothing."""
+    source, out = topics(broker)
+    job = Job(broker, source, out, tmp_path, "q")
+    job.halt_and_kill(min_partitions=4, committed=2)
+    assert len(committed_rows(broker, out, 60)) == 60  # batch 0, half of batch 1
+    assert job.finish(min_partitions=2) == 0, job.tail()
+    assert sorted(committed_rows(broker, out, len(INPUT))) == INPUT
+
+
+@pytest.mark.timeout(900)
+def test_a_prefix_used_by_another_query_is_refused(broker, tmp_path):
+    """Query A stops after committing batch 1; query B, given A's transactionalIdPrefix, is
+    refused with one clear error; A restarted finishes with every row once."""
+    source, out = topics(broker)
+    prefix = unique("shared")
+    a = Job(broker, source, out, tmp_path, "a", prefix)
+    a.halt_and_kill(min_partitions=2, committed=2)
+    b = Job(broker, source, out, tmp_path, "b", prefix)
+    assert b.finish(min_partitions=2) != 0
+    assert f"transactionalIdPrefix '{prefix}' is used by the query" in b.tail(20000), b.tail()
+    assert a.finish(min_partitions=4) == 0, a.tail()
+    assert sorted(committed_rows(broker, out, len(INPUT))) == INPUT
