@@ -17,27 +17,40 @@ keeps waking everyone on every change: KRaft answers a voter's fetch when the hi
 moves, so voters apply commits at once.
 """
 import asyncio
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from minilog.connector.batch import iter_batches
+
+from .follower_tracker import FollowerTracker
 
 
 class Partition:
     wake_all = False  # True: every change wakes every waiter (the metadata quorum's partition)
 
-    def __init__(self, topic, index, log, topic_id=None, leader_epoch=0, replicas=(), isr=()):
+    def __init__(self, topic: str, index: int, log: Any, topic_id: uuid.UUID | None = None,
+                 leader_epoch: int = 0, replicas: Iterable[int] = (), isr: Iterable[int] = (),
+                 *, high_watermark: int | None = None, epoch_cache: Any = None,
+                 is_leader: bool = True) -> None:
+        """`high_watermark`: where the committed records end (default: the log end, a single
+        replica's); `is_leader`: False for a replica of a cluster, which waits for the replica
+        manager to make it a leader or a follower."""
         self.topic, self.index, self.log, self.topic_id = topic, index, log, topic_id
         self.leader_epoch = leader_epoch
         self.replicas = list(replicas)
         self.isr = list(isr)
-        self.high_watermark = log.log_end_offset
+        self.high_watermark = log.log_end_offset if high_watermark is None else high_watermark
         self.max_message_bytes = 1048588
         self.min_insync_replicas = 1
         self._waiters = set()        # futures of what waits for commits (or anything)
         self._fetchers = set()       # futures of followers' fetches, which wait for data
-        # Replication (None / unused with a single broker): set by the replica manager.
-        self.is_leader = True
+        # Replication (None / unused with a single broker): changed only by the methods below
+        # (make_leader, make_follower, the ISR and truncation ones), which the replica manager,
+        # the fetcher and Raft call.
+        self.is_leader = is_leader
         self.leader_id = None
-        self.epoch_cache = None      # LeaderEpochCache
+        self.epoch_cache = epoch_cache  # LeaderEpochCache
         self.followers = None        # FollowerTracker while leading a replicated partition
         self.hw_rule = None          # partition -> the offset every required replica has
         self.epoch_start_offset = 0  # where this leader's epoch began
@@ -89,6 +102,57 @@ class Partition:
                 self.high_watermark = new_hw
                 self._wake(self._waiters)
 
+    # ---- role ----------------------------------------------------------------------------------
+    def make_leader(self, node_id: int, leader_epoch: int, replicas: Iterable[int],
+                    isr: Iterable[int], partition_epoch: int,
+                    hw_rule: Callable[["Partition"], int]) -> bool:
+        """Lead in `leader_epoch` with this replica set and ISR (Kafka's Partition.makeLeader):
+        a new leadership (or epoch) starts tracking the followers and a new epoch at the log
+        end, by which `hw_rule(partition)` moves the high watermark. Whether it is new."""
+        if partition_epoch != self.partition_epoch:
+            self.joining_isr = set()  # the change committed (or another did): the ISR says it all
+        self.replicas, self.isr, self.partition_epoch = list(replicas), list(isr), partition_epoch
+        new = not self.is_leader or self.leader_epoch != leader_epoch
+        if new:
+            self.leader_epoch, self.leader_id, self.is_leader = leader_epoch, node_id, True
+            self.followers = FollowerTracker([r for r in self.replicas if r != node_id],
+                                             self.log_end_offset)
+            self.hw_rule = hw_rule
+            self.epoch_start_offset = self.log_end_offset
+            if self.epoch_cache is not None:
+                self.epoch_cache.assign(leader_epoch, self.log_end_offset)
+        self._advance_high_watermark()
+        self.notify()
+        return new
+
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: Iterable[int],
+                      isr: Iterable[int], partition_epoch: int) -> bool:
+        """Follow `leader_id` (-1: nobody leads) in `leader_epoch` (Kafka's
+        Partition.makeFollower); whether the leader or epoch changed (the fetching moves)."""
+        self.replicas, self.isr, self.partition_epoch = list(replicas), list(isr), partition_epoch
+        if not self.is_leader and self.leader_epoch == leader_epoch and \
+                self.leader_id == leader_id:
+            return False
+        self.is_leader, self.followers, self.hw_rule = False, None, None
+        self.leader_epoch, self.leader_id = leader_epoch, leader_id
+        self.notify()
+        return True
+
+    def stop_serving(self) -> None:
+        """No longer a replica here (the log is kept or deleted by the caller): neither leads
+        nor follows, and whoever waits on it is woken to find out."""
+        self.is_leader = False
+        self.notify()
+
+    def expanding_isr(self, joining: Iterable[int]) -> None:
+        """An ISR change adding `joining` was sent: the high watermark waits for them from now
+        on (Kafka's maximal ISR), so none joins lacking committed records."""
+        self.joining_isr = set(joining)
+
+    def isr_change_failed(self) -> None:
+        """The controller refused the change (or was not reached): the ISR is what it was."""
+        self.joining_isr = set()
+
     # ---- replication -----------------------------------------------------------------------
     def follower_fetched(self, replica_id, fetch_offset, last_fetched_epoch, broker_epoch=-1):
         """A follower's fetch reached the leader: (diverging (epoch, end offset) or None).
@@ -134,6 +198,13 @@ class Partition:
                 target = min(target, end)
         self.truncate_to(target)
         return target
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Behind the leader's log start: drop everything and continue from `offset`."""
+        self.log.truncate_fully_and_start_at(offset)
+        if self.epoch_cache is not None:
+            self.epoch_cache.clear()
+        self.high_watermark = offset
 
     def truncate_to(self, offset):
         """Cut a divergent tail (after a leader change); the high watermark never exceeds it."""

@@ -104,9 +104,7 @@ class ReplicaFetcher:
             # follower ahead of the leader's log end is told so with a diverging epoch instead
             # (`Partition.follower_fetched`), so nothing here cuts records the leader may have.
             if p.log_end_offset < r.log_start_offset:
-                p.log.truncate_fully_and_start_at(r.log_start_offset)
-                p.epoch_cache.clear()
-                p.high_watermark = r.log_start_offset
+                p.truncate_fully_and_start_at(r.log_start_offset)
                 return True
             return False
         if r.error_code:

@@ -28,7 +28,6 @@ from ..coordinator.group.group_store import OFFSETS_TOPIC
 from ..coordinator.transaction.txn_coordinator import TRANSACTION_TOPIC
 from ..storage import hw_checkpoint
 from ..storage.leader_epoch_cache import LeaderEpochCache
-from .follower_tracker import FollowerTracker
 from .partition import Partition, wait_for_any
 from .replica_fetcher import ReplicaFetcher
 
@@ -48,7 +47,7 @@ def _isr_high_watermark(p):
 class ReplicaManager:
     def __init__(self, broker, store, peers):
         self.broker, self.store, self.peers = broker, store, peers
-        self.image = store.image
+        self.image = store.image  # the newest committed image published to this manager
         self.node_id = broker.config.node_id
         self.lag_max_ms = broker.config["replica.lag.time.max.ms"]
         self.fetch_wait_ms = broker.config["replica.fetch.wait.max.ms"]
@@ -64,7 +63,6 @@ class ReplicaManager:
         self.ready = False       # registered, caught up and unfenced once since start
         self.checkpoint_every = broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
         self._checkpointed = hw_checkpoint.read(broker.logs.data_dir)
-        store.listeners.append(self._on_record)
 
     def start(self):
         self._task = asyncio.ensure_future(self._maintain_isr())
@@ -74,7 +72,7 @@ class ReplicaManager:
         """The controller unfenced this broker: from now on it acts on the committed image."""
         if not self.ready:
             self.ready = True
-            self._on_record(None, None)
+            self._look_at_everything()
 
     async def stop(self):
         if self._task:
@@ -103,18 +101,30 @@ class ReplicaManager:
         return None if ep is None else ep.address_on(self.inter_broker_name)
 
     # -- following the metadata -------------------------------------------------------------------
-    def _on_record(self, rec, changed):
-        if rec is None:  # the image was rebuilt: look at everything again
-            self._rebuilding = True
-            self._dirty |= set(self.broker.partitions)
-            self._dirty |= {(ts.name, i) for ts in self.image.topics.values() for i in ts.partitions}
-        else:
-            self._dirty |= set(changed)
-            if rec["type"] == "configs" and rec["name"] in self.image.topics:
-                config = self.broker.topics.log_config(rec["name"])
-                for (topic, _), p in self.broker.partitions.items():
-                    if topic == rec["name"]:
-                        p.apply_config(config)
+    def on_metadata_update(self, delta, image):
+        """A metadata publisher: the partitions the delta changed are made leaders, followers
+        or removed here (once ready); topics whose configs changed adopt them."""
+        self.image = image
+        if delta.reset:  # the image was thrown away and is being replayed: look at it all
+            self._look_at_everything()
+            return
+        self._dirty |= delta.changed_partitions
+        for name in delta.changed_configs:
+            config = self.broker.topics.log_config(name)
+            for index in image.topics[name].partitions:
+                p = self.broker.partitions.get((name, index))
+                if p is not None:
+                    p.apply_config(config)
+        self._schedule_sync()
+
+    def _look_at_everything(self):
+        """Every replica here and every partition of the image; one missing from the image is
+        kept until a record deletes or moves it."""
+        self._rebuilding = True
+        self._dirty |= set(self.broker.partitions) | self.image.partition_keys()
+        self._schedule_sync()
+
+    def _schedule_sync(self):
         if self._dirty and not self._sync_scheduled:
             self._sync_scheduled = True
             asyncio.get_running_loop().call_soon(self._sync)
@@ -145,13 +155,12 @@ class ReplicaManager:
         if p is None:
             config = self.broker.topics.log_config(ts.name)
             log_ = self.broker.logs.open(ts.name, index, config)
-            p = Partition(ts.name, index, log_, ts.topic_id)
             # Committed is what the checkpoint says, not what the log holds (0 if unknown).
-            p.high_watermark = max(log_.log_start_offset, min(
-                self._checkpointed.get((ts.name, index), 0), log_.log_end_offset))
+            p = Partition(ts.name, index, log_, ts.topic_id, is_leader=False,
+                          high_watermark=max(log_.log_start_offset, min(
+                              self._checkpointed.get((ts.name, index), 0), log_.log_end_offset)),
+                          epoch_cache=LeaderEpochCache.load(log_))
             p.apply_config(config)
-            p.epoch_cache = LeaderEpochCache.load(log_)
-            p.is_leader = False
             self.broker.partitions[(ts.name, index)] = p
         return p
 
@@ -160,12 +169,8 @@ class ReplicaManager:
         p = self.broker.partitions.pop(key, None)
         if p is not None:
             self._stop_fetching(p)
-            p.is_leader = False
-            p.notify()
-            if key[0] == OFFSETS_TOPIC and self.broker.groups:
-                self.broker.groups.unload_partition(key[1])
-            if key[0] == TRANSACTION_TOPIC and self.broker.txn:
-                self.broker.txn.unload_partition(key[1])
+            p.stop_serving()
+            self._resigned(p)
         return p
 
     def _remove(self, key, deleted):
@@ -173,52 +178,45 @@ class ReplicaManager:
             return
         self.broker.logs.delete(*key)
         self._checkpointed.pop(key, None)
-        if deleted:  # state kept by topic name goes with the topic
-            if self.broker.cleaner is not None:
-                self.broker.cleaner.forget([key])
-            if self.broker.groups is not None:
-                self.broker.groups.on_partitions_deleted([key])
         log.info("replica %s-%d removed from this broker%s", *key, " (topic deleted)" if deleted else "")
 
     def _become_leader(self, p, state):
-        if state.partition_epoch != p.partition_epoch:
-            p.joining_isr = set()  # the change committed (or another did): the ISR says it all
         self.broker.replica_metrics.isr_changed(p, state.isr)
-        p.replicas, p.isr, p.partition_epoch = list(state.replicas), list(state.isr), state.partition_epoch
         if not p.is_leader or p.leader_epoch != state.leader_epoch:
             self._stop_fetching(p)
-            p.leader_epoch, p.leader_id, p.is_leader = state.leader_epoch, self.node_id, True
-            p.followers = FollowerTracker([r for r in p.replicas if r != self.node_id],
-                                          p.log_end_offset)
-            p.hw_rule = _isr_high_watermark
-            p.epoch_start_offset = p.log_end_offset
-            p.epoch_cache.assign(p.leader_epoch, p.log_end_offset)
+        if p.make_leader(self.node_id, state.leader_epoch, state.replicas, state.isr,
+                         state.partition_epoch, _isr_high_watermark):
             log.info("leading %s-%d in epoch %d from offset %d (ISR %s)", p.topic, p.index,
                      p.leader_epoch, p.log_end_offset, p.isr)
-            if p.topic == OFFSETS_TOPIC and self.broker.groups:
-                self.broker.groups.load_partition(p.index)
-            if p.topic == TRANSACTION_TOPIC and self.broker.txn:
-                self.broker.txn.load_partition(p.index)
-        p._advance_high_watermark()
-        p.notify()
+            self._elected(p)
 
     def _become_follower(self, p, state):
-        p.replicas, p.isr, p.partition_epoch = list(state.replicas), list(state.isr), state.partition_epoch
-        if p.is_leader or p.leader_epoch != state.leader_epoch or p.leader_id != state.leader:
-            was_leader = p.is_leader
-            p.is_leader, p.followers, p.hw_rule = False, None, None
-            p.leader_epoch, p.leader_id = state.leader_epoch, state.leader
-            p.notify()
-            if was_leader and p.topic == OFFSETS_TOPIC and self.broker.groups:
-                self.broker.groups.unload_partition(p.index)
-            if was_leader and p.topic == TRANSACTION_TOPIC and self.broker.txn:
-                self.broker.txn.unload_partition(p.index)
+        was_leader = p.is_leader
+        if p.make_follower(state.leader, state.leader_epoch, state.replicas, state.isr,
+                           state.partition_epoch):
+            if was_leader:
+                self._resigned(p)
             self._stop_fetching(p)
             if state.leader >= 0:
                 fetcher = self.fetchers.get(state.leader)
                 if fetcher is None:
                     fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader)
                 fetcher.add(p)
+
+    def _elected(self, p):
+        """The coordinators load what a partition of theirs led here holds (Kafka's
+        onElection), once this replica leads it."""
+        if p.topic == OFFSETS_TOPIC and self.broker.groups:
+            self.broker.groups.load_partition(p.index)
+        if p.topic == TRANSACTION_TOPIC and self.broker.txn:
+            self.broker.txn.load_partition(p.index)
+
+    def _resigned(self, p):
+        """...and unload it once it is led here no more (Kafka's onResignation)."""
+        if p.topic == OFFSETS_TOPIC and self.broker.groups:
+            self.broker.groups.unload_partition(p.index)
+        if p.topic == TRANSACTION_TOPIC and self.broker.txn:
+            self.broker.txn.unload_partition(p.index)
 
     def _stop_fetching(self, p):
         for fetcher in self.fetchers.values():
@@ -265,7 +263,7 @@ class ReplicaManager:
         new_isr = [r for r in p.replicas if (r in p.isr and r not in out) or r in joining]
         log.info("%s-%d: ISR %s -> %s", p.topic, p.index, p.isr, new_isr)
         self._pending_isr[key] = p.partition_epoch
-        p.joining_isr = set(joining)  # counted for the high watermark from now on
+        p.expanding_isr(joining)  # counted for the high watermark from now on
         asyncio.ensure_future(self._alter_partition(p, new_isr))
 
     async def _alter_partition(self, p, new_isr):
@@ -298,4 +296,4 @@ class ReplicaManager:
         if code:
             log.info("AlterPartition for %s-%d failed with error %d", p.topic, p.index, code)
             self._pending_isr.pop((p.topic, p.index), None)
-            p.joining_isr = set()
+            p.isr_change_failed()
