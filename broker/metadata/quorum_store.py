@@ -79,7 +79,7 @@ class QuorumMetadataStore(MetadataStore):
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                              apply=self._apply, reset=self._reset,
-                             on_role_change=self._role_changed, cluster_id=self.cluster_id,
+                             on_role_change=self.leadership_changed, cluster_id=self.cluster_id,
                              on_refused=on_refused)
         self._working: MetadataImage | None = None  # the controller's own view, while leading
         self.purgatory = ControllerPurgatory()  # responses waiting for their records to commit
@@ -116,7 +116,9 @@ class QuorumMetadataStore(MetadataStore):
         self.metadata_offset = -1
         self.purgatory.reset()
 
-    def _role_changed(self, leading: bool) -> None:
+    def leadership_changed(self, leading: bool) -> None:
+        """Raft says this node now leads the quorum, or no longer does: the working view is
+        replayed, or dropped with every response still waiting for a commit."""
         self._working = replayed(self.image, self.raft.uncommitted()) if leading else None
         if not leading:
             self.purgatory.fail_all("no longer the active controller")
