@@ -4,20 +4,17 @@ an empty name), as Kafka's `kafka-configs.sh --entity-type brokers` does.
 
 Only the settings Kafka lets change at run time are accepted (`DYNAMIC`); any other broker
 setting is read-only (INVALID_REQUEST, "cannot be updated dynamically", Kafka's answer), an
-unknown name or a bad value INVALID_CONFIG. A cluster keeps them as `broker_config` records of
-the metadata log (Kafka's ConfigRecord with resource type BROKER) and as a section of its
-snapshots, and hears of their changes as a metadata publisher; a single broker keeps them
-in `__broker_configs.json`. Every broker overlays them on its static configuration as Kafka ranks them (per broker over cluster default over static), so the
-topic-level defaults they feed (`log.retention.ms`...) reach every partition without an
+unknown name or a bad value INVALID_CONFIG. They are `broker_config` records of the
+metadata (Kafka's ConfigRecord with resource type BROKER) and a section of its snapshots, on a
+single broker as in a cluster, and reach the broker as a metadata publisher. Every broker
+overlays them on its static configuration as Kafka ranks them (per broker over cluster default
+over static), so the topic-level defaults they feed (`log.retention.ms`...) reach every partition without an
 override of its own. Settings minilog has no use for (thread counts, Kerberos) are kept and
 shown but change nothing.
 """
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from ..server.config import BROKER_KEYS, ConfigError, _coerce
@@ -25,7 +22,6 @@ from . import records as metadata_records
 from .delta import MetadataDelta
 from .image import MetadataImage
 
-FILE_NAME = "__broker_configs.json"
 coerce: Any = _coerce  # the server's config module is not annotated yet
 CLUSTER_DEFAULT = ""  # the resource name of the cluster-wide default
 
@@ -94,9 +90,9 @@ def config_record(resource: str, configs: Configs) -> dict[str, Any]:
     return metadata_records.broker_config_record(resource, configs)
 
 
-class QuorumBrokerConfigs:
-    """A cluster's dynamic broker configs: read from the committed image, written as records;
-    as a metadata publisher, `on_change()` runs when a committed change reaches them."""
+class MetadataBrokerConfigs:
+    """The dynamic broker configs: read from the committed image, written as records; as a
+    metadata publisher, `on_change()` runs when a committed change reaches them."""
 
     def __init__(self, store: Any, on_change: Callable[[], None]) -> None:
         self._store = store
@@ -116,34 +112,6 @@ class QuorumBrokerConfigs:
         self._store.append([config_record(resource, configs)])
 
 
-class FileBrokerConfigs:
-    """A single broker's dynamic configs, in one file replaced atomically on each change."""
-
-    def __init__(self, data_dir: Path, on_change: Callable[[], None]) -> None:
-        self._path = data_dir / FILE_NAME
-        self._on_change = on_change
-        self._configs = json.loads(self._path.read_text()) if self._path.exists() else {}
-
-    def current(self) -> Mapping[str, Configs]:
-        return self._configs
-
-    working = current
-
-    def write(self, resource: str, configs: Configs) -> None:
-        if configs:
-            self._configs[resource] = dict(configs)
-        else:
-            self._configs.pop(resource, None)
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self._configs, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        self._on_change()
-
-
 # --- what a broker runs with -------------------------------------------------------------
 
 class DynamicBrokerConfig:
@@ -153,9 +121,7 @@ class DynamicBrokerConfig:
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.static = dict(broker.config.values)
-        quorum = broker.quorum
-        self.store: FileBrokerConfigs | QuorumBrokerConfigs = FileBrokerConfigs(broker.config.data_dir, self.reapply) if quorum is None \
-            else QuorumBrokerConfigs(quorum, self.reapply)
+        self.store = MetadataBrokerConfigs(broker.store, self.reapply)
         self._applied: dict[str, Any] = {}
 
     def layers(self, configs: Mapping[str, Configs] | None = None) -> tuple[Configs, Configs]:

@@ -249,7 +249,7 @@ class MetadataDelta:
         self._features = dict(rec.get("features", {}))
         sections = rec.get("sections", {})
         self._acls = {AclBinding.from_json(a) for a in sections.get("acls") or []}
-        self._scram = _scram_from_json(sections.get("scram") or {})
+        self._scram = scram_from_json(sections.get("scram") or {})
         self._broker_configs = {r: frozen(c) for r, c in
                                 (sections.get("broker_configs") or {}).items()}
         self.changed_configs |= {name for name, t in self._topics.items() if t is not None}
@@ -287,7 +287,7 @@ class MetadataDelta:
             im.features if self._features is None else frozen(self._features))
 
 
-def _scram_from_json(d: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any] | None]:
+def scram_from_json(d: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any] | None]:
     """`records.scram_json`'s format (or the first, {user: {mechanism: credential}} alone)."""
     users = d.get("users", {}) if d.get("format") == 2 else d
     found: dict[tuple[str, str], Mapping[str, Any] | None] = {

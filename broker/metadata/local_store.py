@@ -1,30 +1,44 @@
-"""A single broker's metadata: records committed the moment they are appended, and the
-topics and producer ids kept durable in one JSON snapshot, `__cluster_metadata.json`,
-replaced atomically on each change, beside Kafka's `meta.properties`.
+"""A single broker's metadata: records committed the moment they are appended, and what they
+made (topics, producer ids, ACLs, SCRAM credentials, dynamic broker configs) kept durable in one
+JSON snapshot, `__cluster_metadata.json` (mode 0600: it holds credentials), replaced atomically
+on each change, beside Kafka's `meta.properties`.
 
-The image is made the same way as a cluster's (records through a `MetadataLoader`), so handlers
-and publishers never see which store feeds it. The broker registers itself (it is its own only
-broker and controller); that registration is not saved, as it is made again on every start.
+The image is made the same way as a cluster's (records through a `MetadataLoader`), and ACLs,
+SCRAM and broker configs are read and written through the same classes as a cluster's, so
+handlers and publishers never see which store feeds them. A data directory written before the
+ACLs, credentials and broker configs moved here (each had a JSON file of its own) has them
+replayed into records once, at the first start, and saved here; the old files are then left
+as they were and no longer read. The broker registers itself (it is its own only broker and
+controller); that registration is not saved, as it is made again on every start.
 """
 from __future__ import annotations
 
 import base64
 import json
-import os
+import logging
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from minilog.connector.acl_types import AclBinding
+from minilog.connector.private_files import write_private
+
 from . import records
+from .delta import scram_from_json
 from .image import BrokerEndpoint, MetadataImage, PartitionState, TopicState
 from .loader import MetadataLoader
 from .records import Record
 from .store import MetadataStore
 
+log = logging.getLogger("minilog.broker.metadata")
+
 FILE_NAME = "__cluster_metadata.json"
+# The files of each feature before they became records here: migrated once.
+LEGACY_ACLS, LEGACY_SCRAM, LEGACY_BROKER_CONFIGS = \
+    "__acls.json", "__scram_credentials.json", "__broker_configs.json"
 _SAVED = frozenset({records.TOPIC, records.PARTITION, records.REMOVE_TOPIC, records.CONFIGS,
-                    records.PRODUCER_IDS})
+                    records.PRODUCER_IDS, records.ACL, records.SCRAM, records.BROKER_CONFIG})
 
 
 def read_meta_properties(data_dir: Path, node_id: int, cluster_id: str | None) -> dict[str, str]:
@@ -57,7 +71,29 @@ def saved_records(saved: dict[str, Any]) -> list[Record]:
         recs += [records.partition_record(ts.name, int(i), PartitionState(**p))
                  for i, p in t["partitions"].items()]
     recs.append(records.producer_ids_record(saved.get("next_producer_id", 1000)))
+    return recs + section_records(saved.get("sections", {}))
+
+
+def section_records(sections: dict[str, Any]) -> list[Record]:
+    """The records that rebuild the ACLs, credentials and broker configs of a snapshot's
+    sections (`records.image_record`'s format, or each legacy file's)."""
+    recs = [records.acl_record(AclBinding.from_json(a)) for a in sections.get("acls") or []]
+    recs += [records.scram_record(user, mechanism, cred) for (user, mechanism), cred
+             in scram_from_json(sections.get("scram") or {}).items()]
+    recs += [records.broker_config_record(resource, configs) for resource, configs
+             in (sections.get("broker_configs") or {}).items() if configs]
     return recs
+
+
+def legacy_sections(data_dir: Path) -> dict[str, Any]:
+    """What the per-feature JSON files of an older single broker hold, as sections."""
+    found = {}
+    for section, name in (("acls", LEGACY_ACLS), ("scram", LEGACY_SCRAM),
+                          ("broker_configs", LEGACY_BROKER_CONFIGS)):
+        path = data_dir / name
+        if path.exists():
+            found[section] = json.loads(path.read_text())
+    return found
 
 
 class LocalMetadataStore(MetadataStore):
@@ -70,8 +106,12 @@ class LocalMetadataStore(MetadataStore):
         self.cluster_id = read_meta_properties(data_dir, node_id, cluster_id)["cluster.id"]
         self.loader = MetadataLoader(MetadataImage(self.cluster_id))
         self.metadata_offset = -1  # records count from 0 at every start
-        if self.path.exists():
-            self._commit(saved_records(json.loads(self.path.read_text())))
+        saved = json.loads(self.path.read_text()) if self.path.exists() else {"topics": []}
+        legacy = {} if "sections" in saved else legacy_sections(data_dir)
+        self._commit(saved_records({**saved, "sections": saved.get("sections", legacy)}))
+        if legacy:
+            self._save()
+            log.info("moved %s into %s", ", ".join(sorted(legacy)), self.path.name)
 
     @property
     def image(self) -> MetadataImage:
@@ -101,14 +141,10 @@ class LocalMetadataStore(MetadataStore):
 
     def _save(self) -> None:
         image = self.image
-        d = {"topics": [t.to_json() for t in image.topics.values()],
-             "next_producer_id": image.next_producer_id}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(d, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        snapshot = records.image_record(image)
+        write_private(self.path, json.dumps({
+            "topics": [t.to_json() for t in image.topics.values()],
+            "next_producer_id": image.next_producer_id, "sections": snapshot["sections"]}))
 
     def register_broker(self, endpoint: BrokerEndpoint) -> None:
         """This broker, registered and serving: the only broker of its cluster."""

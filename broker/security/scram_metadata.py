@@ -1,5 +1,6 @@
-"""SCRAM credentials in a cluster: records of the `__cluster_metadata` log, so every broker
-knows every user (Kafka keeps them there too, as UserScramCredentialRecord).
+"""SCRAM credentials: records of the metadata, so every broker of a cluster knows every user
+(Kafka keeps them in `__cluster_metadata` too, as UserScramCredentialRecord); a single broker
+commits the same records to its own metadata store.
 
 A `scram_credential` record carries one user's credential for one mechanism (salt, keys,
 iterations; never a password), or its removal; replayed, they make the image's credentials,
@@ -30,9 +31,9 @@ def image_credentials(image: MetadataImage) -> ScramCredentials:
     return found
 
 
-class QuorumScramCredentials:
-    """What the broker's SASL and admin handlers use in a cluster: reads from the committed
-    image (then from this node's `sasl.scram` bootstrap users, unless the image has set or
+class MetadataScramCredentials:
+    """What the broker's SASL and admin handlers use: reads from the committed image (then, in
+    a cluster, from this node's `sasl.scram` bootstrap users, unless the image has set or
     deleted that credential since), writes as metadata records."""
 
     def __init__(self, store: Any, bootstrap: ScramCredentials) -> None:

@@ -82,8 +82,8 @@ class Broker:
             else None
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
-        self.scram = open_scram_credentials(config, self.quorum)
-        self.acls = open_acls(config, self.quorum)
+        self.scram = open_scram_credentials(config, self.store, self.quorum is not None)
+        self.acls = open_acls(self.store)
         self.authorizer = authorizer_from_config(config, self.acls.current)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition

@@ -40,8 +40,7 @@ def broker_publishers(broker: Any) -> list[MetadataPublisher]:
         found.append(broker.replicas)
     if broker.groups is not None:
         found.append(ForgetDeleted(broker.groups.on_partitions_deleted))
-    if broker.quorum is not None:  # a single broker keeps these in files of its own
-        found += [broker.acls, broker.scram, broker.dynamic_configs.store]
+    found += [broker.acls, broker.scram, broker.dynamic_configs.store]
     if broker.cleaner is not None:
         found.append(ForgetDeleted(broker.cleaner.forget))
     return found
