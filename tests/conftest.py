@@ -1,6 +1,7 @@
 """Shared fixtures: real brokers, started once per test module and always torn down."""
 import os
 import sys
+import tempfile
 
 import pytest
 from brokers import MinilogBroker, TansuBroker
@@ -9,6 +10,12 @@ from brokers import MinilogBroker, TansuBroker
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The suite starts hundreds of brokers, CLI commands and Spark Python workers: each would
+# compile minilog from source again where the environment forbids bytecode files (a CPU second
+# per start on a busy machine). They share one cache outside the source tree instead.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
+                                                          "minilog-test-pycache"))
 
 
 @pytest.fixture(scope="module")

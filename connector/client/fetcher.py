@@ -19,7 +19,6 @@ import time
 from typing import NamedTuple
 
 from minilog.connector import batch as _batch
-from minilog.connector.arrow import decode_to_arrow
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 from minilog.connector.protocol.primitives import ZERO_UUID
 from minilog.connector.records import CorruptRecord, decode_batches
@@ -274,7 +273,10 @@ def decode(data, tp, start, check_crc=True, skip=frozenset()):
 
 def decode_arrow(data, tp, start, end, include_headers=True, check_crc=True, skip=frozenset()):
     """An Arrow RecordBatch of `data`'s records in [start, end), without the batches based at
-    `skip`; corrupt data raises KafkaError."""
+    `skip`; corrupt data raises KafkaError. Arrow (numpy, pyarrow: most of a second to import)
+    is imported here, on first use, so brokers and the CLI, which import the client but never
+    decode to Arrow, start without it."""
+    from minilog.connector.arrow import decode_to_arrow
     try:
         return decode_to_arrow(data, tp.topic, tp.partition, start, end, include_headers,
                                check_crc, skip)
