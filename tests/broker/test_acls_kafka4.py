@@ -3,7 +3,7 @@ the ACLs there, DESCRIBE on the cluster among them; `bob` nearly nothing; `admin
 PLAINTEXT clients are `User:ANONYMOUS`, allowed nothing): DescribeLogDirs needs DESCRIBE on the
 cluster, ListTransactions lists only the transactional ids the caller may describe, a KIP-848
 heartbeat subscribing to a topic the member may not describe is refused (Kafka 4) and a regex
-subscription leaves such topics out, and Metadata for a
+subscription leaves such topics out, WriteTxnMarkers needs CLUSTER_ACTION, and Metadata for a
 missing topic the caller may describe but not create answers TOPIC_AUTHORIZATION_FAILED."""
 import contextlib
 import uuid
@@ -23,6 +23,7 @@ from test_acls import (  # noqa: F401 - acl_broker is the fixture
     _done,
     acl_broker,
 )
+from txntools import raw_write_marker
 from waiting import wait_until
 from wire import RawConnection
 
@@ -132,6 +133,18 @@ def test_a_regex_subscription_leaves_out_the_topics_the_member_may_not_describe(
         assigned = wait_until(assignment, 60, "alice's assignment")
         assignment(-1)  # leaves the group
     assert assigned == {ids[SHARED]: [0]}
+
+
+def test_write_txn_markers_needs_cluster_action(acl_broker):
+    """alice may write to shared and use her transactional id, but only a cluster member
+    (CLUSTER_ACTION on the cluster) may write markers: nothing is appended for her."""
+    with _logged_in(acl_broker, "alice") as conn:
+        codes = raw_write_marker(conn, 4242, 0, 0, False, SHARED, [0])
+    assert codes == {0: ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    with _logged_in(acl_broker, "admin") as conn:  # a super user passes the check (and
+        # learns that the topic does not exist: no marker lands anywhere)
+        assert raw_write_marker(conn, 4242, 0, 0, False, "no-such-topic", [0]) == \
+            {0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
 
 def test_metadata_for_a_missing_topic_one_may_describe_but_not_create(acl_broker):
