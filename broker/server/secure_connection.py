@@ -40,6 +40,7 @@ from ..security.sasl import AuthenticationFailed, IllegalSaslState, SaslAuthenti
 from ..security.tls import principal_of, server_context
 from .config import ConfigError
 from .inter_broker import controller_security, inter_broker_security
+from .handlers import listener_apis
 from .listeners import Listener, listener_setting
 from .socket_server import BrokerServer, _CloseConnection, _Connection
 
@@ -254,8 +255,7 @@ def listener_server(broker, listener: Listener, sock=None, primary: bool = False
             connection=lambda server: SecureConnection(server, listener, sasl),
             ssl=server_context(values, listener) if listener.tls else None,
             handshake_timeout=broker.config["connections.authentication.timeout.ms"] / 1000)
-    if listener.name != broker.config.controller_listener.name:
-        server.handlers = {k: e for k, e in server.handlers.items() if k != ApiKey.ENVELOPE}
+    server.handlers = listener_apis(broker, listener.name)
     return server
 
 

@@ -91,7 +91,7 @@ class BrokerServer:
         entry = self.handlers.get(key)
         if key == ApiKey.API_VERSIONS and not _in(entry.versions, version):
             return encode_response(key, 0, header.correlation_id,
-                                   unsupported_version_response(self.broker))
+                                   unsupported_version_response(self.handlers))
         if entry is None:
             raise _CloseConnection(f"unsupported API key {key}")
         if not _in(entry.versions, version):

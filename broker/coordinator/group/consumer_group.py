@@ -13,6 +13,7 @@ protocols in `classic`, is reconciled only when it rejoins (it reports what it o
 subscription), and is told to rejoin by its Heartbeat (`must_rejoin`).
 """
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -73,6 +74,19 @@ class ConsumerMember:
     session_timer: object = None     # asyncio handles, owned by the coordinator
     rebalance_timer: object = None
     classic_timer: object = None     # a classic member's join or sync deadline
+    # Which topics its regex may resolve to: those its principal may DESCRIBE (Kafka 4
+    # resolves a SubscribedTopicRegex with the heartbeat's principal and silently leaves out
+    # the rest). Not persisted: the coordinator sets it on every heartbeat and on a reload;
+    # None (groups built without a broker) leaves nothing out.
+    describes: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
+
+    def regex_matches(self, names) -> list[str]:
+        """The topics of `names` its regex subscription resolves to (none without a regex)."""
+        if not self.subscribed_topic_regex:
+            return []
+        pattern = compile_regex(self.subscribed_topic_regex)
+        visible = self.describes
+        return [n for n in names if pattern.fullmatch(n) and (visible is None or visible(n))]
 
     def owns_any(self, partitions: Partitions) -> bool:
         return any(p in self.assigned.get(t, ()) or p in self.pending_revocation.get(t, ())
@@ -204,9 +218,7 @@ class ConsumerGroup:
             for name in m.subscribed_topic_names:
                 if name in topic_ids:
                     out[name] = topic_ids[name]
-            if m.subscribed_topic_regex:
-                pattern = compile_regex(m.subscribed_topic_regex)
-                out.update({n: v for n, v in topic_ids.items() if pattern.fullmatch(n)})
+            out.update({n: topic_ids[n] for n in m.regex_matches(topic_ids)})
         return out
 
     def refresh_topics(self, topic_ids: dict[str, tuple[UUID, int]]) -> bool:
@@ -220,9 +232,7 @@ class ConsumerGroup:
 
     def member_topic_ids(self, member: ConsumerMember) -> frozenset[UUID]:
         ids = {self.topics[n][0] for n in member.subscribed_topic_names if n in self.topics}
-        if member.subscribed_topic_regex:
-            pattern = compile_regex(member.subscribed_topic_regex)
-            ids |= {tid for n, (tid, _) in self.topics.items() if pattern.fullmatch(n)}
+        ids |= {self.topics[n][0] for n in member.regex_matches(self.topics)}
         return frozenset(ids)
 
     def assignor_name(self, configured: list[str]) -> str:

@@ -15,6 +15,7 @@ a member of this protocol joins it.
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from typing import NamedTuple
 
 from minilog.connector.protocol import ErrorCode
@@ -50,6 +51,7 @@ class HeartbeatRequest(NamedTuple):
     client_id: str
     client_host: str
     version: int
+    describes: Callable[[str], bool] | None = None  # may its principal DESCRIBE a topic?
 
 
 class HeartbeatResult(NamedTuple):
@@ -239,6 +241,8 @@ class ConsumerGroupProtocol:
         changed, which needs a new target assignment."""
         member.client_id, member.client_host = req.client_id, req.client_host
         member.classic = None  # a classic member heartbeating this way has upgraded itself
+        if req.describes is not None:
+            member.describes = req.describes
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         if req.rebalance_timeout_ms != -1:
@@ -444,11 +448,17 @@ class ConsumerGroupProtocol:
                     member.epoch_before_leave = max(member.previous_member_epoch, 0)
         for member in group.members.values():
             group.hold(member)
+            member.describes = self._describes_until_heartbeat
         group.topics = group.subscribed_topics(self._cluster_topics())
         for member in group.members.values():
             self.schedule_session(group, member)
             self._schedule_rebalance(group, member)
         return group
+
+    def _describes_until_heartbeat(self, topic: str) -> bool:
+        """A reloaded member's principal is not in the records: with ACLs on, its regex
+        resolves to nothing until its next heartbeat says who it is (never to more)."""
+        return self.coordinator.broker.authorizer is None
 
     def unload(self, group: ConsumerGroup) -> None:
         for member in group.members.values():
