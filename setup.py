@@ -11,6 +11,7 @@ from setuptools.command.editable_wheel import editable_wheel
 PACKAGES = {
     "minilog.connector": "connector",
     "minilog.connector.protocol": "connector/protocol",
+    "minilog.connector.protocol.definitions": "connector/protocol/definitions",
     "minilog.connector.client": "connector/client",
     "minilog.broker": "broker",
     "minilog.broker.coordinator": "broker/coordinator",
