@@ -399,10 +399,14 @@ def _consume(args, out):
                 break
             records = consumer.poll(0.5, max_records=left)
             if records:
-                sink.write(b"".join(fmt(r) for r in records))
-                sink.flush()
-                if left is not None:
-                    left -= len(records)
+                left = _print_records(sink, fmt, records, left)
+
+
+def _print_records(sink, fmt, records, left):
+    """Print `records` as `fmt` formats them; how many are still to print (None: no limit)."""
+    sink.write(b"".join(fmt(r) for r in records))
+    sink.flush()
+    return None if left is None else left - len(records)
 
 
 def _consume_group(args, conf, fmt, out):
@@ -426,10 +430,7 @@ def _consume_group(args, conf, fmt, out):
         while left is None or left > 0:
             records = consumer.poll(0.5, max_records=left)
             if records:
-                sink.write(b"".join(fmt(r) for r in records))
-                sink.flush()
-                if left is not None:
-                    left -= len(records)
+                left = _print_records(sink, fmt, records, left)
             elif args.exit:
                 mine = consumer.assignment()
                 missing = [tp for tp in mine if tp not in ends]
