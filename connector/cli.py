@@ -7,7 +7,7 @@
     minilog consume TOPIC                      records to stdout, formatted with -f like kcat
     minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
-    minilog transactions list|describe|find-hanging|abort   (see cli_transactions.py)
+    minilog transactions list|describe|find-hanging|abort|force-terminate (cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
     minilog configs describe                   a broker's or topic's settings (cli_configs.py)

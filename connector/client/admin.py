@@ -498,5 +498,6 @@ add_blocking_methods(AdminClient, AsyncAdminClient, (
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
     "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions",
     "complete_transaction", "complete_transactions", "describe_producers", "abort_transaction",
+    "force_terminate_transaction",
     "describe_user_scram_credentials", "upsert_scram_credential", "delete_scram_credential",
     "create_acls", "describe_acls", "delete_acls"))
