@@ -28,6 +28,7 @@ PACKAGES = {
     "minilog.jobs": "jobs",
     "minilog.console": "console",
     "minilog.connect": "connect",
+    "minilog.mirror": "mirror",
 }
 
 # The record kernel (docs/ARCHITECTURE.md, "The record kernel"). optional=True: without a compiler

@@ -13,6 +13,7 @@
     minilog configs describe                   a broker's or topic's settings (cli_configs.py)
     minilog console [--listen HOST:PORT] [--read-only]   the web console (minilog.console)
     minilog connect worker.properties          a Kafka Connect worker (minilog.connect)
+    minilog mirror mm2.properties              MirrorMaker 2 on Spark (minilog.mirror)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -82,6 +83,8 @@ def build_parser():
     sub.add_parser("demo", help="the bank-balance demo on a local cluster: minilog demo --help",
                    add_help=False)
     sub.add_parser("certs", help="a local CA and TLS certificates: minilog certs create --help",
+                   add_help=False)
+    sub.add_parser("mirror", help="MirrorMaker 2 on Spark: minilog mirror mm2.properties",
                    add_help=False)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
@@ -505,10 +508,10 @@ def _connect(args, out):
         raise UserError(f"minilog connect: {e}") from None
 
 
-DELEGATED = ("broker", "cluster", "demo", "certs")
+DELEGATED = ("broker", "cluster", "demo", "certs", "mirror")
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
                 "cluster": "a local cluster's brokers are found through its --data-dir",
-                "certs": "it only writes files"}
+                "certs": "it only writes files", "mirror": "mm2.properties names the clusters"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
             "acls": _acls, "configs": _configs,
@@ -552,6 +555,9 @@ def _run_delegated(command, flags, rest):
     if command == "certs":
         from minilog.connector.cli_certs import main as certs_main
         return certs_main(rest)
+    if command == "mirror":
+        from minilog.mirror.cli import main as mirror_main
+        return mirror_main(rest)
     from minilog.connector.cli_cluster import main as cluster_main
     return cluster_main(rest, prog="minilog cluster")
 

@@ -8,7 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"connector": "minilog.connector", "broker": "minilog.broker",
             "datasource": "minilog.datasource", "jobs": "minilog.jobs",
-            "console": "minilog.console", "connect": "minilog.connect"}
+            "console": "minilog.console", "connect": "minilog.connect",
+            "mirror": "minilog.mirror"}
 
 
 def _modules():
