@@ -96,9 +96,6 @@ BROKER_PACKAGE_ROLES = {
 }
 HANDLER_REGISTRY = "minilog.broker.server.handlers"
 ALLOWED_UPWARD = {
-    ("raft", "metadata"): "Raft's log and snapshots hold metadata records and images (KRaft's "
-                          "raft module takes a RecordSerde instead)",
-    ("raft", "replication"): "the Raft log is a `Partition` with a `FollowerTracker`",
     ("metadata", "replication"): "the metadata stores open `Partition`s for the topics they create",
     ("metadata", "coordinator/group"): "the controller creates `__consumer_offsets` with its layout",
     ("metadata", "server"): "dynamic broker configs validate against the broker's config keys",

@@ -18,6 +18,7 @@ moves, so voters apply commits at once.
 """
 import asyncio
 from collections.abc import Callable, Collection, Iterable
+from typing import Any
 
 from minilog.connector.batch import BatchHeader, iter_batches
 
@@ -55,6 +56,7 @@ class Partition:
         self.epoch_start_offset = 0  # where this leader's epoch began
         self.partition_epoch = 0
         self.joining_isr: set[int] = set()  # replicas an ISR expansion in flight adds
+        self.raft: Any = None        # the metadata quorum's Raft node, judging its fetches
 
     def apply_config(self, config: LogConfig) -> None:
         """Adopt a topic's (new) LogConfig: limits checked here, storage settings by the log."""
@@ -111,7 +113,10 @@ class Partition:
         it is told where to truncate instead of getting records. An epoch newer than any here
         is answered with this leader's latest epoch and log end, so the follower cuts what it
         has of later epochs and at most down to this log's end, never to its start. A divergence
-        before this log's start is answered as it is: the follower then fetches out of range."""
+        before this log's start is answered as it is: the follower then fetches out of range.
+        The metadata quorum's partition asks its Raft node instead (`raft/raft_client.py`)."""
+        if self.raft is not None:
+            return self.raft.follower_fetched(replica_id, fetch_offset, last_fetched_epoch)
         if self.epoch_cache is not None and last_fetched_epoch >= 0:
             epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log_end_offset)
             if end < 0:
