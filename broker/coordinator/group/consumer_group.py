@@ -12,8 +12,10 @@ A member may speak the classic protocol (KIP-848's online migration): it keeps i
 protocols in `classic`, is reconciled only when it rejoins (it reports what it owns in its
 subscription), and is told to rejoin by its Heartbeat (`must_rejoin`).
 """
+from __future__ import annotations
+
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from uuid import UUID
 
 from minilog.connector.protocol import ErrorCode
@@ -159,15 +161,40 @@ class ConsumerGroup:
 
     def remove_member(self, member_id: str) -> ConsumerMember | None:
         """Drop a member and free its partitions; the group epoch rises."""
+        member = self.drop_member(member_id)
+        if member is not None:
+            self.group_epoch += 1
+        return member
+
+    def drop_member(self, member_id: str) -> ConsumerMember | None:
+        """Forget a member and free its partitions (its records were tombstoned)."""
         member = self.members.pop(member_id, None)
         if member is None:
             return None
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
-        self._release(member)
+        self.release(member)
         self.target.pop(member_id, None)
-        self.group_epoch += 1
         return member
+
+    def copy(self) -> ConsumerGroup:
+        """A scratch copy to decide an operation on: the caller derives records from it, and
+        only their replay changes this group. Timers are not copied; offsets are shared (a
+        heartbeat never changes them)."""
+        other = ConsumerGroup(self.group_id, self.state_timestamp)
+        other.group_epoch, other.assignment_epoch = self.group_epoch, self.assignment_epoch
+        other.members = {mid: replace(
+            m, subscribed_topic_names=list(m.subscribed_topic_names), assigned=_copy(m.assigned),
+            pending_revocation=_copy(m.pending_revocation), session_timer=None,
+            rebalance_timer=None, classic_timer=None) for mid, m in self.members.items()}
+        other.static_members = dict(self.static_members)
+        other.target = {mid: _copy(parts) for mid, parts in self.target.items()}
+        other.owners = dict(self.owners)
+        other.topics = dict(self.topics)
+        other.preferred_assignor = self.preferred_assignor
+        other.offsets, other.offsets_written_at = self.offsets, self.offsets_written_at
+        other.persisted, other.dead = self.persisted, self.dead
+        return other
 
     def replace_static_member(self, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """A static member back under a new id takes over its predecessor's place and
@@ -175,13 +202,13 @@ class ConsumerGroup:
         self.members.pop(old.member_id)
         member = ConsumerMember(new_id, old.instance_id, assigned=_copy(old.assigned),
                                 member_epoch=old.epoch_before_leave)
-        self._release(old)
+        self.release(old)
         self.target[new_id] = self.target.pop(old.member_id, {})
         self.add_member(member)
         self.hold(member)
         return member
 
-    def _release(self, member: ConsumerMember) -> None:
+    def release(self, member: ConsumerMember) -> None:
         for parts in (member.assigned, member.pending_revocation):
             for t, ps in parts.items():
                 for p in ps:
@@ -273,7 +300,7 @@ class ConsumerGroup:
                 revoking[t] = give
             if free:
                 adding[t] = free
-        self._release(member)
+        self.release(member)
         if revoking and _owns_revoked(owned, revoking):
             member.state, member.assigned, member.pending_revocation = M_UNREVOKED, assigned, revoking
             self._set_epoch(member, epoch)

@@ -10,29 +10,20 @@ import logging
 from typing import NamedTuple
 
 from minilog.connector.protocol import ErrorCode
-from minilog.connector.records import CONTROL_COMMIT
 
+from . import consumer_group_changes as changes
 from . import group as g
 from .consumer_group import ConsumerGroup
-from .consumer_group_records import ConsumerKey
-from .group import Group, Member
-from .group_records import (
-    OffsetKey,
-    group_key,
-    offset_key,
-    offset_value,
-    parse_group_value,
-    parse_offset_value,
-)
-from .group_store import Marker, Producer, now_ms
-from .txn_offsets import PendingTxnOffsets
+from .group_records import group_key, offset_key, offset_value
+from .group_store import OFFSETS_TOPIC
+from ..partition_writer import now_ms
+from ..runtime import Producer
 
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 log = logging.getLogger("minilog.broker.groups")
 
 
-GROUP_EPOCH_KIND = 3  # ConsumerGroupMetadataKey: the latest of it and a classic record wins
 
 
 def _validate_consumer_commit(group, member_id, member_epoch, api_version):
@@ -103,13 +94,14 @@ class GroupOffsets:
         member = group.members.get(member_id)
         if (member is not None and not isinstance(group, ConsumerGroup)
                 and group.state in (g.STABLE, g.PREPARING_REBALANCE)):
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
         results, valid = self._checked_offsets(offsets)
         if valid:
-            error, at = await self.store.write(
-                self.store.partition_for(group_id),
+            at = next(self._commit_sequence)
+            error = await self.write_records(
+                group_id,
                 [(offset_key(group_id, t, p), offset_value(om)) for (t, p), om in valid.items()],
-                for_commit=True)
+                replay=False, for_commit=True)
             if not error and group.state != g.DEAD:
                 for tp, om in valid.items():  # a later commit acknowledged first stays
                     if group.offsets_written_at.get(tp, -1) < at:
@@ -191,10 +183,10 @@ class GroupOffsets:
                 return dict.fromkeys(offsets, error)
         results, valid = self._checked_offsets(offsets)
         if valid:
-            error, _ = await self.store.write(
-                self.store.partition_for(group_id),
+            error = await self.write_records(
+                group_id,
                 [(offset_key(group_id, t, p), offset_value(om)) for (t, p), om in valid.items()],
-                for_commit=True, producer=Producer(producer_id, producer_epoch))
+                replay=False, for_commit=True, producer=Producer(producer_id, producer_epoch))
             if not error:
                 self.txn_offsets.add(producer_id, group_id, valid)
             results.update(dict.fromkeys(valid, error))
@@ -202,11 +194,7 @@ class GroupOffsets:
 
     def txn_marker_written(self, index, producer_id, commit):
         """A commit or abort marker landed in `__consumer_offsets` partition `index`."""
-        done = self.txn_offsets.complete(
-            producer_id, commit, lambda group_id: self.store.partition_for(group_id) == index)
-        for group_id, offsets in done.items():
-            group = self.groups.get(group_id) or self._add_group(group_id)
-            group.offsets.update(offsets)
+        self.runtime.replay_marker(OFFSETS_TOPIC, index, producer_id, commit)
 
     def delete_offsets(self, group_id, partitions):
         """OffsetDelete: (group error, {(topic, partition): error})."""
@@ -226,9 +214,8 @@ class GroupOffsets:
             return ErrorCode.NON_EMPTY_GROUP, {}
         if eligible:
             doomed = [tp for tp in eligible if tp in group.offsets]
-            error = self.store.append(self.store.partition_for(group_id),
-                                      [(offset_key(group_id, t, p), None) for t, p in doomed]) \
-                if doomed else 0
+            error = self.write_now(group_id, [(offset_key(group_id, t, p), None)
+                                              for t, p in doomed], replay=False) if doomed else 0
             if error:
                 return error, {}
             for tp in doomed:
@@ -256,13 +243,13 @@ class GroupOffsets:
     def _remove_group(self, group, offsets):
         """Write tombstones for `offsets` and the group, then forget the group."""
         entries = [(offset_key(group.group_id, t, p), None) for t, p in offsets]
-        entries += self.consumer.tombstones(group) if isinstance(group, ConsumerGroup) \
+        entries += changes.group_tombstones(group) if isinstance(group, ConsumerGroup) \
             else [(group_key(group.group_id), None)]
-        error = self.store.append(self.store.partition_for(group.group_id), entries)
+        error = self.write_now(group.group_id, entries, replay=False)
         if error:
             return error
         group.transition(g.DEAD, now_ms())
-        self._unload(group)
+        self.retire(group)
         self.groups.pop(group.group_id, None)
         return 0
 
@@ -296,98 +283,7 @@ class GroupOffsets:
         return 0, GroupSummary(group.state, group.protocol_type or "",
                                (group.protocol_name or "") if stable else "", members)
 
-    # -- loading and expiry ---------------------------------------------------------------------
-    def load_partition(self, index):
-        """Rebuild the groups of one `__consumer_offsets` partition from its records."""
-        self._loading.add(index)
-        offsets, records, pending, consumer = {}, {}, PendingTxnOffsets(), {}
-        try:
-            for item in self.store.replay(index):
-                if isinstance(item, Marker):
-                    done = pending.complete(item.producer_id, item.kind == CONTROL_COMMIT)
-                    for group_id, group_offsets in done.items():
-                        offsets.setdefault(group_id, {}).update(group_offsets)
-                    continue
-                key, value, producer = item
-                try:
-                    if producer is not None and isinstance(key, OffsetKey) and value is not None:
-                        pending.add(producer.producer_id, key.group,
-                                    {(key.topic, key.partition): parse_offset_value(value)})
-                    elif isinstance(key, ConsumerKey):
-                        consumer.setdefault(key.group, []).append((key, value))
-                        if key.kind == GROUP_EPOCH_KIND and value is not None:
-                            records.pop(key.group, None)  # the group became a consumer group
-                    elif isinstance(key, OffsetKey):
-                        group_offsets = offsets.setdefault(key.group, {})
-                        tp = (key.topic, key.partition)
-                        if value is None:
-                            group_offsets.pop(tp, None)
-                        else:
-                            group_offsets[tp] = parse_offset_value(value)
-                    else:
-                        records[key.group] = None if value is None else parse_group_value(value)
-                        if value is not None:
-                            consumer.pop(key.group, None)  # the group became a classic group
-                except Exception as e:  # noqa: BLE001 - one bad record must not lose the rest
-                    log.warning("skipping unreadable record for %s in partition %d: %s",
-                                key, index, e)
-            for group_id in set(offsets) | set(records) | set(consumer):
-                record, group_offsets = records.get(group_id), offsets.get(group_id, {})
-                restored = None
-                if group_id in consumer and record is None:
-                    restored = self.consumer.restore(group_id, consumer[group_id], group_offsets)
-                if restored is not None:
-                    self.groups[group_id] = restored
-                elif record is not None:
-                    self._restore_group(group_id, record, group_offsets)
-                elif group_offsets:
-                    group = Group(group_id, -1)
-                    group.offsets = group_offsets
-                    self.groups[group_id] = group
-            self.txn_offsets.merge(pending)  # transactions still open
-        finally:
-            self._loading.discard(index)
-        self._owned.add(index)
-        if offsets or records:
-            log.debug("loaded %d group(s) from partition %d", len(set(offsets) | set(records)),
-                      index)
-
-    def unload_partition(self, index):
-        """This broker stops coordinating the groups of partition `index` (Kafka's
-        onResignation): their parked requests get NOT_COORDINATOR and clients look again."""
-        self._owned.discard(index)
-        self.txn_offsets.forget(lambda group_id: self.store.partition_for(group_id) == index)
-        for group in [gr for gr in self.groups.values()
-                      if self.store.partition_for(gr.group_id) == index]:
-            self._unload(group)
-            del self.groups[group.group_id]
-
-    def _restore_group(self, group_id, record, offsets):
-        """A group as loaded from its metadata record; members must heartbeat to stay."""
-        group = Group(group_id, record.current_state_timestamp,
-                      g.STABLE if record.members else g.EMPTY)
-        group.generation_id = record.generation
-        group.protocol_type = record.protocol_type or None
-        group.protocol_name = record.protocol
-        group.leader_id = record.leader
-        group.persisted = True
-        for m in record.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                            m.rebalance_timeout_ms, m.session_timeout_ms, group.protocol_type,
-                            [(record.protocol, m.subscription)])
-            member.assignment = m.assignment
-            group.members[m.member_id] = member
-            if m.group_instance_id is not None:
-                group.static_members[m.group_instance_id] = m.member_id
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members), None)
-        group.subscribed = group.subscribed_topics()
-        group.offsets = offsets
-        self.groups[group_id] = group
-        for member in group.members.values():
-            self._schedule_heartbeat(group, member)
-        return group
-
+    # -- expiry ---------------------------------------------------------------------------------
     async def _expire_offsets_periodically(self):
         while True:
             await asyncio.sleep(self.retention_check_ms / 1000)
@@ -434,8 +330,8 @@ class GroupOffsets:
             self.groups.pop(group.group_id, None)
             error = 0
         elif doomed:
-            error = self.store.append(self.store.partition_for(group.group_id),
-                                      [(offset_key(group.group_id, t, p), None) for t, p in doomed])
+            error = self.write_now(group.group_id, [(offset_key(group.group_id, t, p), None)
+                                                    for t, p in doomed], replay=False)
             if not error:
                 for tp in doomed:
                     del group.offsets[tp]

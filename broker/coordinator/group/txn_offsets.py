@@ -33,6 +33,15 @@ class PendingTxnOffsets:
             self._by_producer.pop(producer_id, None)
         return done if commit else {}
 
+    def discard(self, producer_id: int, group_id: str, tp: TopicPartition) -> None:
+        """A pending offset whose write failed."""
+        groups = self._by_producer.get(producer_id, {})
+        groups.get(group_id, {}).pop(tp, None)
+        if group_id in groups and not groups[group_id]:
+            del groups[group_id]
+        if not groups:
+            self._by_producer.pop(producer_id, None)
+
     def is_pending(self, group_id: str, tp: TopicPartition) -> bool:
         return any(tp in groups.get(group_id, ()) for groups in self._by_producer.values())
 
