@@ -25,7 +25,6 @@ from ..runtime import Producer
 if TYPE_CHECKING:
     from .group_coordinator import GroupCoordinator
 
-OFFSETS_TOPIC = "__consumer_offsets"
 log = logging.getLogger("minilog.broker.groups")
 
 
