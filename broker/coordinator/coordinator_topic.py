@@ -54,7 +54,7 @@ class CoordinatorTopic:
         return ts
 
     def partition_for(self, key: str) -> int:
-        return partition_for(key, self.num_partitions)  # type: ignore[no-untyped-call, no-any-return]
+        return partition_for(key, self.num_partitions)
 
     def led_partitions(self) -> list[int]:
         """Partitions led by this broker: it coordinates the keys that hash to them."""

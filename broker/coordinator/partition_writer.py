@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 from minilog.connector.batch import iter_batches, split_batches
@@ -47,14 +47,16 @@ AS_COORDINATOR_ERROR = {
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
 }
 # A batch too large for the partition: answered INVALID_COMMIT_OFFSET_SIZE to an offset commit
-# and UNKNOWN_SERVER_ERROR otherwise (`too_large_as`).
+# and UNKNOWN_SERVER_ERROR otherwise (`sized`).
 TOO_LARGE = {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
              ErrorCode.INVALID_FETCH_SIZE}
 
 
-def too_large_as(code: int, instead: int) -> int:
-    """`instead` when `code` says the batch was too large, else `code`."""
-    return instead if code == ErrorCode.MESSAGE_TOO_LARGE else code
+async def sized(acked: Awaitable[int], too_large: int) -> int:
+    """The code to answer for a write: `too_large` for a batch the partition refused as too
+    large (INVALID_COMMIT_OFFSET_SIZE to an offset commit, as Kafka answers)."""
+    code = await acked
+    return too_large if code in TOO_LARGE else code
 
 
 def now_ms() -> int:

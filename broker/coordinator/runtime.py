@@ -253,6 +253,18 @@ class CoordinatorRuntime:
         ctx = self._shards.get((topic, index))
         return None if ctx is None else ctx.epoch
 
+    def committed_values(self, topic: str, index: int) -> dict[bytes, bytes | None]:
+        """For each key a write still waiting for its acknowledgement changed, its value
+        before that write: what a read at the last committed offset sees (Kafka's timeline
+        reads), so a read never answers with what may yet be reverted."""
+        ctx = self._shards.get((topic, index))
+        before: dict[bytes, bytes | None] = {}
+        for write in ctx.pending if ctx is not None else ():
+            for key, previous, producer in write.undo:
+                if producer is None and key not in before:
+                    before[key] = previous
+        return before
+
     def shards(self, topic: str) -> list[tuple[int, CoordinatorShard]]:
         return [(i, ctx.shard) for (t, i), ctx in sorted(self._shards.items()) if t == topic]
 
@@ -298,14 +310,16 @@ class CoordinatorRuntime:
         """`submit`, awaited."""
         return await self.submit(topic, index, op, producer, replay)
 
-    async def write_records(self, topic: str, index: int, records: list[Record],
-                            producer: Producer | None = None, replay: bool = True) -> int:
-        """`write` of records already decided: 0 or the error code to answer."""
+    def append(self, topic: str, index: int, records: list[Record],
+               producer: Producer | None = None,
+               replay: bool = True) -> tuple[int, Awaitable[int]]:
+        """`submit` of records already decided, answered with codes: (0 or the error code of
+        an append refused now, an awaitable of 0 once acknowledged or the error code)."""
         try:
-            await self.write(topic, index, lambda _: (records, None), producer, replay)
+            acked = self.submit(topic, index, lambda _: (records, None), producer, replay)
         except CoordinatorError as e:
-            return int(e.code)
-        return 0
+            return e.code, _resolved(e.code)
+        return 0, _code_of(acked)
 
     def replay_marker(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
         """A transaction marker was appended to a coordinator partition led here."""
@@ -317,3 +331,11 @@ class CoordinatorRuntime:
 
 async def _resolved(response: R) -> R:
     return response
+
+
+async def _code_of(acked: Awaitable[Any]) -> int:
+    try:
+        await acked
+    except CoordinatorError as e:
+        return e.code
+    return 0

@@ -23,7 +23,7 @@ class ShardStateView(MutableMapping[str, Any]):
 
     def _map(self, key: str) -> dict[str, Any] | None:
         shard = self._runtime.shard(self._topic, self._partition_for(key))
-        return None if shard is None else getattr(shard, self._attr)  # type: ignore[no-any-return]
+        return None if shard is None else getattr(shard, self._attr)
 
     def _maps(self) -> list[dict[str, Any]]:
         return [getattr(shard, self._attr) for _, shard in self._runtime.shards(self._topic)]

@@ -14,8 +14,10 @@ subscription), and is told to rejoin by its Heartbeat (`must_rejoin`).
 """
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 from uuid import UUID
 
 from minilog.connector.protocol import ErrorCode
@@ -72,9 +74,9 @@ class ConsumerMember:
     pending_revocation: Partitions = field(default_factory=dict)
     epoch_before_leave: int = 0      # a static member that left with epoch -2 comes back here
     classic: ClassicMetadata | None = None  # set for a member speaking the classic protocol
-    session_timer: object = None     # asyncio handles, owned by the coordinator
-    rebalance_timer: object = None
-    classic_timer: object = None     # a classic member's join or sync deadline
+    session_timer: asyncio.TimerHandle | None = None  # owned by the coordinator
+    rebalance_timer: asyncio.TimerHandle | None = None
+    classic_timer: asyncio.TimerHandle | None = None  # a classic member's join/sync deadline
 
     def owns_any(self, partitions: Partitions) -> bool:
         return any(p in self.assigned.get(t, ()) or p in self.pending_revocation.get(t, ())
@@ -85,7 +87,7 @@ def _copy(parts: Partitions) -> Partitions:
     return {t: set(ps) for t, ps in parts.items() if ps}
 
 
-def to_partitions(topic_partitions) -> Partitions | None:
+def to_partitions(topic_partitions: Any) -> Partitions | None:
     """The request's [(topic_id, partitions)] as {topic id: set}, None when not sent."""
     if topic_partitions is None:
         return None
@@ -101,7 +103,7 @@ def _owns_revoked(owned: Partitions | None, revoked: Partitions) -> bool:
 class ConsumerGroup:
     """Duck-types the classic `Group` where offsets code needs it (state, offsets, members)."""
     protocol_type = CONSUMER_PROTOCOL_TYPE
-    pending_members: frozenset = frozenset()
+    pending_members: frozenset[str] = frozenset()
 
     def __init__(self, group_id: str, now_ms: int):
         self.group_id = group_id
@@ -113,8 +115,8 @@ class ConsumerGroup:
         self.owners: dict[tuple[UUID, int], str] = {}  # partition -> member holding it
         self.topics: dict[str, tuple[UUID, int]] = {}  # subscribed topic -> (id, partitions)
         self.preferred_assignor: str | None = None
-        self.offsets: dict = {}
-        self.offsets_written_at: dict = {}
+        self.offsets: dict[tuple[str, int], Any] = {}
+        self.offsets_written_at: dict[tuple[str, int], int] = {}
         self.persisted = False
         self.dead = False
         self.state_timestamp = now_ms
@@ -144,7 +146,7 @@ class ConsumerGroup:
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return topic in self.topics
 
-    def expired_offsets(self, now_ms: int, retention_ms: int) -> list:
+    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """Kafka's rule for consumer groups: an empty group's offsets expire counting from
         their commit (or the group's emptiness); a live group keeps those it subscribes to."""
         keep = set(self.topics) if self.members else set()
@@ -260,7 +262,7 @@ class ConsumerGroup:
             if m.server_assignor:
                 votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
         if votes:
-            return max(sorted(votes), key=votes.get)
+            return max(sorted(votes), key=lambda name: votes[name])
         return configured[0]
 
     def compute_target(self, assignor: str) -> None:
@@ -370,16 +372,16 @@ class ConsumerGroup:
         """OffsetCommit/OffsetFetch with member epochs (KIP-848): 0 or the error code."""
         member = self.members.get(member_id)
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return int(ErrorCode.UNKNOWN_MEMBER_ID)
         if epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return int(ErrorCode.STALE_MEMBER_EPOCH)
         return 0
 
 
-_REGEX_CACHE: dict[str, re.Pattern] = {}
+_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
 
 
-def compile_regex(pattern: str) -> re.Pattern:
+def compile_regex(pattern: str) -> re.Pattern[str]:
     """A subscription regex. Kafka uses RE2/J; Python's `re` with `fullmatch` agrees on the
     common syntax (classes, alternation, quantifiers, anchors); RE2 refuses backreferences and
     lookaround, which `re` accepts."""

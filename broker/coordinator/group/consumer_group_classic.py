@@ -12,8 +12,11 @@ classic member gives partitions up only by rejoining, and the consumer group han
 to its next owner only once nobody holds it, so no partition is ever owned twice. When the last
 consumer-protocol member leaves, the group becomes classic again (`downgrade`) and rebalances.
 """
+from __future__ import annotations
+
 import logging
 import uuid
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from minilog.connector.protocol import ErrorCode
@@ -32,9 +35,13 @@ from .group_migration import (
     consumer_from_classic,
     to_ids,
 )
-from .group_records import group_key
+from .group_records import group_key, group_record
 from ..partition_writer import now_ms
 from ..runtime import Record
+
+if TYPE_CHECKING:
+    from .consumer_group_coordinator import ConsumerGroupProtocol
+    from .group_coordinator import GroupCoordinator
 
 log = logging.getLogger("minilog.broker.groups")
 
@@ -43,12 +50,12 @@ class ClassicMembers:
     """The classic protocol's requests on consumer groups, and the conversions between kinds
     (composed into `GroupCoordinator`, beside its `consumer` protocol)."""
 
-    def __init__(self, coordinator, policy: str):
+    def __init__(self, coordinator: GroupCoordinator, policy: str) -> None:
         self.coordinator = coordinator
         self.policy = MigrationPolicy(policy)
 
     @property
-    def _protocol(self):
+    def _protocol(self) -> ConsumerGroupProtocol:
         return self.coordinator.consumer
 
     def _topic_ids(self) -> dict[str, UUID]:
@@ -84,7 +91,7 @@ class ClassicMembers:
         classic = classic_from_consumer(group, self._topic_names(), now_ms())
         log.info("consumer group %s (epoch %d) has only classic members: it becomes classic",
                  group.group_id, group.group_epoch)
-        return changes.all_tombstones(group) + [self.coordinator.group_entry(classic)]
+        return changes.all_tombstones(group) + [group_record(classic)]
 
     # -- the classic requests -------------------------------------------------------------------
     async def join(self, group: ConsumerGroup, member_id: str, instance_id: str | None,

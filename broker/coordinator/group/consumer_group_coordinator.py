@@ -82,6 +82,7 @@ class ConsumerGroupProtocol:
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop:
+        assert self.coordinator.loop is not None, "the coordinator has started"
         return self.coordinator.loop
 
     def cluster_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
@@ -289,7 +290,7 @@ class ConsumerGroupProtocol:
             error = await self.write(group.group_id, [changes.current_assignment(group, member)])
             live = self.coordinator.groups.get(group.group_id)
             left = live.members.get(member.member_id) if isinstance(live, ConsumerGroup) else None
-            if left is not None:
+            if isinstance(live, ConsumerGroup) and left is not None:
                 self.schedule_session(live, left)
                 if left.rebalance_timer:
                     left.rebalance_timer.cancel()
@@ -370,5 +371,5 @@ def _metadata_changed(live: Any, group: ConsumerGroup, member: ConsumerMember) -
     return {member.member_id}
 
 
-def _frozen(parts: Partitions) -> frozenset:
+def _frozen(parts: Partitions) -> frozenset[tuple[uuid.UUID, int]]:
     return frozenset((t, p) for t, ps in parts.items() for p in ps)

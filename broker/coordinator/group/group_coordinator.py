@@ -14,7 +14,6 @@ consumer (KIP-848) group's classic members are served by `consumer_group_classic
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import uuid
 from collections.abc import Awaitable
@@ -29,12 +28,12 @@ from .consumer_group_coordinator import ConsumerGroupProtocol
 from .group import Group, JoinResult, Member, SyncResult, invoke_join, invoke_sync
 from .group_metrics import GroupMetrics
 from .group_offsets import GroupOffsets
-from .group_records import GroupRecord, MemberRecord, group_key, group_value
+from .group_records import group_record
 from .group_shard import GroupShard
 from .group_store import OFFSETS_TOPIC, OffsetsTopic
 from .txn_offsets import PendingTxnOffsets
-from ..partition_writer import LogPartitionWriter, TOO_LARGE, now_ms
-from ..runtime import CoordinatorError, CoordinatorRuntime, Producer, Record
+from ..partition_writer import TOO_LARGE, LogPartitionWriter, now_ms, sized
+from ..runtime import CoordinatorRuntime, Producer, Record
 from ..shard_view import ShardStateView
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: bounds a new member's parked JoinGroup
@@ -42,7 +41,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: bounds a new member's par
 log = logging.getLogger("minilog.broker.groups")
 
 
-class GroupCoordinator(GroupOffsets):
+class GroupCoordinator:
     def __init__(self, broker: Any, runtime: CoordinatorRuntime | None = None) -> None:
         cfg = broker.config
         self.broker = broker
@@ -59,7 +58,7 @@ class GroupCoordinator(GroupOffsets):
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommits awaiting their marker
         self.consumer = ConsumerGroupProtocol(self, cfg)  # KIP-848 groups, in `groups` too
         self.classic_members = ClassicMembers(self, cfg["group.consumer.migration.policy"])
-        self._commit_sequence = itertools.count()  # which of two commits was written last
+        self.offsets = GroupOffsets(self)  # offsets and administration (Kafka's OffsetMetadataManager)
         self._active = False
         self._task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -77,7 +76,7 @@ class GroupCoordinator(GroupOffsets):
         for index in partitions:
             self.load_partition(index)
         self._active = True
-        self._task = asyncio.create_task(self._expire_offsets_periodically())
+        self._task = asyncio.create_task(self.offsets.expire_periodically())
         return self
 
     async def stop(self) -> None:
@@ -105,31 +104,30 @@ class GroupCoordinator(GroupOffsets):
     def write_records(self, group_id: str, entries: list[Record], replay: bool = True,
                       producer: Producer | None = None,
                       for_commit: bool = False) -> Awaitable[int]:
-        """Write records of `group_id` through the runtime: replayed (unless the caller already
-        changed the state) and appended before this returns, so writes keep call order; an
-        awaitable of 0 once the in-sync replicas have them, or the error code to answer."""
-        too_large = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if for_commit \
-            else ErrorCode.UNKNOWN_SERVER_ERROR
-        try:
-            acked = self.runtime.submit(OFFSETS_TOPIC, self.store.partition_for(group_id),
-                                        lambda _: (entries, None), producer, replay)
-        except CoordinatorError as e:
-            return _code(too_large if e.code in TOO_LARGE else e.code)
-        return _acknowledged(acked, too_large)
+        """Records of `group_id` through the runtime (replayed unless the caller changed the
+        state itself): an awaitable of 0 once acknowledged, or the error code to answer."""
+        _, acked = self.runtime.append(OFFSETS_TOPIC, self.store.partition_for(group_id),
+                                       entries, producer, replay)
+        return sized(acked, ErrorCode.INVALID_COMMIT_OFFSET_SIZE if for_commit
+                      else ErrorCode.UNKNOWN_SERVER_ERROR)
 
-    def write_now(self, group_id: str, entries: list[Record], replay: bool = True) -> int:
-        """`write_records` answered once appended (tombstones of expiry and deletion, as
-        Kafka's coordinator writes them without holding a request): 0 or the error code."""
-        try:
-            acked = self.runtime.submit(OFFSETS_TOPIC, self.store.partition_for(group_id),
-                                        lambda _: (entries, None), None, replay)
-        except CoordinatorError as e:
-            return ErrorCode.UNKNOWN_SERVER_ERROR if e.code in TOO_LARGE else e.code
-        asyncio.ensure_future(_acknowledged(acked, 0))
-        return 0
+    def write_now(self, group_id: str, entries: list[Record]) -> int:
+        """`write_records` answered once appended (expiry's and deletion's tombstones)."""
+        code, acked = self.runtime.append(OFFSETS_TOPIC, self.store.partition_for(group_id),
+                                          entries)
+        asyncio.ensure_future(acked)
+        return ErrorCode.UNKNOWN_SERVER_ERROR if code in TOO_LARGE else code
+
+    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> int:
+        """Kafka's onPartitionsDeleted (the replica manager and the topic manager call it)."""
+        return self.offsets.on_partitions_deleted(partitions)
+
+    def txn_marker_written(self, index: int, producer_id: int, commit: bool) -> None:
+        """A commit or abort marker landed in `__consumer_offsets` partition `index`."""
+        self.runtime.replay_marker(OFFSETS_TOPIC, index, producer_id, commit)
 
     def retire(self, group: Any) -> None:
-        """Kafka's onGroupUnloaded: parked requests learn this broker no longer coordinates."""
+        """Kafka's onGroupUnloaded: parked requests learn it is no longer coordinated here."""
         if isinstance(group, ConsumerGroup):
             group.transition(g.DEAD, now_ms())
             self.consumer.unload(group)
@@ -137,7 +135,7 @@ class GroupCoordinator(GroupOffsets):
         self.stop_classic(group, ErrorCode.NOT_COORDINATOR)
 
     @staticmethod
-    def stop_classic(group, error):
+    def stop_classic(group: Group, error: int) -> None:
         """The classic group is no longer served here (unloaded, or now a consumer group): its
         timers stop and parked requests are answered with `error`."""
         for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
@@ -150,14 +148,14 @@ class GroupCoordinator(GroupOffsets):
             if member.heartbeat_timer:
                 member.heartbeat_timer.cancel()
 
-    def adopt_classic(self, group, reason):
+    def adopt_classic(self, group: Group, reason: str) -> None:
         """A classic group made from a consumer group: its members' sessions start and it
         rebalances (Kafka's convertToClassicGroup)."""
         for member in group.members.values():
             self.schedule_heartbeat(group, member)
         self._prepare_rebalance(group, reason)
 
-    def validate(self, group_id, allow_empty=False, offsets=False):
+    def validate(self, group_id: str | None, allow_empty: bool = False, offsets: bool = False) -> int:
         """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now.
 
         With `offsets` (OffsetCommit, OffsetFetch) also COORDINATOR_LOAD_IN_PROGRESS while this
@@ -185,20 +183,22 @@ class GroupCoordinator(GroupOffsets):
         (keeping its offsets), as Kafka 4 converts it; a live one stays what it is."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.members:
-            classic = self._add_group(group_id)
+            classic = self.add_group(group_id)
             classic.offsets, classic.offsets_written_at = group.offsets, group.offsets_written_at
             classic.persisted = group.persisted
             return classic
         return group
 
-    def _add_group(self, group_id):
+    def add_group(self, group_id: str) -> Group:
         group = self.groups[group_id] = Group(group_id, now_ms())
         return group
 
     # -- JoinGroup ------------------------------------------------------------------------------
-    async def join_group(self, group_id, member_id, instance_id, client_id, client_host,
-                         rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                         require_known_member_id, supports_skip_assignment):
+    async def join_group(self, group_id: str, member_id: str, instance_id: str | None,
+                         client_id: str, client_host: str, rebalance_timeout_ms: int,
+                         session_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                         supports_skip_assignment: bool) -> JoinResult:
         error = self.validate(group_id)
         if error:
             return JoinResult(error, member_id)
@@ -213,7 +213,7 @@ class GroupCoordinator(GroupOffsets):
         if group is None:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-            group = self._add_group(group_id)
+            group = self.add_group(group_id)
         fut = self.loop.create_future()
         names = [name for name, _ in protocols]
         args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
@@ -427,8 +427,9 @@ class GroupCoordinator(GroupOffsets):
         self._prepare_rebalance(group, f"members {missing} did not sync")
 
     # -- SyncGroup ------------------------------------------------------------------------------
-    async def sync_group(self, group_id, generation_id, member_id, instance_id, protocol_type,
-                         protocol_name, assignments):
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         instance_id: str | None, protocol_type: str | None,
+                         protocol_name: str | None, assignments: dict[str, bytes]) -> SyncResult:
         error = self.validate(group_id)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)  # the rebalance must restart
@@ -494,7 +495,8 @@ class GroupCoordinator(GroupOffsets):
                 self.schedule_heartbeat(group, member)
 
     # -- Heartbeat, LeaveGroup, session timeouts ------------------------------------------------
-    def heartbeat(self, group_id, generation_id, member_id, instance_id):
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  instance_id: str | None) -> int:
         error = self.validate(group_id)
         if error:
             return 0 if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
@@ -515,7 +517,8 @@ class GroupCoordinator(GroupOffsets):
         self.schedule_heartbeat(group, group.members[member_id])
         return ErrorCode.REBALANCE_IN_PROGRESS if group.state == g.PREPARING_REBALANCE else 0
 
-    async def leave_group(self, group_id, leaving):
+    async def leave_group(self, group_id: str,
+                          leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """`leaving` is [(member id, group instance id)]; returns (error, [per-member error])."""
         error = self.validate(group_id)
         if error:
@@ -565,7 +568,7 @@ class GroupCoordinator(GroupOffsets):
         elif group.state == g.PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def schedule_heartbeat(self, group, member, timeout_ms=None):
+    def schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
         self._cancel_heartbeat(member)
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
         member.heartbeat_timer = self.loop.call_later(timeout / 1000, self._session_expired,
@@ -586,36 +589,10 @@ class GroupCoordinator(GroupOffsets):
         self._remove_member_and_update_group(group, member, "session timed out")
 
     # -- persistence ----------------------------------------------------------------------------
-    @staticmethod
-    def group_entry(group, assignment=None):
-        """The group's metadata record (key, value), with `assignment` {member id: bytes} or
-        the members' own."""
-        if assignment is None:
-            assignment = {mid: m.assignment for mid, m in group.members.items()}
-        members = [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                m.rebalance_timeout_ms, m.session_timeout_ms,
-                                m.metadata(group.protocol_name), assignment.get(mid, b""))
-                   for mid, m in group.members.items()]
-        record = GroupRecord(group.protocol_type or "", group.generation_id, group.protocol_name,
-                             group.leader_id, group.state_timestamp, members)
-        return group_key(group.group_id), group_value(record)
-
     def _store_group(self, group, assignment=None):
         """Write the group's metadata record (Kafka's storeGroup): appended at once, then an
         awaitable of the error code, 0 once the in-sync replicas have it. The classic
         rebalance changed the group itself: the record is not replayed (nor in Kafka)."""
         group.persisted = True  # in the log now, whether or not the replicas get it
-        return self.write_records(group.group_id, [self.group_entry(group, assignment)],
+        return self.write_records(group.group_id, [group_record(group, assignment)],
                                   replay=False)
-
-
-async def _code(code: int) -> int:
-    return code
-
-
-async def _acknowledged(acked: Awaitable[Any], too_large: int) -> int:
-    try:
-        await acked
-    except CoordinatorError as e:
-        return too_large if e.code in TOO_LARGE else e.code
-    return 0

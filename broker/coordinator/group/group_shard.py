@@ -69,6 +69,8 @@ class GroupShard:
             if group is not None:
                 group.offsets.pop(tp, None)
                 group.offsets_written_at.pop(tp, None)
+                if _offsets_only(group) and not group.offsets:
+                    del self.groups[key.group]  # nothing of it is left in the log
             return
         if group is None:
             group = self.groups[key.group] = Group(key.group, self._now())
@@ -116,8 +118,6 @@ class GroupShard:
                 for member in group.members.values():
                     consumer.schedule_session(group, member)
                     consumer.schedule_rebalance(group, member)
-            elif not group.persisted and not group.offsets and not group.members:
-                del self.groups[group_id]  # offsets all deleted: nothing left of it
             else:
                 for member in group.members.values():
                     self.coordinator.schedule_heartbeat(group, member)
@@ -130,6 +130,12 @@ class GroupShard:
         for group in self.groups.values():
             self.coordinator.retire(group)
         self.groups.clear()
+
+
+def _offsets_only(group: Any) -> bool:
+    """A group known only by its committed offsets (no record of its own, no members)."""
+    return (isinstance(group, Group) and not group.persisted and not group.members
+            and not group.pending_members and group.state == g.EMPTY)
 
 
 def _classic_group(group_id: str, record: GroupRecord) -> Group:

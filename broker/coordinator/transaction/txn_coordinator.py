@@ -28,7 +28,7 @@ from ..coordinator_topic import CoordinatorTopic
 from ..group.group_records import partition_for
 from ..group.group_store import OFFSETS_TOPIC
 from ..partition_writer import LogPartitionWriter
-from ..runtime import CoordinatorError, CoordinatorRuntime
+from ..runtime import CoordinatorRuntime
 from ..shard_view import ShardStateView
 from . import txn_markers
 from . import txn_state as s
@@ -182,24 +182,14 @@ class TransactionCoordinator:
         return await self._store(md.transactional_id, txn_value(md), md.state)
 
     async def _store(self, txn_id: str, value: bytes | None, pending: str) -> int:
-        index = self.store.partition_for(txn_id)
-        try:
-            acked = self.runtime.submit(TRANSACTION_TOPIC, index,
-                                        lambda _: ([(txn_key(txn_id), value)], None))
-        except CoordinatorError as e:
-            code = e.code
-        else:
-            live = self.txns.get(txn_id)
-            if live is not None:
-                live.pending = pending
-            try:
-                await acked
-                code = 0
-            except CoordinatorError as e:
-                code = e.code
-            finally:
-                if live is not None:
-                    live.pending = None
+        code, acked = self.runtime.append(TRANSACTION_TOPIC, self.store.partition_for(txn_id),
+                                          [(txn_key(txn_id), value)])
+        live = None if code else self.txns.get(txn_id)
+        if live is not None:
+            live.pending = pending
+        code = await acked
+        if live is not None:
+            live.pending = None
         self.waiters.changed(txn_id)
         return code
 

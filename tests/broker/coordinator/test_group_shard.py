@@ -180,3 +180,41 @@ def test_transactional_offsets_count_once_their_commit_marker_is_replayed():
         assert coordinator.txn_offsets.is_pending("open", ("t", 2))
         assert "open" not in coordinator.groups
     run(scenario)
+
+
+def test_an_offset_commit_is_replayed_at_once_but_fetched_only_once_acknowledged():
+    async def scenario():
+        partitions = MemoryPartitions()
+        coordinator = coordinator_on(partitions)
+        offsets = coordinator.offsets
+        assert await offsets.commit_offsets("o", "", None, -1, {("t", 0): OffsetAndMetadata(5)}) \
+            == {("t", 0): 0}
+        partitions.hold_acks = True
+        commit = asyncio.ensure_future(offsets.commit_offsets(
+            "o", "", None, -1, {("t", 0): OffsetAndMetadata(6), ("t", 1): OffsetAndMetadata(1)}))
+        await asyncio.sleep(0.05)
+        assert coordinator.groups["o"].offsets[("t", 0)].offset == 6  # replayed
+        assert offsets.fetch_offsets("o") == (0, [(("t", 0), OffsetAndMetadata(5))])
+        partitions.release()
+        assert await commit == {("t", 0): 0, ("t", 1): 0}
+        assert [om.offset for _, om in offsets.fetch_offsets("o")[1]] == [6, 1]
+    run(scenario)
+
+
+def test_an_offset_commit_whose_append_fails_is_reverted_and_a_new_group_not_created():
+    async def scenario():
+        partitions = MemoryPartitions()
+        coordinator = coordinator_on(partitions)
+        offsets = coordinator.offsets
+        await offsets.commit_offsets("o", "", None, -1, {("t", 0): OffsetAndMetadata(5)})
+        partitions.fail_appends = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert await offsets.commit_offsets("o", "", None, -1, {("t", 0): OffsetAndMetadata(6)}) \
+            == {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
+        assert coordinator.groups["o"].offsets == {("t", 0): OffsetAndMetadata(5)}
+        partitions.fail_appends = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        await offsets.commit_offsets("fresh", "", None, -1, {("t", 0): OffsetAndMetadata(1)})
+        assert "fresh" not in coordinator.groups
+        assert offsets.delete_groups(["o"]) == {"o": 0}
+        assert "o" not in coordinator.groups
+        assert "o" not in reloaded(partitions).groups
+    run(scenario)
