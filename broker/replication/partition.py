@@ -18,7 +18,7 @@ moves, so voters apply commits at once.
 """
 import asyncio
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Protocol
 
 from minilog.connector.batch import BatchHeader, iter_batches
 
@@ -30,6 +30,14 @@ from .follower_tracker import FollowerTracker
 
 Waiter = asyncio.Future[bool]
 
+
+
+class FetchJudge(Protocol):
+    """What judges a follower's fetch of the metadata partition (the Raft node: replication
+    sits below raft/ and names only what it calls)."""
+
+    def follower_fetched(self, replica_id: int, fetch_offset: int,
+                         last_fetched_epoch: int) -> tuple[int, int] | None: ...
 
 class Partition:
     wake_all = False  # True: every change wakes every waiter (the metadata quorum's partition)
@@ -56,7 +64,7 @@ class Partition:
         self.epoch_start_offset = 0  # where this leader's epoch began
         self.partition_epoch = 0
         self.joining_isr: set[int] = set()  # replicas an ISR expansion in flight adds
-        self.raft: Any = None        # the metadata quorum's Raft node, judging its fetches
+        self.raft: FetchJudge | None = None  # the metadata quorum's Raft node
 
     def apply_config(self, config: LogConfig) -> None:
         """Adopt a topic's (new) LogConfig: limits checked here, storage settings by the log."""
