@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from eos_write_job import values, write_values
+from pyspark.errors import StreamingQueryException
 from prometheus import scrape
 from sparkprocs import environment, kill_marked, marked
 from sparktools import create_topic, produce, unique
@@ -141,9 +142,12 @@ def trickled_copy(spark, broker, source, out, checkpoint, sink, seconds_per_row)
              .trigger(availableNow=True))
         query = start_query(w)
         try:
-            assert query.awaitTermination(400), "the query did not end"
+            ended = query.awaitTermination(400)
+        except StreamingQueryException:
+            ended = True  # it failed: exception() says why
         finally:
             query.stop()
+        assert ended, "the query did not end"
         return query
     finally:
         spark.conf.set(key, before)
@@ -152,7 +156,9 @@ def trickled_copy(spark, broker, source, out, checkpoint, sink, seconds_per_row)
 def test_a_micro_batch_longer_than_the_transaction_timeout_fails_naming_the_remedy(
         spark, broker, tmp_path):
     """Each task writes 10 rows 0.4 s apart inside a transaction that times out after 1 s:
-    the coordinator aborts it, every retry does the same, and the query's error says why."""
+    the coordinator aborts it, every retry does the same, and the query's error says why
+    (the task's, when the abort comes mid-write; the driver's, when it comes between the
+    task's prepare and the driver's commit)."""
     source = create_topic(broker.bootstrap, unique("slow-in"), 2)
     produce(broker.bootstrap, source, [(p, None, f"{p}-{i}".encode().ljust(40_000, b"."), [])
                                        for p in range(2) for i in range(10)])
@@ -160,8 +166,9 @@ def test_a_micro_batch_longer_than_the_transaction_timeout_fails_naming_the_reme
     query = trickled_copy(spark, broker, source, out, tmp_path / "ck",
                           {"kafka.transaction.timeout.ms": "1000"}, 0.4)
     error = str(query.exception())
-    assert "longer than transaction.timeout.ms (1000 ms)" in error, error[-3000:]
-    assert "maxOffsetsPerTrigger" in error, error[-3000:]
+    assert "longer than" in error and "transaction.timeout.ms" in error, error[-3000:]
+    assert "Lower maxOffsetsPerTrigger" in error or "lower maxOffsetsPerTrigger" in error, \
+        error[-3000:]
 
 
 def test_a_prepared_transaction_fenced_by_another_attempt_fails_naming_speculation(broker):
@@ -198,20 +205,22 @@ def requests(broker):
 
 def test_the_driver_asks_for_transactions_once_per_query_not_per_micro_batch(spark, broker,
                                                                               tmp_path):
-    """Ten micro-batches: the driver resolves what an earlier run left open once (one
-    ListTransactions) and reuses its clients (the connections opened, ApiVersions, do not
-    grow with the micro-batches: fewer than one per micro-batch)."""
+    """Twenty micro-batches of two tasks: the driver resolves what an earlier run left open
+    once (one ListTransactions) and completes the 40 transactions over connections it keeps:
+    fewer connections are opened in the whole query (ApiVersions: the tasks' pooled
+    producers, one per Python worker and transactional id, and the driver's clients) than
+    transactions are committed (EndTxn), where a connection per commit made more."""
     source = create_topic(broker.bootstrap, unique("many-in"), 2)
     produce(broker.bootstrap, source, [(p, None, f"{p}-{i}".encode(), [])
-                                       for p in range(2) for i in range(100)])
+                                       for p in range(2) for i in range(200)])
     out = create_topic(broker.bootstrap, unique("many-out"), 2)
     before = requests(broker)
     query = trickled_copy(spark, broker, source, out, tmp_path / "ck", {}, 0)
     after = requests(broker)
     assert query.exception() is None, query.exception()
     batches = [p for p in query.recentProgress if p["numInputRows"]]
-    assert len(batches) == 10
+    assert len(batches) == 20
     asked = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     assert asked.get("ListTransactions", 0) == 1, asked
-    assert asked.get("ApiVersions", 0) < len(batches), asked
-    assert len(read_all(broker.bootstrap, out, "read_committed", 200, partitions=2)) == 200
+    assert asked["EndTxn"] >= 40 and asked.get("ApiVersions", 0) < asked["EndTxn"], asked
+    assert len(read_all(broker.bootstrap, out, "read_committed", 400, partitions=2)) == 400
