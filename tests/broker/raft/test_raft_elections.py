@@ -143,3 +143,24 @@ def test_a_voter_stranded_in_a_newer_epoch_is_not_shut_out(seed):
         f"seed {seed}: node {stranded} stranded in epoch {epoch + 1} stayed out"
     assert sim.agreed()[0] > epoch + 1
     assert sim.run(30, until=lambda: sim.committed_everywhere(offset))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_observer_finds_each_leader_by_asking_the_voters_and_never_campaigns(seed):
+    """A node that is not a voter (a broker beside dedicated controllers) fetches from a voter
+    picked at random, which answers with the leader it knows; once its leader goes silent it
+    forgets it and asks around again."""
+    sim = Sim(voters=3, observers=1, seed=seed)
+    observer = sim.nodes[4]
+
+    def following():
+        return sim.agreed() is not None and observer.core.leader_id == sim.leader()
+    assert sim.run(30, until=following), f"seed {seed}: the observer found no leader"
+    offset = sim.append("seen")
+    assert sim.run(30, until=lambda: sim.committed_everywhere(offset)), f"seed {seed}"
+    old = sim.leader()
+    sim.crash(old)
+    assert sim.run(60, until=lambda: following() and sim.leader() != old), \
+        f"seed {seed}: the observer did not find the successor of node {old}"
+    assert all(4 not in candidates for candidates in sim.votes.values()), \
+        "the observer campaigned"
