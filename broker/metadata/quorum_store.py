@@ -80,7 +80,7 @@ class QuorumMetadataStore(MetadataStore):
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                              apply=self._apply, reset=self._reset,
                              on_role_change=self.leadership_changed, cluster_id=self.cluster_id,
-                             on_refused=on_refused)
+                             on_refused=on_refused, serde=records)
         self._working: MetadataImage | None = None  # the controller's own view, while leading
         self.purgatory = ControllerPurgatory()  # responses waiting for their records to commit
         self.role_listeners: list[Callable[[bool], None]] = []
