@@ -80,9 +80,11 @@ async def metadata(broker, header, req):
                 if code:
                     topics.append(_META.make("topics", error_code=code, name=t.name))
                     continue
-                ts = image.topics.get(t.name)
+                # Images are immutable: the creation is in the broker's newest one, if yet.
+                created = broker.metadata.topics.get(t.name)
                 topics.append(_META.make("topics", error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                                         name=ts.name, topic_id=ts.topic_id))
+                                         name=t.name, topic_id=created.topic_id if created
+                                         else t.topic_id))
                 continue
             if ts is None:
                 code = (ErrorCode.UNKNOWN_TOPIC_ID if t.name is None
