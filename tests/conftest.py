@@ -16,6 +16,12 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
                                                           "minilog-test-pycache"))
+# Every Spark driver the suite starts (sessions, spark-submit, Connect servers) lives for
+# seconds to minutes on small data: the JVM's optimising compiler and parallel collector cost
+# more than they win there (measured: a session's JVM used 32-34 s of CPU for a start and a few
+# small jobs, 18-22 s with C1 alone and the serial collector). The product's settings
+# (spark-conf/) keep the JVM's defaults, which suit long-running jobs.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture(scope="module")
