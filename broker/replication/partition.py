@@ -17,6 +17,7 @@ keeps waking everyone on every change: KRaft answers a voter's fetch when the hi
 moves, so voters apply commits at once.
 """
 import asyncio
+import uuid
 from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
@@ -42,7 +43,7 @@ class FetchJudge(Protocol):
 class Partition:
     wake_all = False  # True: every change wakes every waiter (the metadata quorum's partition)
 
-    def __init__(self, topic: str, index: int, log: Log, topic_id: bytes | None = None,
+    def __init__(self, topic: str, index: int, log: Log, topic_id: uuid.UUID | None = None,
                  leader_epoch: int = 0, replicas: Iterable[int] = (), isr: Iterable[int] = (),
                  *, high_watermark: int | None = None,
                  epoch_cache: LeaderEpochCache | None = None, is_leader: bool = True) -> None:
