@@ -10,6 +10,10 @@ fresh broker or cluster of its tree (`revision.checked_out`), with this tree's c
 - consume: one partition of 100 B records read to its end by confluent-kafka and by minilog's
   Arrow path (records/s).
 
+Throughput on a busy machine is mostly the neighbours' and the client's; the brokers' own CPU
+seconds per MB moved (every broker process of the run, /proc) are reported beside it and are
+the steadier measure of what the broker code costs.
+
 Produce-to-consume latency has its own comparison: `python -m bench latency --against REV`.
 
     python -m bench compare --against f065238 [--quick] [--repeats N]
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+
+from pathlib import Path
 
 from . import cluster, revision
 from .consume import READERS as CONSUME_READERS
@@ -37,30 +43,51 @@ def _load() -> str:
     return "load %.1f %.1f %.1f" % os.getloadavg()
 
 
+class _Target:
+    """A fresh broker (rf=1) or three-broker cluster of one tree: its bootstrap, and the CPU
+    seconds its broker processes have used so far."""
+
+    def __init__(self, bootstrap: str, pids: list[int]) -> None:
+        self.bootstrap, self.pids = bootstrap, pids
+
+    def cpu_seconds(self) -> float:
+        return sum(cluster.stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
+                   for pid in self.pids)
+
+
 @contextlib.contextmanager
 def _target(rf: int, env: dict | None):
-    """A fresh broker (rf=1) or three-broker cluster of the tree `env` runs; its bootstrap."""
     if rf == 1:
         with cluster.running("minilog", env=env) as b:
-            yield b.bootstrap
+            yield _Target(b.bootstrap, [b.pid])
     else:
         with cluster.running_cluster(rf, env=env) as c:
-            yield c.bootstrap
+            yield _Target(c.bootstrap, [b.proc.pid for b in c.brokers])
 
 
-def _produce(env: dict | None, rf: int, n: int, topic: str) -> float:
-    with _target(rf, env) as bootstrap:
+def _produce(env: dict | None, rf: int, n: int, topic: str) -> tuple[float, float]:
+    """(MB/s, broker CPU ms per MB)."""
+    with _target(rf, env) as t:
         config = {"min.insync.replicas": str(MIN_INSYNC)} if rf > 1 else None
-        cluster.create_topic(bootstrap, topic, 1, config, replication_factor=rf)
-        return _throughput(bootstrap, topic, n)
+        cluster.create_topic(t.bootstrap, topic, 1, config, replication_factor=rf)
+        before = t.cpu_seconds()
+        mb_s = _throughput(t.bootstrap, topic, n)
+        return mb_s, (t.cpu_seconds() - before) * 1000 / (n * PRODUCE_SIZE / 1e6)
 
 
-def _consume(env: dict | None, n: int) -> dict[str, float]:
-    with _target(1, env) as bootstrap:
-        _fill(bootstrap, "big", n)
+def _consume(env: dict | None, n: int) -> dict[str, tuple[float, float]]:
+    """reader -> (records/s, broker CPU ms per MB)."""
+    with _target(1, env) as t:
+        _fill(t.bootstrap, "big", n)
         for r in READERS:  # warm-up: connections, the page cache
-            CONSUME_READERS[r](bootstrap, "big", n)
-        return {r: n / CONSUME_READERS[r](bootstrap, "big", n) for r in READERS}
+            CONSUME_READERS[r](t.bootstrap, "big", n)
+        got = {}
+        for r in READERS:
+            before = t.cpu_seconds()
+            seconds = CONSUME_READERS[r](t.bootstrap, "big", n)
+            got[r] = (n / seconds,
+                      (t.cpu_seconds() - before) * 1000 / (n * CONSUME_SIZE / 1e6))
+        return got
 
 
 def run(args) -> None:
@@ -83,12 +110,17 @@ def run(args) -> None:
         for r in range(repeats):
             for name, env in (trees if r % 2 == 0 else trees[::-1]):
                 for rf in (1, 3):
-                    mb_s = _produce(env, rf, produce_n, f"produce-rf{rf}-{r}")
+                    mb_s, cpu = _produce(env, rf, produce_n, f"produce-rf{rf}-{r}")
                     cells.setdefault((name, f"produce RF={rf} MB/s"), []).append(mb_s)
-                    rep.log(f"{name:8} produce RF={rf}: {mb_s:8.2f} MB/s")
-                for reader, rate in _consume(env, consume_n).items():
+                    cells.setdefault((name, f"produce RF={rf} broker CPU ms/MB"), []).append(cpu)
+                    rep.log(f"{name:8} produce RF={rf}: {mb_s:8.2f} MB/s, broker CPU "
+                            f"{cpu:6.2f} ms/MB")
+                for reader, (rate, cpu) in _consume(env, consume_n).items():
                     cells.setdefault((name, f"consume {reader} records/s"), []).append(rate)
-                    rep.log(f"{name:8} consume {reader}: {rate:12,.0f} records/s")
+                    cells.setdefault((name, f"consume {reader} broker CPU ms/MB"),
+                                     []).append(cpu)
+                    rep.log(f"{name:8} consume {reader}: {rate:12,.0f} records/s, broker CPU "
+                            f"{cpu:6.2f} ms/MB")
             rep.log(f"{_load()} after round {r + 1}")
     measures = sorted({m for _, m in cells})
     rows = [{"measure": m, "old": median(cells[(old_name, m)]), "new": median(cells[("new", m)]),
@@ -97,7 +129,12 @@ def run(args) -> None:
                 [("measure", "measure"), ("old", old_name), ("new", "working tree"),
                  ("runs", "runs each")])
     for row in rows:
-        rep.ratio(f"{row['measure']} new/{old_name}", row["new"], row["old"], "target >= 0.95")
+        if "CPU" in row["measure"]:  # a cost: the old tree's over the new one's
+            rep.ratio(f"{row['measure']} {old_name}/new", row["old"], row["new"],
+                      "target >= 0.95")
+        else:
+            rep.ratio(f"{row['measure']} new/{old_name}", row["new"], row["old"],
+                      "target >= 0.95")
     rep.finish()
 
 
