@@ -7,7 +7,7 @@ import traceback
 
 BENCHMARKS = ("produce", "consume", "latency", "constant_cost", "scale", "replication", "spark",
               "rebalance", "transactions")
-EXTRA = ("profile", "kernel", "security", "metrics", "txn_markers")  # on request only: a diagnosis (profile) and a micro-benchmark
+EXTRA = ("profile", "kernel", "security", "metrics", "txn_markers", "mirror")  # on request only: a diagnosis (profile) and a micro-benchmark
 USAGE = (f"usage: python -m bench {{{'|'.join(BENCHMARKS + EXTRA)}|all}} "
          "[--quick] [--out DIR] [--repeats N]")
 

@@ -51,7 +51,9 @@ class MirrorProcess(MarkedProcess):
 
     def start(self, env=None):
         self.mark = uuid.uuid4().hex
-        with open(self.dir / "mirror.log", "ab") as out:
+        log = self.dir / "mirror.log"
+        self._from = log.stat().st_size if log.exists() else 0  # this start's lines only
+        with open(log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "minilog.connector.cli", "mirror", str(self.properties)],
                 env=environment(self.mark, **(env or {})), stdout=out,
@@ -63,7 +65,7 @@ class MirrorProcess(MarkedProcess):
     def _started(self):
         if self.proc.poll() is not None:
             raise AssertionError(f"the mirror exited with {self.proc.returncode}:\n{self.log}")
-        return "mirroring A->B" in self.log
+        return "mirroring A->B" in self.log[self._from:]
 
 
 
