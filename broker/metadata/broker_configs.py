@@ -4,23 +4,25 @@ an empty name), as Kafka's `kafka-configs.sh --entity-type brokers` does.
 
 Only the settings Kafka lets change at run time are accepted (`DYNAMIC`); any other broker
 setting is read-only (INVALID_REQUEST, "cannot be updated dynamically", Kafka's answer), an
-unknown name or a bad value INVALID_CONFIG. A cluster keeps them as `broker_config` records of
-the metadata log (Kafka's ConfigRecord with resource type BROKER) and as a section of its
-snapshots; a single broker in `__broker_configs.json`. Every broker overlays them on its static
-configuration as Kafka ranks them (per broker over cluster default over static), so the
-topic-level defaults they feed (`log.retention.ms`...) reach every partition without an
+unknown name or a bad value INVALID_CONFIG. They are `broker_config` records of the
+metadata (Kafka's ConfigRecord with resource type BROKER) and a section of its snapshots, on a
+single broker as in a cluster, and reach the broker as a metadata publisher. Every broker
+overlays them on its static configuration as Kafka ranks them (per broker over cluster default
+over static), so the topic-level defaults they feed (`log.retention.ms`...) reach every partition without an
 override of its own. Settings minilog has no use for (thread counts, Kerberos) are kept and
 shown but change nothing.
 """
-import json
-import os
-from pathlib import Path
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..server.config import BROKER_KEYS, ConfigError, _coerce
 from . import records as metadata_records
+from .delta import MetadataDelta
+from .image import MetadataImage
 
-RECORD_TYPE = "broker_config"
-FILE_NAME = "__broker_configs.json"
+coerce: Any = _coerce  # the server's config module is not annotated yet
 CLUSTER_DEFAULT = ""  # the resource name of the cluster-wide default
 
 # Kafka's config_source values of DescribeConfigs
@@ -28,7 +30,7 @@ DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 
 # What Kafka lets change at run time (DynamicBrokerConfig), with the type of those minilog
 # does not otherwise know. Those of BROKER_KEYS take effect; the others are accepted and shown.
-DYNAMIC: dict = {
+DYNAMIC: dict[str, Any] = {
     **dict.fromkeys((
         "log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms",
         "log.cleanup.policy", "log.flush.interval.messages", "log.flush.interval.ms",
@@ -52,12 +54,15 @@ DYNAMIC: dict = {
 class BrokerConfigError(ValueError):
     """(error code, message) of a refused change."""
 
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
-def validate(configs: dict) -> dict:
+Configs = Mapping[str, Any]
+
+
+def validate(configs: Configs) -> dict[str, Any]:
     """`configs` ({name: text}) with each value typed; raises BrokerConfigError."""
     from minilog.connector.protocol import ErrorCode
     read_only = sorted(k for k in configs if k not in DYNAMIC and k in BROKER_KEYS)
@@ -68,11 +73,11 @@ def validate(configs: dict) -> dict:
     if unknown:
         raise BrokerConfigError(ErrorCode.INVALID_CONFIG,
                                 f"unknown broker config {unknown[0]!r}")
-    typed = {}
+    typed: dict[str, Any] = {}
     for key, value in configs.items():
         kind = DYNAMIC[key] or BROKER_KEYS[key][0]
         try:
-            typed[key] = _coerce(key, kind, value)
+            typed[key] = coerce(key, kind, value)
         except ConfigError as e:
             raise BrokerConfigError(ErrorCode.INVALID_CONFIG, str(e)) from None
     return typed
@@ -80,87 +85,31 @@ def validate(configs: dict) -> dict:
 
 # --- in the metadata log -------------------------------------------------------------------
 
-def config_record(resource: str, configs: dict) -> dict:
+def config_record(resource: str, configs: Configs) -> dict[str, Any]:
     """All of one resource's dynamic settings (replacing what it had)."""
-    return {"type": RECORD_TYPE, "resource": resource, "configs": configs}
+    return metadata_records.broker_config_record(resource, configs)
 
 
-def image_configs(image) -> dict:
-    """{resource name: {key: value}} the image's records have built."""
-    found = getattr(image, "broker_configs", None)
-    if found is None:
-        found = image.broker_configs = {}
-    return found
+class MetadataBrokerConfigs:
+    """The dynamic broker configs: read from the committed image, written as records; as a
+    metadata publisher, `on_change()` runs when a committed change reaches them."""
 
-
-def _apply(image, rec: dict) -> None:
-    configs = image_configs(image)
-    if rec["configs"]:
-        configs[rec["resource"]] = dict(rec["configs"])
-    else:
-        configs.pop(rec["resource"], None)
-
-
-def _load(image, data: dict | None) -> None:
-    image_configs(image).clear()
-    image_configs(image).update(data or {})
-
-
-metadata_records.EXTENSION_RECORDS[RECORD_TYPE] = _apply
-metadata_records.IMAGE_SECTIONS["broker_configs"] = (lambda image: image_configs(image), _load)
-
-
-class QuorumBrokerConfigs:
-    """A cluster's dynamic broker configs: read from the committed image, written as records;
-    `on_change()` runs when a committed record (or a snapshot) may have changed them."""
-
-    def __init__(self, store, on_change):
+    def __init__(self, store: Any, on_change: Callable[[], None]) -> None:
         self._store = store
         self._on_change = on_change
-        store.listeners.append(self._applied)
 
-    def _applied(self, rec, changed) -> None:
-        if rec is None:
-            image_configs(self._store.image).clear()
-        if rec is None or rec.get("type") in (RECORD_TYPE, "image"):
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if delta.broker_configs_changed:
             self._on_change()
 
-    def current(self) -> dict:
-        return image_configs(self._store.image)
+    def current(self) -> Mapping[str, Mapping[str, Any]]:
+        return self._store.image.broker_configs  # type: ignore[no-any-return]
 
-    def working(self) -> dict:
-        return image_configs(self._store.working)
+    def working(self) -> Mapping[str, Mapping[str, Any]]:
+        return self._store.working.broker_configs  # type: ignore[no-any-return]
 
-    def write(self, resource: str, configs: dict) -> None:
+    def write(self, resource: str, configs: Configs) -> None:
         self._store.append([config_record(resource, configs)])
-
-
-class FileBrokerConfigs:
-    """A single broker's dynamic configs, in one file replaced atomically on each change."""
-
-    def __init__(self, data_dir: Path, on_change):
-        self._path = data_dir / FILE_NAME
-        self._on_change = on_change
-        self._configs = json.loads(self._path.read_text()) if self._path.exists() else {}
-
-    def current(self) -> dict:
-        return self._configs
-
-    working = current
-
-    def write(self, resource: str, configs: dict) -> None:
-        if configs:
-            self._configs[resource] = dict(configs)
-        else:
-            self._configs.pop(resource, None)
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self._configs, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        self._on_change()
 
 
 # --- what a broker runs with -------------------------------------------------------------
@@ -169,19 +118,16 @@ class DynamicBrokerConfig:
     """Overlays the dynamic settings on this broker's configuration, and says where each
     effective value comes from."""
 
-    def __init__(self, broker):
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.static = dict(broker.config.values)
-        quorum = broker.quorum
-        self.store = FileBrokerConfigs(broker.config.data_dir, self.reapply) if quorum is None \
-            else QuorumBrokerConfigs(quorum, self.reapply)
-        self._applied: dict = {}
+        self.store = MetadataBrokerConfigs(broker.store, self.reapply)
+        self._applied: dict[str, Any] = {}
 
-    def layers(self, configs: dict | None = None) -> tuple[dict, dict]:
+    def layers(self, configs: Mapping[str, Configs] | None = None) -> tuple[Configs, Configs]:
         """(cluster default, this broker's own) dynamic settings."""
-        configs = self.store.current() if configs is None else configs
-        return (configs.get(CLUSTER_DEFAULT, {}),
-                configs.get(str(self.broker.config.node_id), {}))
+        found = self.store.current() if configs is None else configs
+        return (found.get(CLUSTER_DEFAULT, {}), found.get(str(self.broker.config.node_id), {}))
 
     def reapply(self) -> None:
         default, own = self.layers()

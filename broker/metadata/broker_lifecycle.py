@@ -13,10 +13,13 @@ only while its last heartbeat the controller answered was sent less than
 `broker.session.timeout.ms` ago: the controller fences no sooner than that after receiving it,
 so a deposed broker stops answering as coordinator before anyone else can start.
 """
+from __future__ import annotations
+
 import asyncio
 import logging
 import time
 import uuid
+from typing import Any
 
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
@@ -27,7 +30,7 @@ _REG, _BEAT = request(ApiKey.BROKER_REGISTRATION), request(ApiKey.BROKER_HEARTBE
 
 
 class BrokerLifecycle:
-    def __init__(self, broker, store, peers):
+    def __init__(self, broker: Any, store: Any, peers: Any) -> None:
         self.broker, self.store, self.peers = broker, store, peers
         self.node_id = broker.config.node_id
         self.interval = broker.config["broker.heartbeat.interval.ms"] / 1000
@@ -37,25 +40,25 @@ class BrokerLifecycle:
         self.session_timeout = broker.config["broker.session.timeout.ms"] / 1000
         self._lease_until = 0.0  # time.monotonic() up to which the controller cannot fence us
         self.beat_timeout = min(5.0, self.session_timeout / 3)
-        self._task = None
+        self._task: asyncio.Task[None] | None = None
 
     @property
-    def serving(self):
+    def serving(self) -> bool:
         """Unfenced, and no fencing can have happened since the last answered heartbeat."""
         return not self.fenced and time.monotonic() < self._lease_until
 
-    def start(self):
+    def start(self) -> BrokerLifecycle:
         self._task = asyncio.ensure_future(self._run())
         return self
 
-    def _controller_address(self):
+    def _controller_address(self) -> tuple[str, int] | None:
         leader = self.store.raft.leader_id
         if leader is None:
             return None
         return self.store.raft.voters.get(leader) or (
             (e.host, e.port) if (e := self.store.image.registered.get(leader)) else None)
 
-    async def _send(self, api_key, body, timeout=5.0):
+    async def _send(self, api_key: int, body: Any, timeout: float = 5.0) -> Any:
         address = self._controller_address()
         if address is None:
             return None
@@ -65,7 +68,7 @@ class BrokerLifecycle:
         except (KafkaError, KafkaConnectionError, OSError):
             return None
 
-    async def _run(self):
+    async def _run(self) -> None:
         while True:
             if self.epoch < 0:
                 await self._register()
@@ -73,7 +76,7 @@ class BrokerLifecycle:
                 await self._heartbeat(want_fence=False)
             await asyncio.sleep(self.interval if self.epoch >= 0 else 0.2)
 
-    async def _register(self):
+    async def _register(self) -> None:
         ep = self.store.own_endpoint
         body = _REG.cls(broker_id=self.node_id, cluster_id=self.store.cluster_id,
                         incarnation_id=self.incarnation, features=[], rack=None,
@@ -83,7 +86,7 @@ class BrokerLifecycle:
             self.epoch = resp.broker_epoch
             log.info("broker %d registered (epoch %d)", self.node_id, self.epoch)
 
-    async def _heartbeat(self, want_fence):
+    async def _heartbeat(self, want_fence: bool) -> None:
         body = _BEAT.cls(broker_id=self.node_id, broker_epoch=self.epoch,
                          current_metadata_offset=self.store.metadata_offset,
                          want_fence=want_fence, want_shut_down=want_fence)
@@ -103,7 +106,7 @@ class BrokerLifecycle:
             if not resp.is_fenced and self.broker.replicas is not None:
                 self.broker.replicas.broker_ready()
 
-    async def stop(self):
+    async def stop(self) -> None:
         """Controlled shutdown: ask to be fenced (leadership moves away), then stop."""
         if self._task:
             self._task.cancel()
@@ -116,10 +119,10 @@ class BrokerLifecycle:
 _PROTOCOL_CODES = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
-def _listeners(ep, config) -> list:
+def _listeners(ep: Any, config: Any) -> list[Any]:
     """BrokerRegistration's listeners, the primary first: every one a client may come through."""
     protocols = {lst.name: lst.protocol for lst in config.listeners}
     found = ep.listeners or {"PLAINTEXT": (ep.host, ep.port)}
     return [_REG.make("listeners", name=name, host=host, port=port,
-                      security_protocol=_PROTOCOL_CODES.get(protocols.get(name), 0))
+                      security_protocol=_PROTOCOL_CODES.get(protocols.get(name, ""), 0))
             for name, (host, port) in found.items()]

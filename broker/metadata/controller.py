@@ -18,23 +18,47 @@ brokers are quorum observers, who need up to `controller.quorum.fetch.timeout.ms
 controller: a new one waits that much longer before fencing them. Each decision is metadata
 records appended through the quorum (see `quorum_store.py`), decided against the controller's
 working view (its own pending decisions included); no broker acts on them before they commit.
+The operations a request asks for return a `ControllerResult` (records plus the response),
+which the handler commits through the store: the response goes out once the records commit.
+Every request carrying a broker epoch (BrokerHeartbeat, AlterPartition, AllocateProducerIds)
+has it checked in one place, `broker_epoch_error`, as Kafka's ClusterControlManager does.
 """
+from __future__ import annotations
+
 import asyncio
+import dataclasses
 import logging
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
 from ..coordinator.group.group_store import OFFSETS_TOPIC, OffsetsTopic
 from . import records
 from .controller_metrics import ControllerMetrics
-from .image import PartitionState
+from .controller_result import ControllerResult
+from .image import MetadataImage, PartitionState, TopicState
+from .records import Record
 
 log = logging.getLogger("minilog.broker.controller")
 
+# (error, is_caught_up, is_fenced): BrokerHeartbeat's answer
+Heartbeat = tuple[int, bool, bool]
+# (error, the partition's state or None): one partition's AlterPartition answer
+Altered = tuple[int, PartitionState | None]
+
+
+def broker_epoch_error(image: MetadataImage, broker_id: int, broker_epoch: int) -> int:
+    """STALE_BROKER_EPOCH unless `broker_epoch` is the current registration of `broker_id`
+    (Kafka's checkBrokerEpoch), else 0."""
+    if image.broker_epochs.get(broker_id, -2) != broker_epoch:
+        return int(ErrorCode.STALE_BROKER_EPOCH)
+    return 0
+
 
 class Controller:
-    def __init__(self, broker, store):
+    def __init__(self, broker: Any, store: Any) -> None:
         self.broker, self.store = broker, store
         cfg = broker.config
         self.session_timeout = cfg["broker.session.timeout.ms"] / 1000
@@ -47,24 +71,24 @@ class Controller:
         self.rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
         self.unclean = cfg["unclean.leader.election.enable"]
         self._next_rebalance = 0.0
-        self.last_heartbeat = {}
-        self._task = None
+        self.last_heartbeat: dict[int, float] = {}
+        self._task: asyncio.Future[None] | None = None
         store.role_listeners.append(self._role_changed)
         broker.metrics.register(ControllerMetrics(
             lambda: self.store.raft.is_leader and self.active, lambda: self.image))
 
     @property
-    def image(self):
+    def image(self) -> MetadataImage:
         """The working view: what the quorum committed plus what this controller appended."""
-        return self.store.working
+        return self.store.working  # type: ignore[no-any-return]
 
     @property
-    def active(self):
+    def active(self) -> bool:
         """Leading the quorum, and followed by a majority lately: a controller cut off from
         the quorum answers NOT_CONTROLLER instead of deciding what will never commit."""
-        return self.store.raft.majority_heard()
+        return bool(self.store.raft.majority_heard())
 
-    def _role_changed(self, leading):
+    def _role_changed(self, leading: bool) -> None:
         if leading:
             now = time.monotonic()
             if not self.broker.is_broker:  # observers need a fetch timeout to find us
@@ -76,43 +100,46 @@ class Controller:
             self._task.cancel()
             self._task = None
 
-    async def stop(self):
+    async def stop(self) -> None:
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     # -- brokers ------------------------------------------------------------------------------------
-    def register(self, broker_id, host, port, rack=None, listeners=None):
-        """Append the registration; its offset is the broker epoch. The broker starts fenced."""
+    def register(self, broker_id: int, host: str, port: int, rack: str | None = None,
+                 listeners: Mapping[str, tuple[str, int]] | None = None) -> ControllerResult[int]:
+        """The registration, whose offset is the broker epoch (the response). The broker
+        starts fenced."""
         self.last_heartbeat[broker_id] = time.monotonic()
         recs = []
         if broker_id in self.image.brokers:  # a restart nobody noticed: lead elsewhere first
             recs = self._fence_records(broker_id)
-        return self.store.append(recs + [records.broker_record(broker_id, host, port, rack,
-                                                               listeners)])
+        recs.append(records.broker_record(broker_id, host, port, rack, listeners))
+        return ControllerResult.of(self.store.next_offset + len(recs) - 1, recs)
 
-    def heartbeat(self, broker_id, broker_epoch, metadata_offset, want_fence):
-        """(error, is_caught_up, is_fenced, offset of the record that changed it or None): the
-        answer is to wait for that record's commit, as Kafka's controller answers only then,
-        or a broker could act on a decision a failover forgets."""
-        if self.image.broker_epochs.get(broker_id, -2) != broker_epoch:
-            return ErrorCode.STALE_BROKER_EPOCH, False, True, None
+    def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                  want_fence: bool) -> ControllerResult[Heartbeat]:
+        """(error, is_caught_up, is_fenced), answered once the records that changed it commit,
+        as Kafka's controller answers only then, or a broker could act on a decision a
+        failover forgets."""
+        error = broker_epoch_error(self.image, broker_id, broker_epoch)
+        if error:
+            return ControllerResult.of((error, False, True))
         self.last_heartbeat[broker_id] = time.monotonic()
         # Caught up with its registration and with its last fencing: a broker fenced while
         # paused serves again only once it knows what moved away from it meanwhile.
         caught_up = metadata_offset >= max(broker_epoch, self.image.fenced_at.get(broker_id, -1))
         fenced = broker_id in self.image.fenced
-        changed = None
+        recs: list[Record] = []
         if fenced and caught_up and not want_fence:
-            changed = self.store.append([records.fence_record(broker_id, False)] +
-                                        self._elect_records(broker_id))
+            recs = [records.fence_record(broker_id, False)] + self._elect_records(broker_id)
             fenced = False
         elif not fenced and want_fence:
-            changed = self.store.append(self._fence_records(broker_id))
+            recs = self._fence_records(broker_id)
             fenced = True
-        return 0, caught_up, fenced, changed
+        return ControllerResult.of((0, caught_up, fenced), recs)
 
-    async def _tick_forever(self):
+    async def _tick_forever(self) -> None:
         while True:
             await asyncio.sleep(min(0.1, self.session_timeout / 10))  # fencing within 0.1 s
             try:
@@ -120,7 +147,7 @@ class Controller:
             except Exception:  # noqa: BLE001 - a controller bug must not stop fencing
                 log.exception("controller tick failed")
 
-    def _tick(self):
+    def _tick(self) -> None:
         if not self.store.raft.majority_heard() or self.broker.stopping:
             return  # not (or no longer surely) the controller, or its connections are closing
         now = time.monotonic()
@@ -137,7 +164,7 @@ class Controller:
                 log.info("moving %d leadership(s) back to preferred replicas", len(recs))
                 self.store.append(recs)
 
-    def _why_fence(self, broker_id, now):
+    def _why_fence(self, broker_id: int, now: float) -> str | None:
         """Why a live broker is to be fenced now, or None: its session timed out, or every
         connection it had here closed (or its address refused one) a grace ago and it has not
         been heard of since (nor since this node took over: a new controller gives each a
@@ -149,7 +176,7 @@ class Controller:
             return "closed every connection (or refuses them) and is silent"
         return None
 
-    def _ensure_offsets_topic(self):
+    def _ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):
         offsets.topic.replication.factor of them, at most the voters where every voter is a
         broker (combined mode), so a small cluster's groups work with the default of 3."""
@@ -159,24 +186,26 @@ class Controller:
         if self.broker.is_broker:
             wanted = min(wanted, len(self.store.raft.voters))
         if len(self.image.brokers) >= wanted:
-            OffsetsTopic(self.broker).ensure(replication_factor=wanted)
+            offsets: Any = OffsetsTopic  # the coordinator package is not annotated yet
+            offsets(self.broker).ensure(replication_factor=wanted)
 
     # -- leadership ------------------------------------------------------------------------------------
-    def _changes(self, fn):
+    def _changes(self, fn: Callable[[PartitionState, TopicState], PartitionState | None]
+                 ) -> list[Record]:
         """Partition records for every partition whose state `fn(state)` changes (returns a new one)."""
         recs = []
         for ts in self.image.topics.values():
             for index, p in ts.partitions.items():
                 new = fn(p, ts)
                 if new is not None:
-                    new.partition_epoch = p.partition_epoch + 1
+                    new = dataclasses.replace(new, partition_epoch=p.partition_epoch + 1)
                     recs.append(records.partition_record(ts.name, index, new))
         return recs
 
-    def _fence_records(self, broker_id):
+    def _fence_records(self, broker_id: int) -> list[Record]:
         live = set(self.image.brokers) - {broker_id}
 
-        def without(p, ts):
+        def without(p: PartitionState, ts: TopicState) -> PartitionState | None:
             if broker_id not in p.replicas:
                 return None
             isr = [r for r in p.isr if r != broker_id] or list(p.isr)  # keep the last one
@@ -185,61 +214,70 @@ class Controller:
                 if leader < 0 and self._unclean_allowed(ts):
                     leader = next((r for r in p.replicas if r in live), -1)
                     isr = [leader] if leader >= 0 else isr
-                return PartitionState(list(p.replicas), leader, p.leader_epoch + 1, isr)
-            if isr == p.isr:
+                return PartitionState(p.replicas, leader, p.leader_epoch + 1, tuple(isr))
+            if tuple(isr) == p.isr:
                 return None
-            return PartitionState(list(p.replicas), p.leader, p.leader_epoch, isr)
+            return PartitionState(p.replicas, p.leader, p.leader_epoch, tuple(isr))
         # The fence record last: a broker has seen its leaderships move once it has seen it.
         return self._changes(without) + [records.fence_record(broker_id, True)]
 
-    def _unclean_allowed(self, ts):
+    def _unclean_allowed(self, ts: TopicState) -> bool:
         value = ts.configs.get("unclean.leader.election.enable")
-        return self.unclean if value is None else str(value).lower() == "true"
+        return bool(self.unclean) if value is None else str(value).lower() == "true"
 
-    def _preferred(self, p, ts):
+    def _preferred(self, p: PartitionState, ts: TopicState) -> PartitionState | None:
         """The partition led by its first replica, when that one is live and in sync."""
         first = p.replicas[0]
         if p.leader == first or first not in p.isr or first not in self.image.brokers:
             return None
-        return PartitionState(list(p.replicas), first, p.leader_epoch + 1, list(p.isr))
+        return PartitionState(p.replicas, first, p.leader_epoch + 1, p.isr)
 
-    def _elect_records(self, broker_id):
+    def _elect_records(self, broker_id: int) -> list[Record]:
         """Partitions without a leader whose ISR holds `broker_id` (coming back) get it, as do
         those whose other replicas are all down when unclean election is allowed."""
-        def elect(p, ts):
+        def elect(p: PartitionState, ts: TopicState) -> PartitionState | None:
             if p.leader >= 0 or broker_id not in p.replicas:
                 return None
             if broker_id in p.isr:
-                return PartitionState(list(p.replicas), broker_id, p.leader_epoch + 1, list(p.isr))
+                return PartitionState(p.replicas, broker_id, p.leader_epoch + 1, p.isr)
             if self._unclean_allowed(ts) and not any(r in self.image.brokers for r in p.isr):
-                return PartitionState(list(p.replicas), broker_id, p.leader_epoch + 1, [broker_id])
+                return PartitionState(p.replicas, broker_id, p.leader_epoch + 1, (broker_id,))
             return None
         return self._changes(elect)
 
-    def alter_partition(self, broker_id, topic, index, leader_epoch, partition_epoch, new_isr,
-                        epochs=None):
+    def alter_partition(self, broker_id: int, topic: str | None, index: int, leader_epoch: int,
+                        partition_epoch: int, new_isr: list[int],
+                        epochs: Mapping[int, int] | None = None) -> ControllerResult[Altered]:
         """(error, PartitionState or None): a leader's ISR change, as Kafka's AlterPartition.
         `epochs` (v3, KIP-903): member -> the broker epoch the leader saw it fetch with (-1:
         unknown); a member whose registration has changed since is INELIGIBLE_REPLICA, as a
         broker restarted since that fetch may not hold what it claimed."""
-        ts = self.image.topics.get(topic)
+        ts = self.image.topics.get(topic) if topic is not None else None
         p = ts.partitions.get(index) if ts else None
         if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            return ControllerResult.of((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+        error = self._alter_error(p, broker_id, leader_epoch, partition_epoch, new_isr, epochs)
+        if error:
+            return ControllerResult.of((error, p))
+        new = PartitionState(p.replicas, p.leader, p.leader_epoch, tuple(new_isr),
+                             p.partition_epoch + 1)
+        assert topic is not None
+        return ControllerResult.of((0, new), [records.partition_record(topic, index, new)])
+
+    def _alter_error(self, p: PartitionState, broker_id: int, leader_epoch: int,
+                     partition_epoch: int, new_isr: list[int],
+                     epochs: Mapping[int, int] | None) -> int:
         if p.leader != broker_id:
-            return ErrorCode.INVALID_REQUEST, p
+            return int(ErrorCode.INVALID_REQUEST)
         if leader_epoch != p.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH, p
+            return int(ErrorCode.FENCED_LEADER_EPOCH)
         if partition_epoch != p.partition_epoch:
-            return ErrorCode.INVALID_UPDATE_VERSION, p
+            return int(ErrorCode.INVALID_UPDATE_VERSION)
         if broker_id not in new_isr or any(r not in p.replicas for r in new_isr):
-            return ErrorCode.INVALID_REQUEST, p
+            return int(ErrorCode.INVALID_REQUEST)
         if any(r not in p.isr and r not in self.image.brokers for r in new_isr):
-            return ErrorCode.INELIGIBLE_REPLICA, p
+            return int(ErrorCode.INELIGIBLE_REPLICA)
         registered = self.image.broker_epochs
         if any(e != -1 and registered.get(r) != e for r, e in (epochs or {}).items()):
-            return ErrorCode.INELIGIBLE_REPLICA, p
-        new = PartitionState(list(p.replicas), p.leader, p.leader_epoch, list(new_isr),
-                             p.partition_epoch + 1)
-        self.store.append([records.partition_record(topic, index, new)])
-        return 0, self.image.topics[topic].partitions[index]
+            return int(ErrorCode.INELIGIBLE_REPLICA)
+        return 0

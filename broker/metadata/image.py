@@ -1,15 +1,21 @@
-"""The cluster metadata a broker serves: topics, their ids, partitions, replicas, leaders, configs.
+"""The cluster metadata a broker serves, as Kafka's MetadataImage: topics and their partitions,
+brokers, dynamic configs, ACLs, SCRAM credentials, features and producer ids.
 
-`MetadataImage` is the in-memory picture request handlers read. `LocalMetadataStore` keeps it
-durable for a single broker as an atomically replaced JSON file; the controller quorum will feed
-the same image from its replicated metadata log, so handlers never see where it comes from.
+Every type here is immutable: an image is never changed, the next one is built by replaying
+records onto a `MetadataDelta` (`delta.py`) and handed to the publishers (`loader.py`). So a
+handler holding an image reads one consistent state, and no part of the broker can change
+what another sees except by a record.
 """
-import json
-import os
+from __future__ import annotations
+
 import re
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from minilog.connector.acl_types import AclBinding
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -33,7 +39,7 @@ DEPRECATED_TOPIC_CONFIGS = {
 TOPIC_CONFIG_KEYS |= frozenset(DEPRECATED_TOPIC_CONFIGS)
 
 
-def topic_name_error(name, allow_internal=False):
+def topic_name_error(name: str, allow_internal: bool = False) -> str | None:
     """Why a topic name is illegal, or None."""
     if not name:
         return "topic name is empty"
@@ -48,50 +54,58 @@ def topic_name_error(name, allow_internal=False):
     return None
 
 
-@dataclass
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+def _empty() -> Any:
+    """A dataclass field defaulting to the empty read-only mapping."""
+    return field(default_factory=lambda: EMPTY)
+
+
+def frozen(d: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None = None) -> Mapping[Any, Any]:
+    """A read-only copy of `d` (a mapping or its items)."""
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True)
 class PartitionState:
-    replicas: list
+    """One partition as the controller decided it (Kafka's PartitionRegistration)."""
+    replicas: tuple[int, ...]
     leader: int
     leader_epoch: int = 0
-    isr: list = None
+    isr: tuple[int, ...] = None  # type: ignore[assignment]  # None: every replica
     partition_epoch: int = 0  # bumped by every leader or ISR change (AlterPartition checks it)
 
-    def __post_init__(self):
-        if self.isr is None:
-            self.isr = list(self.replicas)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "replicas", tuple(self.replicas))
+        object.__setattr__(self, "isr", tuple(self.replicas if self.isr is None else self.isr))
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopicState:
     name: str
     topic_id: uuid.UUID
-    partitions: dict = field(default_factory=dict)  # index -> PartitionState
-    configs: dict = field(default_factory=dict)     # overrides only, Kafka names -> str
+    partitions: Mapping[int, PartitionState] = _empty()  # index -> PartitionState
+    configs: Mapping[str, str] = _empty()                # overrides only, Kafka names -> str
     internal: bool = False
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "id": str(self.topic_id), "internal": self.internal,
-                "configs": self.configs,
-                "partitions": {str(i): {"replicas": p.replicas, "leader": p.leader,
-                                        "leader_epoch": p.leader_epoch, "isr": p.isr}
+                "configs": dict(self.configs),
+                "partitions": {str(i): {"replicas": list(p.replicas), "leader": p.leader,
+                                        "leader_epoch": p.leader_epoch, "isr": list(p.isr)}
                                for i, p in self.partitions.items()}}
 
-    @classmethod
-    def from_json(cls, d):
-        return cls(d["name"], uuid.UUID(d["id"]),
-                   {int(i): PartitionState(**p) for i, p in d["partitions"].items()},
-                   d.get("configs", {}), d.get("internal", False))
 
-
-@dataclass
+@dataclass(frozen=True)
 class BrokerEndpoint:
     """A broker's primary address, and every listener's ({name: (host, port)}, advertised):
     Metadata answers each client with the addresses of the listener it came through."""
     node_id: int
     host: str
     port: int
-    rack: str = None
-    listeners: dict = field(default_factory=dict)
+    rack: str | None = None
+    listeners: Mapping[str, tuple[str, int]] = _empty()
 
     def address_on(self, listener: str) -> tuple[str, int]:
         """(host, port) of this broker on `listener` (the inter-broker one, for its peers),
@@ -99,111 +113,29 @@ class BrokerEndpoint:
         return self.listeners.get(listener) or (self.host, self.port)
 
 
+@dataclass(frozen=True)
 class MetadataImage:
-    """Read side: what handlers consult. Mutated only through a store."""
+    """What the committed records say, as of `offset` (-1: nothing applied). Read side only:
+    handlers, the replica manager and the controller read it; a delta makes the next one."""
+    cluster_id: str
+    offset: int = -1
+    topics: Mapping[str, TopicState] = _empty()         # name -> TopicState
+    by_id: Mapping[uuid.UUID, TopicState] = _empty()    # topic id -> TopicState
+    brokers: Mapping[int, BrokerEndpoint] = _empty()    # live (unfenced) brokers, by node id
+    registered: Mapping[int, BrokerEndpoint] = _empty()  # every broker the cluster knows
+    fenced: frozenset[int] = frozenset()              # registered ids not serving
+    broker_epochs: Mapping[int, int] = _empty()         # node id -> its registration's offset
+    fenced_at: Mapping[int, int] = _empty()             # node id -> offset of its last fencing
+    next_producer_id: int = 1000
+    broker_configs: Mapping[str, Mapping[str, Any]] = _empty()  # resource ("" default) -> configs
+    acls: frozenset[AclBinding] = frozenset()
+    # (user, mechanism) -> the credential's JSON, or None once deleted (so seeds stay away)
+    scram: Mapping[tuple[str, str], Mapping[str, Any] | None] = _empty()
+    features: Mapping[str, int] = _empty()              # feature name -> finalized level
 
-    def __init__(self, cluster_id):
-        self.cluster_id = cluster_id
-        self.topics = {}      # name -> TopicState
-        self.by_id = {}       # uuid -> TopicState
-        self.brokers = {}     # node id -> BrokerEndpoint, live (unfenced) brokers only
-        self.registered = {}  # node id -> BrokerEndpoint, every broker the cluster knows
-        self.fenced = set()   # registered node ids not serving (stopped or catching up)
-        self.broker_epochs = {}  # node id -> epoch of its current registration
-        self.fenced_at = {}   # node id -> offset of the record that last fenced it
-        self.controller_id = -1
-        self.next_producer_id = 1000
-
-    def topic(self, name):
+    def topic(self, name: str) -> TopicState | None:
         return self.topics.get(name)
 
-
-class LocalMetadataStore:
-    """Single-broker durable metadata: one JSON snapshot, replaced atomically on each change."""
-
-    def __init__(self, data_dir: Path, node_id, cluster_id=None):
-        self.path = data_dir / "__cluster_metadata.json"
-        self.node_id = node_id
-        data_dir.mkdir(parents=True, exist_ok=True)
-        meta = self._read_meta_properties(data_dir, node_id, cluster_id)
-        self.image = MetadataImage(meta["cluster.id"])
-        self.image.controller_id = node_id
-        if self.path.exists():
-            d = json.loads(self.path.read_text())
-            for t in d["topics"]:
-                ts = TopicState.from_json(t)
-                self.image.topics[ts.name] = ts
-                self.image.by_id[ts.topic_id] = ts
-            self.image.next_producer_id = d.get("next_producer_id", 1000)
-
-    @staticmethod
-    def _read_meta_properties(data_dir, node_id, cluster_id):
-        path = data_dir / "meta.properties"
-        props = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if "=" in line and not line.startswith("#"):
-                    k, v = line.split("=", 1)
-                    props[k.strip()] = v.strip()
-            if cluster_id and props.get("cluster.id") != cluster_id:
-                raise ValueError(f"{path} belongs to cluster {props.get('cluster.id')}, "
-                                 f"not {cluster_id}")
-            return props
-        props = {"version": "1", "node.id": str(node_id),
-                 "cluster.id": cluster_id or _short_uuid()}
-        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        return props
-
-    def _save(self):
-        d = {"topics": [t.to_json() for t in self.image.topics.values()],
-             "next_producer_id": self.image.next_producer_id}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(d, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-
-    def register_broker(self, endpoint):
-        self.image.brokers[endpoint.node_id] = endpoint
-
-    def create_topic(self, name, num_partitions, replication_factor, configs, internal=False,
-                     assignment=None):
-        replicas = [self.node_id]  # one broker: every replica list is this node
-        ts = TopicState(name, uuid.uuid4(), configs=dict(configs), internal=internal)
-        for i in range(num_partitions):
-            ts.partitions[i] = PartitionState(list(replicas), self.node_id)
-        self.image.topics[name] = ts
-        self.image.by_id[ts.topic_id] = ts
-        self._save()
-        return ts
-
-    def delete_topic(self, name):
-        ts = self.image.topics.pop(name)
-        self.image.by_id.pop(ts.topic_id, None)
-        self._save()
-        return ts
-
-    def add_partitions(self, name, new_total, assignment=None):
-        """`assignment` is checked to name only this broker: it leads every partition."""
-        ts = self.image.topics[name]
-        for i in range(len(ts.partitions), new_total):
-            ts.partitions[i] = PartitionState([self.node_id], self.node_id)
-        self._save()
-        return ts
-
-    def set_topic_configs(self, name, configs):
-        self.image.topics[name].configs = dict(configs)
-        self._save()
-
-    def allocate_producer_id_block(self, size: int) -> int:
-        """The first of `size` producer ids, saved as given out before anyone uses them."""
-        start = self.image.next_producer_id
-        self.image.next_producer_id += size
-        self._save()
-        return start
-
-
-def _short_uuid():
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    def partition_keys(self) -> set[tuple[str, int]]:
+        """(topic, index) of every partition."""
+        return {(ts.name, i) for ts in self.topics.values() for i in ts.partitions}

@@ -7,7 +7,11 @@ topic count, so many single-partition topics do not all lead on the same broker.
 """
 
 
-def assign_replicas(brokers, first_partition, count, rf, start):
+from collections.abc import Iterable
+
+
+def assign_replicas(brokers: Iterable[int], first_partition: int, count: int, rf: int,
+                    start: int) -> dict[int, list[int]]:
     """{partition index: [broker ids]} for partitions first_partition .. first_partition+count-1."""
     brokers = sorted(brokers)
     n = len(brokers)

@@ -16,18 +16,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
-from ..raft.raft_node import NotLeader
 from . import records
+from .controller import broker_epoch_error
+from .controller_result import ControllerResult, NotController
 
 log = logging.getLogger("minilog.broker.producer_ids")
 
 BLOCK_SIZE = 1000           # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
-COMMIT_TIMEOUT_S = 5.0
 FIND_CONTROLLER_S = 5.0
 _ALLOCATE = request(ApiKey.ALLOCATE_PRODUCER_IDS)
 
@@ -67,43 +67,46 @@ class ProducerIdBlocks:
 
 
 class ProducerIdAllocator:
-    """The active controller's side: one committed metadata record per block."""
+    """The active controller's side: one committed metadata record per block, given only to a
+    broker whose registration it is (the request's broker epoch; Kafka answers
+    STALE_BROKER_EPOCH otherwise)."""
 
-    def __init__(self, store):
+    def __init__(self, store: Any) -> None:
         self.store = store
 
-    async def allocate(self) -> Block:
-        raft = self.store.raft
-        if not raft.is_leader:
-            raise ProducerIdsUnavailable("not the active controller", ErrorCode.NOT_CONTROLLER)
-        # Everything in the log committed first, so that blocks the previous controllers
-        # gave out are in the image we read next.
-        if not await raft.wait_committed(raft.partition.log_end_offset - 1, COMMIT_TIMEOUT_S):
-            raise ProducerIdsUnavailable("the metadata log could not be committed",
-                                         ErrorCode.NOT_CONTROLLER)
-        # The working view holds this controller's own appends, committed or not, so two
-        # allocations in flight never overlap.
-        start = self.store.working.next_producer_id
+    def decide(self, broker_id: int, broker_epoch: int) -> ControllerResult[Block | int]:
+        """The next block (the working view holds this controller's own appends, committed or
+        not, so two allocations in flight never overlap), or an error code."""
+        view = self.store.working
+        error = broker_epoch_error(view, broker_id, broker_epoch)
+        if error:
+            return ControllerResult.of(error)
+        start = view.next_producer_id
+        return ControllerResult.of(Block(start, BLOCK_SIZE),
+                                   [records.producer_ids_record(start + BLOCK_SIZE)])
+
+    async def allocate(self, broker_id: int, broker_epoch: int) -> Block:
+        """A block for broker `broker_id`, once its record is committed; raises
+        ProducerIdsUnavailable with the error to answer."""
         try:
-            offset = self.store.append([records.producer_ids_record(start + BLOCK_SIZE)])
-        except NotLeader:
-            raise ProducerIdsUnavailable("no longer the active controller",
+            answer = await self.store.commit(self.decide(broker_id, broker_epoch))
+        except NotController:
+            raise ProducerIdsUnavailable("not (or no longer) the active controller",
                                          ErrorCode.NOT_CONTROLLER) from None
-        if not await raft.wait_committed(offset, COMMIT_TIMEOUT_S):
-            raise ProducerIdsUnavailable(
-                f"the allocation of producer ids {start}.. was not committed",
-                ErrorCode.NOT_CONTROLLER)
-        return Block(start, BLOCK_SIZE)
+        if isinstance(answer, Block):
+            return answer
+        raise ProducerIdsUnavailable(f"broker {broker_id} at epoch {broker_epoch}: "
+                                     f"{ErrorCode(answer).name}", answer)
 
 
-def local_blocks(store) -> ProducerIdBlocks:
+def local_blocks(store: Any) -> ProducerIdBlocks:
     """A broker without a quorum: blocks from its own metadata file, saved before use."""
     async def fetch() -> Block:
         return Block(store.allocate_producer_id_block(BLOCK_SIZE), BLOCK_SIZE)
     return ProducerIdBlocks(fetch)
 
 
-def quorum_blocks(broker) -> ProducerIdBlocks:
+def quorum_blocks(broker: Any) -> ProducerIdBlocks:
     """A broker of a replicated cluster: blocks from the active controller, itself or remote."""
     async def fetch() -> Block:
         deadline = time.monotonic() + FIND_CONTROLLER_S
@@ -117,21 +120,21 @@ def quorum_blocks(broker) -> ProducerIdBlocks:
     return ProducerIdBlocks(fetch)
 
 
-async def _fetch_once(broker) -> Block:
+async def _fetch_once(broker: Any) -> Block:
     raft = broker.quorum.raft
+    epoch = broker.lifecycle.epoch if broker.lifecycle else -1
     if raft.is_leader and broker.producer_id_allocator is not None:
-        return await broker.producer_id_allocator.allocate()
+        return await broker.producer_id_allocator.allocate(broker.config.node_id, epoch)  # type: ignore[no-any-return]
     leader = raft.leader_id
     if leader is None or leader not in raft.voters or leader == broker.config.node_id:
         raise ProducerIdsUnavailable("no active controller known")
-    body = _ALLOCATE.cls(broker_id=broker.config.node_id,
-                         broker_epoch=broker.lifecycle.epoch if broker.lifecycle else -1)
+    body = _ALLOCATE.cls(broker_id=broker.config.node_id, broker_epoch=epoch)
     try:
-        answer = await broker.peers.send(raft.voters[leader], ApiKey.ALLOCATE_PRODUCER_IDS,
+        reply = await broker.peers.send(raft.voters[leader], ApiKey.ALLOCATE_PRODUCER_IDS,
                                          body, 0, timeout=15.0, purpose="forward")
     except (KafkaError, KafkaConnectionError, OSError) as e:
         raise ProducerIdsUnavailable(f"controller {leader} unreachable: {e}") from None
-    if answer.error_code:
+    if reply.error_code:
         raise ProducerIdsUnavailable(f"controller {leader} answered "
-                                     f"{ErrorCode(answer.error_code).name}")
-    return Block(answer.producer_id_start, answer.producer_id_len)
+                                     f"{ErrorCode(reply.error_code).name}")
+    return Block(reply.producer_id_start, reply.producer_id_len)

@@ -4,178 +4,172 @@ The same interface as `LocalMetadataStore` (an `image` for handlers, and the wri
 `TopicManager` calls), but every write becomes records appended through the quorum leader, and
 every node's image is rebuilt from the committed records. Writes are only possible on the
 active controller (the quorum leader); the request router forwards admin requests there.
-Listeners hear of each committed record and the partitions it changed (the replica manager
-makes replicas leaders or followers from them).
+Committed records go to the `MetadataLoader`, which makes each next image and hands it, with
+what changed, to the publishers the broker installed (the replica manager makes replicas
+leaders or followers from it).
 
 Two views, as KRaft keeps them apart: `image` is what the quorum committed, the same on every
 node, and the only one brokers act on; `working` is the active controller's own: the committed
 image plus the records it appended and is waiting to commit, so it can validate the next
-request against its own decisions. It is rebuilt from the committed image each time this node
-becomes the controller and means nothing on any other node (where it is the image).
+request against its own decisions. It is replayed from the committed image each time this node
+becomes the controller and means nothing on any other node (where it is the image). Neither is
+ever changed: each append or commit makes a new one.
 """
-import copy
+from __future__ import annotations
+
+import asyncio
 import base64
 import logging
 import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from minilog.connector.batch import InvalidBatch
 
 from ..raft.raft_node import METADATA_TOPIC, RaftNode
 from ..replication.partition import Partition
 from ..storage.leader_epoch_cache import LeaderEpochCache
-from ..storage.log import Log, LogConfig
+from ..storage.log import Log
+from ..storage.log_config import LogConfig
 from . import records
-from .image import LocalMetadataStore, MetadataImage, PartitionState, TopicState
-from .placement import assign_replicas
+from .controller_result import ControllerPurgatory, ControllerResult, NotController
+from .delta import replayed
+from .image import BrokerEndpoint, MetadataImage
+from .loader import MetadataLoader
+from .local_store import read_meta_properties
+from .records import Record
+from .store import MetadataStore
 
 log = logging.getLogger("minilog.broker.metadata")
+T = TypeVar("T")
 
 
-def _cluster_id(config):
+def _cluster_id(config: Any) -> str:
     """cluster.id, or one derived from the voters, so that the nodes of a cluster configured
     alike agree without a separate formatting step."""
     if config["cluster.id"]:
-        return config["cluster.id"]
+        return str(config["cluster.id"])
     spec = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(config.quorum_voters.items()))
     return base64.urlsafe_b64encode(uuid.uuid5(uuid.NAMESPACE_URL, spec).bytes).decode().rstrip("=")
 
 
-class QuorumImage(MetadataImage):
-    """The image, whose controller is whoever leads the quorum right now."""
-
-    raft = None
-
-    @property
-    def controller_id(self):
-        leader = self.raft.leader_id if self.raft else None
-        return -1 if leader is None else leader
-
-    @controller_id.setter
-    def controller_id(self, _):
-        pass
-
-
-class QuorumMetadataStore:
-    def __init__(self, config, peers, on_refused=lambda node_id: None):
+class QuorumMetadataStore(MetadataStore):
+    def __init__(self, config: Any, peers: Any,
+                 on_refused: Callable[[int], None] = lambda node_id: None) -> None:
         """`on_refused(node id)`: a voter's address refused a connection (see `raft_node.py`)."""
         data_dir, node_id = config.data_dir, config.node_id
         data_dir.mkdir(parents=True, exist_ok=True)
-        meta = LocalMetadataStore._read_meta_properties(data_dir, node_id, _cluster_id(config))
+        meta = read_meta_properties(data_dir, node_id, _cluster_id(config))
         self.cluster_id = meta["cluster.id"]
         self.node_id = node_id
-        self.image = QuorumImage(self.cluster_id)
+        self.loader = MetadataLoader(MetadataImage(self.cluster_id))
         self.metadata_offset = -1  # the last applied record's offset
-        self.listeners = []        # fn(record, changed partition keys); fn(None, None) on reset
-        self.own_endpoint = None
+        self.own_endpoint: BrokerEndpoint | None = None
         segment_bytes = config["metadata.log.segment.bytes"]
-        metadata_log = Log(data_dir / f"{METADATA_TOPIC}-0",
-                           LogConfig(segment_bytes=segment_bytes, max_message_bytes=segment_bytes))
+        # The storage, replication and raft packages are not annotated yet: held as Any.
+        metadata_log: Any = cast(Any, Log)(
+            data_dir / f"{METADATA_TOPIC}-0",
+            LogConfig(segment_bytes=segment_bytes, max_message_bytes=segment_bytes))
         self.snapshot_every = config["metadata.log.max.record.bytes.between.snapshots"]
-        self.partition = Partition(METADATA_TOPIC, 0, metadata_log)
+        self.partition: Any = cast(Any, Partition)(
+            METADATA_TOPIC, 0, metadata_log,
+            epoch_cache=cast(Any, LeaderEpochCache.load)(metadata_log))
         self.partition.wake_all = True  # voters apply commits as soon as they are made
-        self.partition.epoch_cache = LeaderEpochCache.load(metadata_log)
-        self.raft = RaftNode(node_id, config.quorum_voters, self.partition, peers,
+        self.raft: Any = cast(Any, RaftNode)(node_id, config.quorum_voters, self.partition, peers,
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                              apply=self._apply, reset=self._reset,
-                             on_role_change=self._role_changed, cluster_id=self.cluster_id,
-                             on_refused=on_refused)
-        self.image.raft = self.raft
-        self.working = self.image
-        self.role_listeners = []
+                             on_role_change=self.leadership_changed, cluster_id=self.cluster_id,
+                             on_refused=on_refused, serde=records)
+        self._working: MetadataImage | None = None  # the controller's own view, while leading
+        self.purgatory = ControllerPurgatory()  # responses waiting for their records to commit
+        self.role_listeners: list[Callable[[bool], None]] = []
+
+    @property
+    def image(self) -> MetadataImage:
+        """What the quorum committed, as applied here."""
+        return self.loader.image
+
+    @property
+    def working(self) -> MetadataImage:
+        """The active controller's view (its uncommitted records included); else the image."""
+        return self._working if self._working is not None and self.raft.is_leader \
+            else self.loader.image
+
+    @property
+    def controller_id(self) -> int:
+        """Whoever leads the quorum right now (-1: nobody known)."""
+        leader = self.raft.leader_id
+        return -1 if leader is None else leader
 
     # -- applying committed records -------------------------------------------------------------
-    def _apply(self, offset, rec):
-        changed = records.apply(self.image, rec, offset)
+    def _apply(self, offset: int, rec: Record) -> None:
+        # Raft hands committed records one at a time: each is one run for the loader.
+        self.loader.handle_commit([(offset, rec)])
         self.metadata_offset = offset
-        if rec["type"] == "image":
+        if rec["type"] == records.IMAGE:
             self.raft.delete_before_when_committed(offset)
-        for listener in self.listeners:
-            listener(rec, changed)
+        self.purgatory.complete_up_to(offset)
 
-    def _reset(self):
-        image = QuorumImage(self.cluster_id)
-        image.raft = self.raft
-        self.image.__dict__.update(image.__dict__)  # handlers keep their reference
+    def _reset(self) -> None:
+        self.loader.reset()
         self.metadata_offset = -1
-        for listener in self.listeners:
-            listener(None, None)
+        self.purgatory.reset()
 
-    def _role_changed(self, leading):
-        self.working = self._working_view() if leading else self.image
+    def leadership_changed(self, leading: bool) -> None:
+        """Raft says this node now leads the quorum, or no longer does: the working view is
+        replayed, or dropped with every response still waiting for a commit."""
+        self._working = replayed(self.image, self.raft.uncommitted()) if leading else None
+        if not leading:
+            self.purgatory.fail_all("no longer the active controller")
         for listener in self.role_listeners:
             listener(leading)
 
-    def _working_view(self):
-        """The committed image plus this leader's uncommitted tail, in a copy of its own."""
-        view = copy.deepcopy(self.image, memo={id(self.raft): self.raft})
-        for offset, rec in self.raft.uncommitted():
-            records.apply(view, rec, offset)
-        return view
-
     @property
-    def is_controller(self):
-        return self.raft.is_leader
+    def is_controller(self) -> bool:
+        return bool(self.raft.is_leader)
 
-    def close(self):
+    def close(self) -> None:
         self.partition.log.close()
 
     # -- writes (active controller only) ----------------------------------------------------------
-    def append(self, recs):
+    def append(self, recs: Sequence[Record]) -> int:
         """Append through the quorum; the working view has them at once, the image once they
         commit. Returns the last record's offset (to wait for its commit)."""
-        last = self.raft.append(recs)
-        for i, rec in enumerate(recs):
-            records.apply(self.working, rec, last - len(recs) + 1 + i)
+        last: int = self.raft.append(recs)
+        first = last - len(recs) + 1
+        self._working = replayed(self.working, [(first + i, rec) for i, rec in enumerate(recs)])
         if self.raft.bytes_since_snapshot >= self.snapshot_every:
             self.raft.bytes_since_snapshot = 0
             try:
-                self.raft.append([records.image_record(self.working)])
+                self.raft.append([records.image_record(self._working)])
             except InvalidBatch as e:  # the log keeps growing; the records above are written
                 log.warning("no metadata snapshot: %s (raise metadata.log.segment.bytes)", e)
         return last
 
-    def register_broker(self, endpoint):
+    @property
+    def next_offset(self) -> int:
+        """The offset the next record appended gets."""
+        return int(self.partition.log_end_offset)
+
+    def submit(self, result: ControllerResult[T]) -> asyncio.Future[T]:
+        """Append `result`'s records now; its response, once they (and, without records,
+        everything appended before) are committed. Fails with NotController when this node
+        does not lead, or stops leading first."""
+        if not self.raft.is_leader:
+            raise NotController(f"node {self.node_id} is not the active controller")
+        last = self.append(result.records) if result.records else self.next_offset - 1
+        return self.purgatory.wait_for(last, result.response)
+
+    async def commit(self, result: ControllerResult[T]) -> T:
+        """`result`'s response, once its records are committed (see `submit`)."""
+        return await self.submit(result)
+
+    async def committed(self) -> None:
+        """Once everything appended so far is committed."""
+        await self.commit(ControllerResult.of(None))
+
+    def register_broker(self, endpoint: BrokerEndpoint) -> None:
         """This broker's own endpoint; it registers with the controller over the wire."""
         if endpoint.node_id == self.node_id:
             self.own_endpoint = endpoint
-
-    def create_topic(self, name, num_partitions, replication_factor, configs, internal=False,
-                     assignment=None):
-        """`assignment` ({partition: [replica ids]}, preferred leader first) as the client
-        asked for it, else replicas placed across the live brokers."""
-        view = self.working
-        ts = TopicState(name, uuid.uuid4(), configs=dict(configs), internal=internal)
-        if not assignment:
-            assignment = assign_replicas(list(view.brokers), 0, num_partitions,
-                                         replication_factor, len(view.topics))
-        recs = [records.topic_record(ts)]
-        for i, replicas in sorted(assignment.items()):
-            isr = [r for r in replicas if r in view.brokers]  # a manual one may name fenced ones
-            recs.append(records.partition_record(name, i, PartitionState(
-                list(replicas), isr[0] if isr else -1, isr=isr or list(replicas))))
-        self.append(recs)
-        return view.topics[name]
-
-    def delete_topic(self, name):
-        ts = self.working.topics[name]
-        self.append([records.remove_topic_record(name)])
-        return ts
-
-    def add_partitions(self, name, new_total, assignment=None):
-        """`assignment`: [replica ids] of each new partition, else placed across live brokers."""
-        view = self.working
-        ts = view.topics[name]
-        rf = len(ts.partitions[0].replicas) if ts.partitions else 1
-        current = len(ts.partitions)
-        if assignment:
-            assignment = {current + i: list(r) for i, r in enumerate(assignment)}
-        else:
-            assignment = assign_replicas(list(view.brokers), current, new_total - current, rf,
-                                         len(view.topics))
-        self.append([records.partition_record(name, i, PartitionState(r, r[0]))
-                     for i, r in assignment.items()])
-        return ts
-
-    def set_topic_configs(self, name, configs):
-        self.append([records.configs_record(name, dict(configs))])

@@ -1,151 +1,134 @@
-"""The records of the cluster metadata log and how each one changes a `MetadataImage`.
+"""The records of the cluster metadata log: what each one says, and how one is encoded.
 
 Every change the controller decides (a broker registered or fenced, a topic created, a
-partition's leader or ISR changed, configs, producer id blocks) is one record in
-`__cluster_metadata`; replaying them in order rebuilds the image on every node. A record is a
-Kafka record whose value is a small JSON object with a `type`: the log keeps Kafka's layout
-while the payload stays readable (Kafka's own binary metadata records are not needed by any
-client). A partition record carries the partition's whole state, so applying one is
-idempotent and a reader never has to merge deltas. An `image` record is a snapshot: the whole
+partition's leader or ISR changed, configs, ACLs, SCRAM credentials, producer id blocks) is one
+record in `__cluster_metadata`; replaying them in order (`delta.py`) rebuilds the image on every
+node. A record is a Kafka record whose value is a small JSON object with a `type`: the log keeps
+Kafka's layout while the payload stays readable (Kafka's own binary metadata records are not
+needed by any client). A partition record carries the partition's whole state, so replaying one
+is idempotent and a reader never has to merge deltas. An `image` record is a snapshot: the whole
 image as of its offset, after which the log before it can be deleted (see `raft_node.py`).
 """
+from __future__ import annotations
+
 import json
-import uuid
+from collections.abc import Mapping
+from typing import Any
 
-from .image import BrokerEndpoint, PartitionState, TopicState
+from minilog.connector.acl_types import AclBinding
+
+from .image import MetadataImage, PartitionState, TopicState
+
+Record = dict[str, Any]
+
+# The record types, Kafka's record each stands for in the comment.
+BROKER = "broker"                    # RegisterBrokerRecord
+FENCE = "fence"                      # FenceBrokerRecord / UnfenceBrokerRecord
+TOPIC = "topic"                      # TopicRecord
+PARTITION = "partition"              # PartitionRecord / PartitionChangeRecord
+REMOVE_TOPIC = "remove_topic"        # RemoveTopicRecord
+CONFIGS = "configs"                  # ConfigRecord, resource type TOPIC
+BROKER_CONFIG = "broker_config"      # ConfigRecord, resource type BROKER
+PRODUCER_IDS = "producer_ids"        # ProducerIdsRecord
+LEADER_CHANGE = "leader_change"      # LeaderChangeMessage (a Raft control record in Kafka)
+ACL = "acl"                          # AccessControlEntryRecord / RemoveAccessControlEntryRecord
+SCRAM = "scram_credential"           # UserScramCredentialRecord / RemoveUserScramCredentialRecord
+FEATURE = "feature"                  # FeatureLevelRecord
+IMAGE = "image"                      # a snapshot
 
 
-# Records of features that keep their own state on the image, registered by their own modules
-# (scram_metadata.py): record type -> apply(image, record); and the sections they add to a
-# snapshot: name -> (dump(image) -> JSON value, load(image, JSON value or None)).
-EXTENSION_RECORDS = {}
-IMAGE_SECTIONS = {}
-
-
-def encode(record):
+def encode(record: Record) -> bytes:
     return json.dumps(record, separators=(",", ":")).encode()
 
 
-def decode(value):
-    return json.loads(value)
+def decode(value: bytes) -> Record:
+    return json.loads(value)  # type: ignore[no-any-return]
 
 
-def broker_record(node_id, host, port, rack=None, listeners=None):
+def broker_record(node_id: int, host: str, port: int, rack: str | None = None,
+                  listeners: Mapping[str, tuple[str, int]] | None = None) -> Record:
     """A (re)registration; the record's offset becomes the broker's epoch. `listeners`:
     {name: (host, port)} of every listener the broker serves clients on."""
-    rec = {"type": "broker", "id": node_id, "host": host, "port": port, "rack": rack}
+    rec: Record = {"type": BROKER, "id": node_id, "host": host, "port": port, "rack": rack}
     if listeners:
         rec["listeners"] = {name: list(address) for name, address in listeners.items()}
     return rec
 
 
-def fence_record(node_id, fenced):
-    return {"type": "fence", "id": node_id, "fenced": fenced}
+def fence_record(node_id: int, fenced: bool) -> Record:
+    return {"type": FENCE, "id": node_id, "fenced": fenced}
 
 
-def topic_record(ts):
-    return {"type": "topic", "name": ts.name, "id": str(ts.topic_id), "configs": ts.configs,
+def topic_record(ts: TopicState) -> Record:
+    return {"type": TOPIC, "name": ts.name, "id": str(ts.topic_id), "configs": dict(ts.configs),
             "internal": ts.internal}
 
 
-def partition_record(topic, index, p):
-    return {"type": "partition", "topic": topic, "index": index, "replicas": p.replicas,
-            "isr": p.isr, "leader": p.leader, "leader_epoch": p.leader_epoch,
+def partition_record(topic: str, index: int, p: PartitionState) -> Record:
+    return {"type": PARTITION, "topic": topic, "index": index, "replicas": list(p.replicas),
+            "isr": list(p.isr), "leader": p.leader, "leader_epoch": p.leader_epoch,
             "partition_epoch": p.partition_epoch}
 
 
-def remove_topic_record(name):
-    return {"type": "remove_topic", "name": name}
+def remove_topic_record(name: str) -> Record:
+    return {"type": REMOVE_TOPIC, "name": name}
 
 
-def configs_record(name, configs):
-    return {"type": "configs", "name": name, "configs": configs}
+def configs_record(name: str, configs: Mapping[str, str]) -> Record:
+    return {"type": CONFIGS, "name": name, "configs": dict(configs)}
 
 
-def producer_ids_record(next_id):
-    return {"type": "producer_ids", "next": next_id}
+def broker_config_record(resource: str, configs: Mapping[str, Any]) -> Record:
+    """All of one BROKER resource's dynamic settings (replacing what it had)."""
+    return {"type": BROKER_CONFIG, "resource": resource, "configs": dict(configs)}
 
 
-def leader_change_record(leader, epoch):
-    return {"type": "leader_change", "leader": leader, "epoch": epoch}
+def producer_ids_record(next_id: int) -> Record:
+    return {"type": PRODUCER_IDS, "next": next_id}
 
 
-def image_record(image):
+def leader_change_record(leader: int, epoch: int) -> Record:
+    return {"type": LEADER_CHANGE, "leader": leader, "epoch": epoch}
+
+
+def acl_record(acl: AclBinding, removed: bool = False) -> Record:
+    """One ACL added, or removed."""
+    return {"type": ACL, "acl": acl.to_json(), "removed": removed}
+
+
+def scram_record(user: str, mechanism: str, credential: Mapping[str, Any] | None) -> Record:
+    """One user's credential (its JSON: salt, keys, iterations; never a password) for one
+    mechanism, or (None) its removal."""
+    return {"type": SCRAM, "user": user, "mechanism": mechanism,
+            "credential": None if credential is None else dict(credential)}
+
+
+def feature_record(name: str, level: int) -> Record:
+    return {"type": FEATURE, "name": name, "level": level}
+
+
+def scram_json(scram: Mapping[tuple[str, str], Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The image's credentials in the format of `ScramCredentials.to_json` (format 2)."""
+    users: dict[str, dict[str, Any]] = {}
+    for (user, mechanism), cred in scram.items():
+        if cred is not None:
+            users.setdefault(user, {})[mechanism] = dict(cred)
+    return {"format": 2, "users": users,
+            "deleted": sorted([u, m] for (u, m), c in scram.items() if c is None)}
+
+
+def image_record(image: MetadataImage) -> Record:
     """The whole image as one record: a snapshot of everything before it in the log."""
-    return {"type": "image", "next_producer_id": image.next_producer_id,
+    return {"type": IMAGE, "next_producer_id": image.next_producer_id,
             "brokers": [broker_record(b.node_id, b.host, b.port, b.rack, b.listeners)
                         for b in image.registered.values()],
             "epochs": {str(n): e for n, e in image.broker_epochs.items()},
+            "fenced_at": {str(n): o for n, o in image.fenced_at.items()},
             "unfenced": sorted(image.brokers),
             "topics": [topic_record(ts) for ts in image.topics.values()],
             "partitions": [partition_record(ts.name, i, p) for ts in image.topics.values()
                            for i, p in ts.partitions.items()],
-            "sections": {name: dump(image) for name, (dump, _) in IMAGE_SECTIONS.items()}}
-
-
-def _load_image(image, rec):
-    image.topics.clear(), image.by_id.clear(), image.brokers.clear()
-    image.registered.clear(), image.fenced.clear(), image.broker_epochs.clear()
-    image.fenced_at.clear()
-    for b in rec["brokers"]:
-        apply(image, b, -1)
-    image.broker_epochs.update({int(n): e for n, e in rec["epochs"].items()})
-    for node in rec["unfenced"]:
-        apply(image, fence_record(node, False), -1)
-    for r in rec["topics"] + rec["partitions"]:
-        apply(image, r, -1)
-    image.next_producer_id = rec["next_producer_id"]
-    for name, (_, load) in IMAGE_SECTIONS.items():
-        load(image, rec.get("sections", {}).get(name))
-    return [(ts.name, i) for ts in image.topics.values() for i in ts.partitions]
-
-
-def apply(image, rec, offset):
-    """Apply the record at `offset`; return the (topic, partition) keys whose state changed."""
-    kind = rec["type"]
-    if kind == "broker":
-        image.registered[rec["id"]] = BrokerEndpoint(
-            rec["id"], rec["host"], rec["port"], rec.get("rack"),
-            {name: tuple(address) for name, address in rec.get("listeners", {}).items()})
-        image.broker_epochs[rec["id"]] = offset
-        image.fenced.add(rec["id"])
-        image.brokers.pop(rec["id"], None)
-    elif kind == "fence":
-        node = rec["id"]
-        if rec["fenced"]:
-            image.fenced.add(node)
-            image.fenced_at[node] = offset
-            image.brokers.pop(node, None)
-        elif node in image.registered:
-            image.fenced.discard(node)
-            image.brokers[node] = image.registered[node]
-            image.brokers = dict(sorted(image.brokers.items()))
-    elif kind == "topic":
-        ts = TopicState(rec["name"], uuid.UUID(rec["id"]), configs=dict(rec["configs"]),
-                        internal=rec["internal"])
-        image.topics[ts.name] = ts
-        image.by_id[ts.topic_id] = ts
-    elif kind == "partition":
-        ts = image.topics.get(rec["topic"])
-        if ts is not None:
-            ts.partitions[rec["index"]] = PartitionState(
-                list(rec["replicas"]), rec["leader"], rec["leader_epoch"], list(rec["isr"]),
-                rec["partition_epoch"])
-            return [(ts.name, rec["index"])]
-    elif kind == "remove_topic":
-        ts = image.topics.pop(rec["name"], None)
-        if ts is not None:
-            image.by_id.pop(ts.topic_id, None)
-            return [(ts.name, i) for i in ts.partitions]
-    elif kind == "configs":
-        ts = image.topics.get(rec["name"])
-        if ts is not None:
-            ts.configs = dict(rec["configs"])
-            return [(ts.name, i) for i in ts.partitions]
-    elif kind == "producer_ids":
-        image.next_producer_id = max(image.next_producer_id, rec["next"])
-    elif kind == "image":
-        return _load_image(image, rec)
-    elif kind in EXTENSION_RECORDS:
-        EXTENSION_RECORDS[kind](image, rec)
-    return []
+            "features": dict(image.features),
+            "sections": {"acls": sorted(a.to_json() for a in image.acls),
+                         "scram": scram_json(image.scram),
+                         "broker_configs": {r: dict(c) for r, c in image.broker_configs.items()}}}

@@ -6,14 +6,24 @@ this runs on the active controller: requests are validated against its working v
 holds its own not yet committed decisions), and logs open and close on every broker only as
 the committed metadata reaches its replica manager.
 """
+from __future__ import annotations
+
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from minilog.connector.protocol import ErrorCode
 
 from ..replication.partition import Partition
-from ..storage.log import LogConfig
+from ..storage.log_config import LogConfig
 from ..storage.log_config import unknown_config
-from .image import DEPRECATED_TOPIC_CONFIGS, TOPIC_CONFIG_KEYS, topic_name_error
+from .image import (
+    DEPRECATED_TOPIC_CONFIGS,
+    TOPIC_CONFIG_KEYS,
+    MetadataImage,
+    TopicState,
+    topic_name_error,
+)
 
 log = logging.getLogger("minilog.broker.topics")
 
@@ -22,19 +32,24 @@ DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 
 
 class TopicManager:
-    def __init__(self, broker):
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.store = broker.store
-        self.image = broker.store.image
 
     @property
-    def view(self):
+    def image(self) -> MetadataImage:
+        """The committed image."""
+        return self.store.image  # type: ignore[no-any-return]
+
+    @property
+    def view(self) -> MetadataImage:
         """What a change is validated against: the controller's working view (the image itself
         on a single broker)."""
-        return getattr(self.store, "working", self.image)
+        return self.store.working  # type: ignore[no-any-return]
 
     # ---- configs ---------------------------------------------------------------------------
-    def effective_configs(self, name, overrides=None):
+    def effective_configs(self, name: str, overrides: Mapping[str, Any] | None = None
+                          ) -> dict[str, tuple[Any, int]]:
         """{key: (value, source)}: broker defaults overlaid with the topic's own settings."""
         if overrides is None:
             overrides = self.image.topics[name].configs
@@ -42,10 +57,11 @@ class TopicManager:
         merged.update({k: (v, DYNAMIC_TOPIC_CONFIG) for k, v in overrides.items()})
         return merged
 
-    def log_config(self, name, overrides=None):
-        return LogConfig.from_kafka({k: v for k, (v, _) in self.effective_configs(name, overrides).items()})
+    def log_config(self, name: str, overrides: Mapping[str, Any] | None = None) -> Any:
+        settings = {k: v for k, (v, _) in self.effective_configs(name, overrides).items()}
+        return cast(Any, LogConfig).from_kafka(settings)  # storage is not annotated yet
 
-    def _config_error(self, name, configs):
+    def _config_error(self, name: str, configs: Mapping[str, Any]) -> str | None:
         """Kafka's checks in Kafka's order and words: null values, unknown names, values."""
         nulls = [k for k, v in configs.items() if v is None]
         if nulls:
@@ -60,7 +76,8 @@ class TopicManager:
         return None
 
     @staticmethod
-    def _warn_deprecated(name, configs, before=None):
+    def _warn_deprecated(name: str, configs: Mapping[str, Any],
+                         before: Mapping[str, Any] | None = None) -> None:
         """One line per deprecated setting a request sets, as Kafka 3.9's broker logs it."""
         for key, why in DEPRECATED_TOPIC_CONFIGS.items():
             if key in configs and configs[key] != (before or {}).get(key):
@@ -68,8 +85,10 @@ class TopicManager:
                             "removed in Kafka 4.0)", name, key, configs[key], why)
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def create(self, name, num_partitions, replication_factor, configs, validate_only=False,
-               assignments=(), internal=False):
+    def create(self, name: str, num_partitions: int, replication_factor: int,
+               configs: Mapping[str, Any], validate_only: bool = False,
+               assignments: Sequence[Any] = (), internal: bool = False
+               ) -> tuple[int, str | None, TopicState | None]:
         """(error code, message, TopicState or None)."""
         cfg = self.broker.config
         error = topic_name_error(name, allow_internal=internal)
@@ -103,7 +122,7 @@ class TopicManager:
         self.open_partitions(ts)
         return 0, None, ts
 
-    def _unreachable_replication(self, rf):
+    def _unreachable_replication(self, rf: int) -> str | None:
         """Kafka's message when fewer brokers are unfenced than `rf` replicas need, else None.
         A single broker is its own only broker; a cluster counts unfenced registrations, which
         may be none (every broker fenced): the controller refuses then, it does not fail."""
@@ -114,7 +133,8 @@ class TopicManager:
                 f"of {rf} cannot be reached because only {live} broker(s) are registered and "
                 "unfenced")
 
-    def _assignment_error(self, num_partitions, replication_factor, assignments):
+    def _assignment_error(self, num_partitions: int, replication_factor: int,
+                          assignments: Sequence[Any]) -> tuple[int, str | None]:
         """(code, message) for a manual replica assignment, as Kafka's controller checks it."""
         if replication_factor != -1:
             return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
@@ -122,14 +142,15 @@ class TopicManager:
         if num_partitions != -1:
             return (ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
                     "but numPartitions was not set to -1.")
-        seen, rf = set(), None
+        seen: set[int] = set()
+        rf: int | None = None
         for a in assignments:
             if a.partition_index in seen:
                 problem = ("Found multiple manual partition assignments for partition "
                            f"{a.partition_index}")
             else:
-                problem = self._replicas_problem(list(a.broker_ids), rf, a.partition_index)
-            if problem is None:
+                problem = self._replicas_problem(list(a.broker_ids), rf, a.partition_index) or ""
+            if not problem:
                 seen.add(a.partition_index)
                 rf = len(a.broker_ids)
                 continue
@@ -139,7 +160,8 @@ class TopicManager:
                     "partitions should be a consecutive 0-based integer sequence")
         return 0, None
 
-    def _replicas_problem(self, replicas, rf, partition):
+    def _replicas_problem(self, replicas: Sequence[int], rf: int | None,
+                          partition: int) -> str | None:
         """What is wrong with one partition's manual replica list (None: nothing), as Kafka's
         controller words it; `rf`: the replica count the others have (None: any)."""
         known = self.view.registered or self.view.brokers  # a single broker registers nowhere
@@ -160,12 +182,12 @@ class TopicManager:
                     f"partition {partition} are fenced or in controlled shutdown.")
         return None
 
-    def auto_create(self, name):
+    def auto_create(self, name: str) -> int:
         """Kafka's auto.create.topics.enable path; returns an error code (0 when created)."""
         code, _, _ = self.create(name, -1, -1, {})
         return 0 if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS) else code
 
-    def open_partitions(self, ts):
+    def open_partitions(self, ts: TopicState) -> None:
         if self.broker.quorum is not None:
             return  # replicated: the replica manager opens replicas as the metadata names them
         config = self.log_config(ts.name)
@@ -177,7 +199,7 @@ class TopicManager:
                 ts.name, index, log, ts.topic_id, state.leader_epoch, state.replicas, state.isr)
             self.broker.partitions[(ts.name, index)].apply_config(config)
 
-    def delete(self, name):
+    def delete(self, name: str) -> tuple[int, str | None, TopicState | None]:
         ts = self.view.topics.get(name)
         if ts is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", None
@@ -188,20 +210,18 @@ class TopicManager:
         self.store.delete_topic(name)
         if self.broker.quorum is not None:
             return 0, None, ts  # each replica manager removes its replicas once committed
-        deleted = [(name, index) for index in ts.partitions]
-        for key in deleted:
-            partition = self.broker.partitions.pop(key, None)
+        # State kept by topic name (groups' offsets, the cleaner's checkpoint) went with the
+        # topic as its deletion was published.
+        for index in ts.partitions:
+            partition = self.broker.partitions.pop((name, index), None)
             if partition is not None:
                 partition.notify()
-            self.broker.logs.delete(*key)
-        # State kept by topic name goes with the topic, so one created again starts afresh.
-        if self.broker.cleaner is not None:
-            self.broker.cleaner.forget(deleted)
-        if self.broker.groups is not None:
-            self.broker.groups.on_partitions_deleted(deleted)
+            self.broker.logs.delete(name, index)
         return 0, None, ts
 
-    def add_partitions(self, name, count, validate_only=False, assignments=None):
+    def add_partitions(self, name: str, count: int, validate_only: bool = False,
+                       assignments: Sequence[Sequence[int]] | None = None
+                       ) -> tuple[int, str | None]:
         """CreatePartitions: `assignments` ([replica ids] per new partition, preferred leader
         first) as the client gave them, else replicas placed as for a new topic."""
         ts = self.view.topics.get(name)
@@ -226,11 +246,11 @@ class TopicManager:
             if message:
                 return ErrorCode.INVALID_REPLICATION_FACTOR, message
         if not validate_only:
-            self.store.add_partitions(name, count, assignments or None)
-            self.open_partitions(ts)
+            self.open_partitions(self.store.add_partitions(name, count, assignments or None))
         return 0, None
 
-    def alter_configs(self, name, new_configs, validate_only=False):
+    def alter_configs(self, name: str, new_configs: Mapping[str, Any],
+                      validate_only: bool = False) -> tuple[int, str | None]:
         error = self._config_error(name, new_configs)
         if error:
             return ErrorCode.INVALID_CONFIG, error

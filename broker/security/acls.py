@@ -132,6 +132,13 @@ class AclSet:
         self._acls: set = set()
         self.version = 0
 
+    @classmethod
+    def of(cls, acls) -> "AclSet":
+        """A set holding `acls` (an image's)."""
+        found = cls()
+        found._acls = set(acls)
+        return found
+
     def __iter__(self):
         return iter(self._acls)
 

@@ -51,12 +51,12 @@ class StandardAuthorizer:
         self._acls = acls  # the current set (the image's, which a metadata reset replaces)
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
-        self._indexed = (None, -1)
+        self._indexed: tuple = (None, -1)  # (the set indexed, its version)
         self._index: dict = {}
 
     def _indexes(self) -> dict:
         acls = self._acls()
-        if self._indexed != (id(acls), acls.version):
+        if self._indexed[0] is not acls or self._indexed[1] != acls.version:
             index: dict = {}
             for acl in acls:
                 found = index.setdefault(acl.resource_type, _Index())
@@ -64,7 +64,7 @@ class StandardAuthorizer:
                     found.prefixed.append(acl)
                 else:
                     found.literal.setdefault(acl.resource_name, []).append(acl)
-            self._index, self._indexed = index, (id(acls), acls.version)
+            self._index, self._indexed = index, (acls, acls.version)
         return self._index
 
     def authorize(self, principal: str, host: str | None, operation: AclOperation,

@@ -1,72 +1,58 @@
-"""SCRAM credentials in a cluster: records of the `__cluster_metadata` log, so every broker
-knows every user (Kafka keeps them there too, as UserScramCredentialRecord).
+"""SCRAM credentials: records of the metadata, so every broker of a cluster knows every user
+(Kafka keeps them in `__cluster_metadata` too, as UserScramCredentialRecord); a single broker
+commits the same records to its own metadata store.
 
 A `scram_credential` record carries one user's credential for one mechanism (salt, keys,
-iterations; never a password), or its removal. Applied records build a `ScramCredentials` on
-the metadata image, and metadata snapshots carry them as their own section. Only the active
-controller appends (AlterUserScramCredentials is forwarded there); every node reads.
+iterations; never a password), or its removal; replayed, they make the image's credentials,
+and snapshots carry them (`broker/metadata/delta.py`). Only the active controller appends
+(AlterUserScramCredentials is forwarded there); every node reads the committed credentials,
+which reach it as a metadata publisher (Kafka's ScramPublisher).
 """
+from __future__ import annotations
+
+from typing import Any
+
 from ..metadata import records as metadata_records
+from ..metadata.delta import MetadataDelta
+from ..metadata.image import MetadataImage
 from .scram_credentials import ScramCredential, ScramCredentials
 
-RECORD_TYPE = "scram_credential"
+
+def credential_record(user: str, mechanism: str,
+                      credential: ScramCredential | None) -> dict[str, Any]:
+    return metadata_records.scram_record(
+        user, mechanism, None if credential is None else credential.to_json())
 
 
-def credential_record(user: str, mechanism: str, credential: ScramCredential | None) -> dict:
-    return {"type": RECORD_TYPE, "user": user, "mechanism": mechanism,
-            "credential": None if credential is None else credential.to_json()}
-
-
-def image_credentials(image) -> ScramCredentials:
-    """The credentials the image's records have built (an empty set at first)."""
-    found = getattr(image, "scram_credentials", None)
-    if found is None:
-        found = image.scram_credentials = ScramCredentials()
+def image_credentials(image: MetadataImage) -> ScramCredentials:
+    """The credentials the image's records have built."""
+    found = ScramCredentials()
+    found.load_json(metadata_records.scram_json(image.scram))
     return found
 
 
-def _apply(image, rec: dict) -> None:
-    creds = image_credentials(image)
-    if rec["credential"] is None:
-        creds.delete(rec["user"], rec["mechanism"])
-    else:
-        creds.upsert(rec["user"], rec["mechanism"], ScramCredential.from_json(rec["credential"]))
-
-
-def _dump(image) -> dict:
-    return image_credentials(image).to_json()
-
-
-def _load(image, data: dict | None) -> None:
-    image_credentials(image).load_json(data or {})
-
-
-metadata_records.EXTENSION_RECORDS[RECORD_TYPE] = _apply
-metadata_records.IMAGE_SECTIONS["scram"] = (_dump, _load)
-
-
-class QuorumScramCredentials:
-    """What the broker's SASL and admin handlers use in a cluster: reads from the committed
-    image (then from this node's `sasl.scram` bootstrap users, unless the image has set or
+class MetadataScramCredentials:
+    """What the broker's SASL and admin handlers use: reads from the committed image (then, in
+    a cluster, from this node's `sasl.scram` bootstrap users, unless the image has set or
     deleted that credential since), writes as metadata records."""
 
-    def __init__(self, store, bootstrap: ScramCredentials):
+    def __init__(self, store: Any, bootstrap: ScramCredentials) -> None:
         self._store = store
         self._bootstrap = bootstrap
-        store.listeners.append(self._applied)
+        self._committed = image_credentials(store.image)
 
-    def _applied(self, rec, changed) -> None:
-        if rec is None:  # the image was reset (the log truncated): records will be replayed
-            image_credentials(self._store.image).load_json({})
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if delta.scram_changed:
+            self._committed = image_credentials(image)
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
-        image = image_credentials(self._store.image)
+        image = self._committed
         if image.ever_set(user, mechanism):  # set or deleted through the cluster: that stands
             return image.get(user, mechanism)
         return self._bootstrap.get(user, mechanism)
 
-    def users(self) -> dict:
-        image = image_credentials(self._store.image)
+    def users(self) -> dict[str, dict[str, ScramCredential]]:
+        image = self._committed
         merged = {user: {m: c for m, c in mechanisms.items() if not image.was_deleted(user, m)}
                   for user, mechanisms in self._bootstrap.users().items()}
         for user, mechanisms in image.users().items():

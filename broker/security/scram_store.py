@@ -1,5 +1,5 @@
-"""Where a broker keeps SCRAM credentials: a JSON file beside the single broker's metadata,
-and in a cluster the metadata log (`scram_metadata.py`).
+"""Where a broker keeps SCRAM credentials: in its metadata (`scram_metadata.py`), and, on each
+node of a cluster, the `sasl.scram` seeds in a JSON file of their own.
 
 `sasl.scram` seeds it on start, in the syntax of Kafka's `kafka-storage format --add-scram`:
 `SCRAM-SHA-256=[name=alice,password=secret]`, several separated by `;`: a seed creates a
@@ -9,10 +9,12 @@ stored salted (`scram_credentials.py`); the file is replaced atomically on each 
 """
 import json
 import re
+from typing import Any
 
 from ..server.config import BrokerConfig, ConfigError
 from minilog.connector.private_files import write_private
 from .scram_credentials import ScramCredentials, from_password
+from .scram_metadata import MetadataScramCredentials, credential_record
 
 FILE_NAME = "__scram_credentials.json"
 _ENTRY = re.compile(r"\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*", re.IGNORECASE)
@@ -34,14 +36,18 @@ def parse_bootstrap(spec: str) -> list:
     return out
 
 
-def open_scram_credentials(config: BrokerConfig, quorum=None):
-    """The broker's credentials: this file's (seeded by sasl.scram); in a cluster (`quorum`,
-    the metadata store) those of the metadata log, the file's users as a fallback."""
-    local = _open_file(config)
-    if quorum is None:
-        return local
-    from .scram_metadata import QuorumScramCredentials
-    return QuorumScramCredentials(quorum, local)
+def open_scram_credentials(config: BrokerConfig, store: Any, quorum: bool) -> Any:
+    """The broker's credentials, those of the metadata (`store`). A single broker's
+    `sasl.scram` seeds are committed as records where no credential was ever set; a cluster
+    node keeps its seeds in this file, a fallback for users the metadata never set (every node
+    has its own, and may be seeded before any controller runs)."""
+    if quorum:
+        return MetadataScramCredentials(store, _open_file(config))
+    seeds = [(m, u, p) for m, u, p in parse_bootstrap(config["sasl.scram"] or "")
+             if (u, m) not in store.image.scram]  # rotated or deleted since: theirs stands
+    if seeds:
+        store.append([credential_record(u, m, from_password(m, p)) for m, u, p in seeds])
+    return MetadataScramCredentials(store, ScramCredentials())
 
 
 def _open_file(config: BrokerConfig) -> ScramCredentials:

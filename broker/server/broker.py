@@ -19,7 +19,9 @@ from ..metadata.broker_configs import DynamicBrokerConfig
 from ..metadata.broker_lifecycle import BrokerLifecycle
 from ..metadata.controller import Controller
 from ..metadata.controller_metrics import ControllerMetrics
-from ..metadata.image import BrokerEndpoint, LocalMetadataStore
+from ..metadata.image import BrokerEndpoint, MetadataImage
+from ..metadata.loader import MetadataCache
+from ..metadata.local_store import LocalMetadataStore
 from ..metadata.producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
 from ..metadata.quorum_store import QuorumMetadataStore
 from ..metadata.topic_manager import TopicManager
@@ -35,6 +37,7 @@ from .config import BrokerConfig
 from .controller_router import ControllerRouter
 from .inter_broker import controller_security, inter_broker_security
 from .metrics import NO_METRICS, BrokerMetrics
+from .metadata_publishers import broker_publishers
 from .metrics_http import MetricsServer
 from .peer_channel import PeerChannel
 from .peer_connections import PeerConnections
@@ -72,12 +75,15 @@ class Broker:
         else:
             self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
             self.producer_ids = local_blocks(self.store)
+        # What handlers read: the first metadata publisher (the others, in start()).
+        self.metadata_cache = MetadataCache(self.store.image)
+        self.store.loader.install([self.metadata_cache])
         self.producer_id_allocator = ProducerIdAllocator(self.quorum) if self.is_controller \
             else None
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
-        self.scram = open_scram_credentials(config, self.quorum)
-        self.acls = open_acls(config, self.quorum)
+        self.scram = open_scram_credentials(config, self.store, self.quorum is not None)
+        self.acls = open_acls(self.store)
         self.authorizer = authorizer_from_config(config, self.acls.current)
         self.logs = LogManager(data_dir)
         self.partitions = {}  # (topic, index) -> Partition
@@ -97,8 +103,9 @@ class Broker:
         self._stopped = None
 
     @property
-    def metadata(self):
-        return self.store.image
+    def metadata(self) -> MetadataImage:
+        """The newest committed metadata image."""
+        return self.metadata_cache.image
 
     def partition(self, topic, index):
         return self.partitions.get((topic, index))
@@ -128,6 +135,8 @@ class Broker:
             self.groups = GroupCoordinator(self).start()
             self.txn = TransactionCoordinator(self).start()
             self.cleaner = LogCleaner(self).start()
+        if self.quorum is None:
+            self.store.loader.install(broker_publishers(self))
         host, port = self.config.listen_address
         for i, listener in enumerate(self.config.listeners):
             sock = self._listener if i == 0 else None
@@ -166,6 +175,7 @@ class Broker:
         if self.is_broker:
             self.replicas = ReplicaManager(self, self.quorum, self.peers).start()
         self.router = ControllerRouter(self, self.quorum, self.peers)
+        self.quorum.loader.install(broker_publishers(self))
         self.quorum.raft.start()
         if self.is_broker:
             self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers).start()

@@ -19,6 +19,7 @@ from minilog.connector.client.connection import wait_set
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request, response
 
+from ..metadata.controller_result import NotController
 from ..security.access import merge, refuse_forwarded, request_principal
 from .envelope import unwrap_response, wrap
 
@@ -33,7 +34,6 @@ FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE
                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS,
                        ApiKey.DELETE_ACLS})
 _CREATE = request(ApiKey.CREATE_TOPICS)
-COMMIT_TIMEOUT_S = 10.0
 FIND_CONTROLLER_S = 5.0
 
 
@@ -74,10 +74,11 @@ class ControllerRouter:
                 pass  # cut off from the quorum: it resigns, or hears from a majority again
             elif raft.is_leader:
                 resp = await handler(self.broker, header, req)
-                if not await raft.wait_committed(raft.partition.log_end_offset - 1,
-                                                 COMMIT_TIMEOUT_S):
-                    log.warning("%s not committed within %.0fs: answered NOT_CONTROLLER",
-                                ApiKey(key).name, COMMIT_TIMEOUT_S)
+                try:  # answered once what it appended is committed (the controller's purgatory)
+                    await self.store.committed()
+                except NotController:
+                    log.warning("%s not committed before this node stopped leading: answered "
+                                "NOT_CONTROLLER", ApiKey(key).name)
                     return not_controller(key, req)
                 return resp
             elif getattr(header, "forwarded", False):

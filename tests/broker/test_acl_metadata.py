@@ -2,6 +2,7 @@
 undoes a creation, and a metadata snapshot carries them (a node loading it knows every ACL
 without the records before it)."""
 from minilog.broker.metadata import records
+from minilog.broker.metadata.delta import replayed
 from minilog.broker.security.acl_metadata import acl_record, image_acls
 from minilog.broker.security.acls import AclOperation, PatternType, PermissionType, ResourceType
 from minilog.broker.metadata.image import MetadataImage
@@ -14,10 +15,8 @@ DENY = AclBinding(ResourceType.GROUP, "g-", PatternType.PREFIXED, "User:bob", "1
 
 
 def _replayed(*recs):
-    image = MetadataImage("cluster")
-    for offset, rec in enumerate(recs):
-        records.apply(image, records.decode(records.encode(rec)), offset)
-    return image
+    return replayed(MetadataImage("cluster"), [(offset, records.decode(records.encode(rec)))
+                                               for offset, rec in enumerate(recs)])
 
 
 def test_records_add_and_remove_acls_in_log_order():

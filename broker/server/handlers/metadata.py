@@ -33,7 +33,7 @@ def describe_topic(broker, ts, ops: int = NOT_REQUESTED):
     parts = [_META.make("topics", "partitions",
                         error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
                         partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch,
-                        replica_nodes=p.replicas, isr_nodes=p.isr,
+                        replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
                         offline_replicas=[r for r in p.replicas if r in fenced])
              for i, p in sorted(ts.partitions.items())]
     return _META.make("topics", error_code=0, name=ts.name, topic_id=ts.topic_id,
@@ -80,9 +80,11 @@ async def metadata(broker, header, req):
                 if code:
                     topics.append(_META.make("topics", error_code=code, name=t.name))
                     continue
-                ts = image.topics.get(t.name)
+                # Images are immutable: the creation is in the broker's newest one, if yet.
+                created = broker.metadata.topics.get(t.name)
                 topics.append(_META.make("topics", error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                                         name=ts.name, topic_id=ts.topic_id))
+                                         name=t.name, topic_id=created.topic_id if created
+                                         else t.topic_id))
                 continue
             if ts is None:
                 code = (ErrorCode.UNKNOWN_TOPIC_ID if t.name is None
@@ -94,7 +96,7 @@ async def metadata(broker, header, req):
     # In a cluster every broker forwards admin requests to the active controller, so, as Kafka's
     # KRaft brokers do, Metadata names a live broker (this one): a client never waits on a
     # controller id that went stale during an election. DescribeCluster names the real one.
-    controller = broker.config.node_id if broker.quorum is not None else image.controller_id
+    controller = broker.config.node_id if broker.quorum is not None else broker.store.controller_id
     cluster_ops = authorized_operations(broker, header, CLUSTER) \
         if 8 <= v <= 10 and req.include_cluster_authorized_operations else NOT_REQUESTED
     return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META, header),
@@ -112,6 +114,6 @@ async def describe_cluster(broker, header, req):
             if allowed(broker, header, DESCRIBE, CLUSTER) else 0
     return _CLUSTER.cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
                         cluster_id=broker.metadata.cluster_id,
-                        controller_id=broker.metadata.controller_id,
+                        controller_id=broker.store.controller_id,
                         brokers=_brokers(broker, _CLUSTER, header, "broker_id", forming=False),
                         cluster_authorized_operations=ops)

@@ -53,7 +53,7 @@ async def allocate_producer_ids(broker, header, req):
     if allocator is None:
         return _ALLOCATE.cls(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER)
     try:
-        block = await allocator.allocate()
+        block = await allocator.allocate(req.broker_id, req.broker_epoch)
     except ProducerIdsUnavailable as e:
         return _ALLOCATE.cls(throttle_time_ms=0, error_code=e.code)
     return _ALLOCATE.cls(throttle_time_ms=0, error_code=0, producer_id_start=block.start,

@@ -7,6 +7,8 @@ the active controller get NOT_CONTROLLER, as in Kafka.
 """
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
+from ...metadata.controller import broker_epoch_error
+from ...metadata.controller_result import NotController
 from . import handles
 
 _VOTE, _BEGIN = response(ApiKey.VOTE), response(ApiKey.BEGIN_QUORUM_EPOCH)
@@ -84,10 +86,12 @@ async def broker_registration(broker, header, req):
     if not req.listeners:
         return _REG.cls(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
     listener = req.listeners[0]  # the primary one: where other brokers reach it
-    epoch = controller.register(req.broker_id, listener.host, listener.port, req.rack,
-                                {lst.name: (lst.host, lst.port) for lst in req.listeners})
-    if not await broker.quorum.raft.wait_committed(epoch, 5.0):
-        return _REG.cls(throttle_time_ms=0, error_code=ErrorCode.REQUEST_TIMED_OUT)
+    try:
+        epoch = await broker.quorum.commit(controller.register(
+            req.broker_id, listener.host, listener.port, req.rack,
+            {lst.name: (lst.host, lst.port) for lst in req.listeners}))
+    except NotController:
+        return _REG.cls(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER)
     return _REG.cls(throttle_time_ms=0, error_code=0, broker_epoch=epoch)
 
 
@@ -97,11 +101,11 @@ async def broker_heartbeat(broker, header, req):
     controller, code = _controller(broker)
     if controller is None:
         return _BEAT.cls(throttle_time_ms=0, error_code=code)
-    code, caught_up, fenced, changed = controller.heartbeat(
-        req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence)
-    if changed is not None and not await broker.quorum.raft.wait_committed(
-            changed, controller.session_timeout / 3):
-        return _BEAT.cls(throttle_time_ms=0, error_code=ErrorCode.REQUEST_TIMED_OUT)
+    try:
+        code, caught_up, fenced = await broker.quorum.commit(controller.heartbeat(
+            req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence))
+    except NotController:
+        return _BEAT.cls(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER)
     return _BEAT.cls(throttle_time_ms=0, error_code=code, is_caught_up=caught_up,
                      is_fenced=fenced, should_shut_down=False)
 
@@ -111,36 +115,42 @@ async def alter_partition(broker, header, req):
     controller, code = _controller(broker)
     if controller is None:
         return _ALTER.cls(throttle_time_ms=0, error_code=code, topics=[])
-    if req.broker_epoch != -1 and \
-            controller.image.broker_epochs.get(req.broker_id) != req.broker_epoch:
+    if req.broker_epoch != -1 and broker_epoch_error(controller.image, req.broker_id,
+                                                     req.broker_epoch):
         return _ALTER.cls(throttle_time_ms=0, error_code=ErrorCode.STALE_BROKER_EPOCH, topics=[])
     by_id = header.api_version >= 2
-    topics = []
-    for t in req.topics:
-        if by_id:
-            ts = controller.image.by_id.get(t.topic_id)
-            name = ts.name if ts else None
-        else:
-            name = t.topic_name
-        parts = []
-        for p in t.partitions:
-            if header.api_version >= 3:  # KIP-903: members with the epochs they fetched with
-                epochs = {s.broker_id: s.broker_epoch for s in p.new_isr_with_epochs}
-                new_isr = list(epochs)
+    answers = []  # (topic request, name, [(partition index, future of its answer)])
+    try:
+        for t in req.topics:
+            if by_id:
+                ts = controller.image.by_id.get(t.topic_id)
+                name = ts.name if ts else None
             else:
-                epochs, new_isr = None, list(p.new_isr)
-            code, state = controller.alter_partition(req.broker_id, name, p.partition_index,
-                                                     p.leader_epoch, p.partition_epoch,
-                                                     new_isr, epochs)
-            fields = {} if state is None else dict(
-                leader_id=state.leader, leader_epoch=state.leader_epoch, isr=state.isr,
-                partition_epoch=state.partition_epoch)
-            parts.append(_ALTER.make("topics", "partitions", partition_index=p.partition_index,
-                                     error_code=code, **fields))
-        topics.append(_ALTER.make("topics", topic_name=name, topic_id=t.topic_id if by_id
-                                  else None, partitions=parts))
-    raft = broker.quorum.raft
-    if not await raft.wait_committed(raft.partition.log_end_offset - 1, 5.0):
-        # Not committed (leadership lost, no majority): the leader must not assume it was.
+                name = t.topic_name
+            parts = []
+            for p in t.partitions:
+                if header.api_version >= 3:  # KIP-903: members with the epochs they fetched with
+                    epochs = {s.broker_id: s.broker_epoch for s in p.new_isr_with_epochs}
+                    new_isr = list(epochs)
+                else:
+                    epochs, new_isr = None, list(p.new_isr)
+                parts.append((p.partition_index, broker.quorum.submit(controller.alter_partition(
+                    req.broker_id, name, p.partition_index, p.leader_epoch, p.partition_epoch,
+                    new_isr, epochs))))
+            answers.append((t, name, parts))
+        topics = []
+        for t, name, parts in answers:
+            done = []
+            for index, answer in parts:
+                code, state = await answer
+                fields = {} if state is None else dict(
+                    leader_id=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
+                    partition_epoch=state.partition_epoch)
+                done.append(_ALTER.make("topics", "partitions", partition_index=index,
+                                        error_code=code, **fields))
+            topics.append(_ALTER.make("topics", topic_name=name, topic_id=t.topic_id if by_id
+                                      else None, partitions=done))
+    except NotController:
+        # Not committed (leadership lost): the leader must not assume it was.
         return _ALTER.cls(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, topics=[])
     return _ALTER.cls(throttle_time_ms=0, error_code=0, topics=topics)
