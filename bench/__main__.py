@@ -7,7 +7,8 @@ import traceback
 
 BENCHMARKS = ("produce", "consume", "latency", "constant_cost", "scale", "replication", "spark",
               "rebalance", "transactions")
-EXTRA = ("profile", "kernel", "security", "metrics", "txn_markers", "compare")  # on request only: a diagnosis (profile) and a micro-benchmark
+# On request only: diagnoses (profile), micro-benchmarks, comparisons with another revision.
+EXTRA = ("profile", "kernel", "security", "metrics", "txn_markers", "mirror", "compare")
 USAGE = (f"usage: python -m bench {{{'|'.join(BENCHMARKS + EXTRA)}|all}} "
          "[--quick] [--out DIR] [--repeats N]")
 

@@ -70,9 +70,6 @@ class Background:
             self._steps.append(("group offsets", f.sync_group_offsets_interval,
                                 self.checkpointer.sync_group_offsets))
         if f.emit_heartbeats:
-            ensure_internal(self.target_admin, HEARTBEATS, f.heartbeats_rf)
-            if not self.reverse_enabled:
-                ensure_internal(self.source_admin, HEARTBEATS, f.heartbeats_rf)
             self._steps.append(("heartbeats", f.emit_heartbeats_interval, self.heartbeat))
 
     def checkpoints(self) -> None:
@@ -85,6 +82,8 @@ class Background:
         beats = [("target", Heartbeat(f.source, f.target, now))]
         if not self.reverse_enabled:
             beats.append(("source", Heartbeat(f.target, f.source, now)))
+        for side, _ in beats:
+            c.ensure_internal(side, HEARTBEATS, f.heartbeats_rf, compact=True)
         sent = [c.producer(side).send(HEARTBEATS, b.value(), b.key()) for side, b in beats]
         for side, _ in beats:
             c.producer(side).flush()

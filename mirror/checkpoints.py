@@ -50,7 +50,7 @@ class Checkpointer:
         self.translated: dict[str, dict[TopicPartition, int]] = {}
         self._consumer: Consumer | None = None
         self._producers: dict[str, Producer] = {}
-        self._topics_ready: set[str] = set()
+        self._topics_ready: set[tuple[str, str]] = set()
 
     # -- clients ---------------------------------------------------------------------------
     @property
@@ -66,6 +66,14 @@ class Checkpointer:
             self._producers[side] = Producer({**client, "acks": "all",
                                               "enable.idempotence": True, "linger.ms": 5})
         return self._producers[side]
+
+    def ensure_internal(self, side: str, topic: str, replication_factor: int,
+                        compact: bool = True) -> None:
+        """One of MM2's internal topics on `side` ("source" or "target"), once."""
+        if (side, topic) not in self._topics_ready:
+            admin = self.source_admin if side == "source" else self.target_admin
+            ensure_internal(admin, topic, replication_factor, compact)
+            self._topics_ready.add((side, topic))
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -87,9 +95,7 @@ class Checkpointer:
         """The syncs to MM2's offset-syncs topic on the source, each once (what is there
         already, read at the first call, is not written again)."""
         topic = self.flow.policy.offset_syncs_topic(self.flow.target)
-        if topic not in self._topics_ready:
-            ensure_internal(self.source_admin, topic, self.flow.offset_syncs_rf)
-            self._topics_ready.add(topic)
+        self.ensure_internal("source", topic, self.flow.offset_syncs_rf)
         if self.forwarded is None:
             self.forwarded = {}
             with Consumer(self.flow.source_client) as c:
@@ -147,9 +153,7 @@ class Checkpointer:
         if not checkpoints:
             return
         topic = self.flow.policy.checkpoints_topic(self.flow.source)
-        if topic not in self._topics_ready:
-            ensure_internal(self.target_admin, topic, self.flow.checkpoints_rf)
-            self._topics_ready.add(topic)
+        self.ensure_internal("target", topic, self.flow.checkpoints_rf)
         producer = self.producer("target")
         deliveries = [producer.send(topic, c.value(), c.key(), partition=0) for c in checkpoints]
         producer.flush()
