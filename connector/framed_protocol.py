@@ -62,6 +62,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
         self._size = 0                  # the large frame's announced size (>= len(_frame))
         self._pool = []                 # large-frame buffers to reuse once nobody holds them
         self._stopped = False           # an oversized frame was announced: read nothing more
+        self._tls = False               # the transport is asyncio's TLS one (see `write`)
         self._write_paused = False
         self._drain_waiter = None
         self._lost = None               # set once the connection is gone: (exception or None,)
@@ -81,6 +82,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport):
         self.transport = transport
+        self._tls = transport.get_extra_info("sslcontext") is not None
 
     def get_buffer(self, sizehint):
         if self._frame is not None:
@@ -208,20 +210,30 @@ class FramedProtocol(asyncio.BufferedProtocol):
     def write(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
         """Write a frame's chunks: small ones joined, large ones passed on as they are.
 
-        asyncio's `writelines` (3.11) joins everything into one new object: a 1 MiB fetch
-        response would be copied once more for nothing.
+        asyncio's `writelines` (3.11) joins everything into one new object over a plain
+        socket: a 1 MiB fetch response would be copied once more for nothing, so there each
+        piece is a `write` of its own. Over TLS the pieces go in one `writelines`, which that
+        transport does not join: it encrypts them all, then hands the socket one write, where
+        a `write` each would be a send each (a request's header bytes alone in a TCP segment,
+        waking the peer for them).
         """
-        small = []
+        pieces: list[bytes | bytearray | memoryview] = []
+        small: list[bytes | bytearray | memoryview] = []
         for chunk in chunks:
             if len(chunk) < _SMALL_CHUNK:
                 small.append(chunk)
                 continue
             if small:
-                self.transport.write(b"".join(small))
+                pieces.append(b"".join(small))
                 small = []
-            self.transport.write(chunk)
+            pieces.append(chunk)
         if small:
-            self.transport.write(b"".join(small))
+            pieces.append(b"".join(small))
+        if self._tls:
+            self.transport.writelines([p for p in pieces if p])
+            return
+        for piece in pieces:
+            self.transport.write(piece)
 
     def pause_writing(self):
         self._write_paused = True

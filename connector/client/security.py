@@ -13,7 +13,9 @@ same exchange again before it ends (`connection.py`).
 """
 from __future__ import annotations
 
+import os
 import ssl
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -83,11 +85,18 @@ def _tls_context(config: Config) -> tuple[ssl.SSLContext, bool]:
             raise ConfigError(f"{key}={kind}: the minilog client reads PEM files only; use "
                               f"ssl.ca.location / ssl.certificate.location / ssl.key.location "
                               f"(convert with `openssl pkcs12 -in store.p12 -out store.pem`)")
-    ctx = ssl.create_default_context()
+    # Verification on, hostnames checked unless said otherwise below: create_default_context's
+    # context without its system CA store, which only a client given no CA of its own trusts
+    # (as librdkafka: `ssl.ca.location` replaces the system store, it does not extend it).
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if os.environ.get("SSLKEYLOGFILE") and not sys.flags.ignore_environment:
+        ctx.keylog_filename = os.environ["SSLKEYLOGFILE"]  # as create_default_context does
     try:
         ca = config["ssl.ca.location"]
         if ca:
             load_ca(ctx, "ssl.ca.location", ca)
+        else:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
         cert = config["ssl.certificate.location"]
         if cert:
             load_key_and_chain(ctx, "ssl.certificate.location", cert, config["ssl.key.password"],

@@ -188,6 +188,20 @@ def test_a_broker_certificate_from_an_untrusted_ca_is_refused(secure_broker, cer
         p.send("t", b"x").result(30)
 
 
+def test_a_given_ca_replaces_the_system_store(secure_broker, certs, monkeypatch):
+    """With ssl.ca.location, only that CA is trusted (as librdkafka): the broker's CA in the
+    system store (OpenSSL's SSL_CERT_FILE) does not make its certificate acceptable."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(certs.ca))
+    conf = librdkafka_settings(secure_broker, "SSL")
+    conf["ssl.ca.location"] = str(certs.other_ca)
+    with pytest.raises(KafkaConnectionError, match="CERTIFICATE_VERIFY_FAILED"), \
+            Producer(conf) as p:
+        p.send("t", b"x").result(30)
+    del conf["ssl.ca.location"]  # no CA given: the system store is what is trusted
+    with Producer(conf) as p:
+        assert p.send("t", b"x").result(60).offset >= 0
+
+
 def test_mutual_tls_requires_a_client_certificate(certs):
     b = SecureBroker(certs, mtls=True).start()
     try:

@@ -3,9 +3,11 @@ frames land in buffers that are reused only once nobody holds a view of them."""
 import asyncio
 import random
 import socket
+import ssl
 import struct
 
 import pytest
+import trustme
 from minilog.connector.framed_protocol import OWN_BUFFER_OVER, FramedProtocol
 from minilog.connector.protocol import FrameTooLarge
 
@@ -119,4 +121,42 @@ def test_negative_and_huge_sizes_are_refused(size):
         await wait_for(proto, lambda: proto.errors)
         assert proto.frames == []
         peer.close()
+    asyncio.run(main())
+
+
+def test_over_tls_a_frame_is_one_send_and_arrives_whole():
+    """asyncio's TLS transport encrypts and sends on each call: a frame written as its pieces
+    (header bytes, a large segment, tag bytes) must reach the socket as one send."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        accepted = loop.create_future()
+
+        def accept():
+            peer = Collector()
+            accepted.set_result(peer)
+            return peer
+        server = await loop.create_server(accept, "127.0.0.1", 0, ssl=server_ctx)
+        port = server.sockets[0].getsockname()[1]
+        transport, proto = await loop.create_connection(
+            lambda: Collector(), "127.0.0.1", port, ssl=client_ctx, server_hostname="127.0.0.1")
+        sends = []
+        socket_transport = transport._ssl_protocol._transport  # the TCP transport under TLS
+        plain_write = socket_transport.write
+        socket_transport.write = lambda data: sends.append(len(data)) or plain_write(data)
+        large = random.Random(3).randbytes(100_000)
+        pieces = [struct.pack(">i", 4 + len(large) + 3), b"head", memoryview(large), b"end"]
+        proto.write(pieces)
+        assert len(sends) == 1
+        async with asyncio.timeout(10):
+            peer = await accepted
+        await wait_for(peer, lambda: peer.frames)
+        assert bytes(peer.frames[0]) == b"head" + large + b"end"
+        transport.close()
+        server.close()
     asyncio.run(main())
