@@ -9,11 +9,14 @@ the type checker, as are config values (their type depends on the key).
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..metadata.image import MetadataImage
+    from ..metadata.topic_manager import TopicManager
     from ..replication.partition import Partition
+    from .coordinator_topic import CoordinatorTopic
 
 
 class Listener(Protocol):
@@ -80,3 +83,78 @@ class MarkerBroker(PartitionHost, Protocol):
 
     @property
     def groups(self) -> MarkerListener | None: ...
+
+
+class MetricsRegistry(Protocol):
+    """The broker's metrics: a coordinator registers its collector (a prometheus_client one,
+    untyped there)."""
+
+    def register(self, collector: Any) -> None: ...
+
+
+class GroupBroker(PartitionHost, Protocol):
+    """What the group coordinator needs beyond a PartitionHost: where its metrics go, and
+    whether ACLs are on (a reloaded member's regex resolves to nothing until it heartbeats)."""
+
+    @property
+    def metrics(self) -> MetricsRegistry: ...
+
+    @property
+    def authorizer(self) -> object | None: ...
+
+
+class ProducerIds(Protocol):
+    async def next_id(self) -> int: ...
+
+
+class Voters(Protocol):
+    @property
+    def voters(self) -> Collection[int]: ...
+
+
+class QuorumView(Protocol):
+    """This broker's place in the metadata quorum."""
+
+    @property
+    def is_controller(self) -> bool: ...
+
+    @property
+    def raft(self) -> Voters: ...
+
+
+class TopicRouter(Protocol):
+    """Asks the active controller to create a topic (set before requests are served)."""
+
+    def auto_create(self, name: str) -> object: ...
+
+
+class OffsetsGroups(MarkerListener, Protocol):
+    """The group coordinator, as the transaction coordinator sees it: AddOffsetsToTxn adds
+    the `__consumer_offsets` partition of the group."""
+
+    @property
+    def store(self) -> CoordinatorTopic: ...
+
+
+class TxnBroker(MarkerBroker, Protocol):
+    """What the transaction coordinator needs beyond writing markers: producer ids, and
+    creating `__transaction_state` (itself, with no quorum or as the controller, or through the
+    controller)."""
+
+    @property
+    def groups(self) -> OffsetsGroups | None: ...
+
+    @property
+    def producer_ids(self) -> ProducerIds: ...
+
+    @property
+    def quorum(self) -> QuorumView | None: ...
+
+    @property
+    def is_broker(self) -> bool: ...
+
+    @property
+    def router(self) -> TopicRouter: ...
+
+    @property
+    def topics(self) -> TopicManager: ...

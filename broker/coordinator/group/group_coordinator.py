@@ -17,7 +17,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable
-from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
@@ -33,6 +32,7 @@ from .group_records import group_record
 from .group_shard import GroupShard
 from .group_store import OFFSETS_TOPIC, OffsetsTopic
 from .txn_offsets import PendingTxnOffsets
+from ..broker_view import GroupBroker
 from ..partition_writer import TOO_LARGE, LogPartitionWriter, now_ms, sized
 from ..runtime import CoordinatorRuntime, Producer, Record
 from ..shard_view import ShardStateView
@@ -43,7 +43,7 @@ log = logging.getLogger("minilog.broker.groups")
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Any, runtime: CoordinatorRuntime | None = None) -> None:
+    def __init__(self, broker: GroupBroker, runtime: CoordinatorRuntime | None = None) -> None:
         cfg = broker.config
         self.broker = broker
         self.store = OffsetsTopic(broker)
@@ -134,7 +134,7 @@ class GroupCoordinator:
         """A commit or abort marker landed in `__consumer_offsets` partition `index`."""
         self.runtime.replay_marker(OFFSETS_TOPIC, index, producer_id, commit)
 
-    def retire(self, group: Any) -> None:
+    def retire(self, group: Group | ConsumerGroup) -> None:
         """Kafka's onGroupUnloaded: parked requests learn it is no longer coordinated here."""
         if isinstance(group, ConsumerGroup):
             group.transition(g.DEAD, now_ms())

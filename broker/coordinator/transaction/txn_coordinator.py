@@ -24,6 +24,7 @@ from typing import Any
 from minilog.connector.protocol import ErrorCode
 
 from ...metadata.producer_ids import ProducerIdsUnavailable
+from ..broker_view import TxnBroker
 from ..coordinator_topic import CoordinatorTopic
 from ..group.group_records import partition_for
 from ..group.group_store import OFFSETS_TOPIC
@@ -53,7 +54,7 @@ def transaction_topic(broker: Any) -> CoordinatorTopic:
                             min_isr_key="transaction.state.log.min.isr")
 
 
-def create_transaction_topic(broker: Any) -> tuple[int, str | None, object]:
+def create_transaction_topic(broker: TxnBroker) -> tuple[int, str | None, object]:
     """Create `__transaction_state` with its own settings (on the controller, or the single
     broker): transaction.state.log.replication.factor replicas, at most one per voter in
     combined mode, and not before that many brokers are registered."""
@@ -68,7 +69,7 @@ def create_transaction_topic(broker: Any) -> tuple[int, str | None, object]:
     code, message, ts = broker.topics.create(
         TRANSACTION_TOPIC, broker.config["transaction.state.log.num.partitions"], wanted,
         transaction_topic(broker).topic_configs(wanted), internal=True)
-    if code == 0:
+    if code == 0 and ts is not None:  # (a TopicState comes with every success)
         log.info("created %s with %d partitions", TRANSACTION_TOPIC, len(ts.partitions))
     return code, message, ts
 
@@ -78,7 +79,7 @@ TWO_PHASE_TIMEOUT_MS = 2**31 - 1
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Any, runtime: CoordinatorRuntime | None = None) -> None:
+    def __init__(self, broker: TxnBroker, runtime: CoordinatorRuntime | None = None) -> None:
         cfg = broker.config
         self.broker = broker
         self.store = transaction_topic(broker)
