@@ -89,7 +89,7 @@ class LogPartitionWriter:
             (_, header), = split_batches(data)
             result = partition.append_as_leader([(data, header)])
         except Exception as e:  # noqa: BLE001 - every failure becomes a Kafka error code
-            code, message = append_error_code(e)  # type: ignore[no-untyped-call]
+            code, message = append_error_code(e)
             log.warning("write to %s-%d failed: %s", topic, index, message)
             if code in TOO_LARGE:
                 return ErrorCode.MESSAGE_TOO_LARGE, -1

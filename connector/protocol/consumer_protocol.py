@@ -81,7 +81,7 @@ def _version(r, what):
     return v
 
 
-def encode_subscription(sub, version=None):
+def encode_subscription(sub: Subscription, version: int | None = None) -> bytes:
     """ConsumerProtocolSubscription bytes at `version` (default: the subscription's own)."""
     v = sub.version if version is None else version
     if not 0 <= v <= LATEST_VERSION:
@@ -98,7 +98,7 @@ def encode_subscription(sub, version=None):
     return b"".join(out)
 
 
-def decode_subscription(data):
+def decode_subscription(data: bytes | bytearray | memoryview) -> Subscription:
     r = Reader(memoryview(data))
     version = _version(r, "subscription")
     topics = tuple(r.string() for _ in range(_count(r)))
@@ -113,14 +113,14 @@ def decode_subscription(data):
     return Subscription(topics, user_data, owned, generation, rack, version)
 
 
-def encode_assignment(assignment, version=None):
+def encode_assignment(assignment: Assignment, version: int | None = None) -> bytes:
     v = assignment.version if version is None else version
     if not 0 <= v <= LATEST_VERSION:
         raise ValueError(f"assignment version {v} is not 0-{LATEST_VERSION}")
     return pack_int16(v) + _topic_partitions(assignment.partitions) + _bytes(assignment.user_data)
 
 
-def decode_assignment(data):
+def decode_assignment(data: bytes | bytearray | memoryview) -> Assignment:
     """An Assignment; empty bytes (what the broker hands a member the leader left out) is none."""
     if not data:
         return Assignment(())

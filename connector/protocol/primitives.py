@@ -151,7 +151,7 @@ class Reader:
         return memoryview(self.buf)[pos:pos + n]
 
 
-def uvarint(v):
+def uvarint(v: int) -> bytes:
     out = bytearray()
     while v > 0x7F:
         out.append((v & 0x7F) | 0x80)
@@ -167,44 +167,44 @@ def varint(v):
 SMALL_UVARINTS = _SMALL_UVARINTS = tuple(uvarint(i) for i in range(128))
 
 
-def uvarint_fast(v):
+def uvarint_fast(v: int) -> bytes:
     return _SMALL_UVARINTS[v] if 0 <= v < 128 else uvarint(v)
 
 
-def pack_int8(v):
+def pack_int8(v: int) -> bytes:
     return _I8.pack(v)
 
 
-def pack_int16(v):
+def pack_int16(v: int) -> bytes:
     return _I16.pack(v)
 
 
-def pack_int32(v):
+def pack_int32(v: int) -> bytes:
     return _I32.pack(v)
 
 
-def pack_int64(v):
+def pack_int64(v: int) -> bytes:
     return _I64.pack(v)
 
 
-def pack_uint16(v):
+def pack_uint16(v: int) -> bytes:
     return _U16.pack(v)
 
 
-def pack_uint32(v):
+def pack_uint32(v: int) -> bytes:
     return _U32.pack(v)
 
 
-def pack_float64(v):
+def pack_float64(v: float) -> bytes:
     return _F64.pack(v)
 
 
-def pack_length(n, compact):
+def pack_length(n: int, compact: bool) -> bytes:
     """Length prefix for strings/bytes/arrays; n = -1 encodes null."""
     return uvarint_fast(n + 1) if compact else _I32.pack(n)
 
 
-def pack_string(s, compact=False):
+def pack_string(s: str | None, compact: bool = False) -> bytes:
     if s is None:
         return b"\x00" if compact else b"\xff\xff"
     data = s.encode("utf-8")

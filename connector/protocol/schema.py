@@ -205,7 +205,7 @@ class MessageSchema(StructSchema):
         `records`/`bytes` values as they are."""
         (self._codecs.get(version) or self._codec(version))[2](obj, out)
 
-    def encode(self, obj, version):
+    def encode(self, obj, version) -> bytes:
         out = []
         self.encode_into(obj, version, out)
         return b"".join(out)

@@ -7,7 +7,7 @@ is reconciliation's work (`consumer_group.reconcile`). Topics are keyed by topic
 records and on the wire. Both assignors are deterministic (members sorted by id), so the same
 input gives the same target on every coordinator.
 """
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from uuid import UUID
 
 # {member id: {topic id: set of partitions}}
@@ -15,7 +15,7 @@ Assignment = dict[str, dict[UUID, set[int]]]
 Subscriptions = Mapping[str, frozenset[UUID]]  # member id -> topic ids it subscribes to
 
 
-def _empty(members) -> Assignment:
+def _empty(members: Iterable[str]) -> Assignment:
     return {m: {} for m in members}
 
 
@@ -53,7 +53,7 @@ def uniform_assign(subscriptions: Subscriptions, partitions: Mapping[UUID, int],
     eligible = {tp: ms for tp, ms in eligible.items() if ms}
     quota = _quotas(members, subscriptions, eligible, previous)
     load = dict.fromkeys(members, 0)
-    unassigned = []
+    unassigned: list[tuple[UUID, int]] = []
     for tp, candidates in eligible.items():  # keep what the previous target gave, up to quota
         owner = next((m for m in candidates if tp[1] in previous.get(m, {}).get(tp[0], ())), None)
         if owner is not None and load[owner] < quota[owner]:
@@ -68,7 +68,9 @@ def uniform_assign(subscriptions: Subscriptions, partitions: Mapping[UUID, int],
     return out
 
 
-def _quotas(members, subscriptions, eligible, previous) -> dict[str, int]:
+def _quotas(members: list[str], subscriptions: Subscriptions,
+            eligible: Mapping[tuple[UUID, int], list[str]],
+            previous: Assignment) -> dict[str, int]:
     """How many partitions each member may keep. With one subscription shared by all (the
     usual case) that is floor or ceil of the even share, the ceilings going to the members
     that already hold the most; otherwise the even share of the partitions each could take."""

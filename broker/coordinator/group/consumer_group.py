@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -84,7 +84,7 @@ class ConsumerMember:
     # None (groups built without a broker) leaves nothing out.
     describes: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
 
-    def regex_matches(self, names) -> list[str]:
+    def regex_matches(self, names: Iterable[str]) -> list[str]:
         """The topics of `names` its regex subscription resolves to (none without a regex)."""
         if not self.subscribed_topic_regex:
             return []
@@ -351,10 +351,10 @@ class ConsumerGroup:
     def can_become_classic(self) -> bool:
         """Every member (there is one at least) speaks the classic protocol, and they share a
         protocol a classic group can elect."""
-        if not self.members or not all(m.classic for m in self.members.values()):
+        classics = [m.classic for m in self.members.values() if m.classic is not None]
+        if not classics or len(classics) < len(self.members):
             return False
-        first = next(iter(self.members.values())).classic
-        return self.supports_classic_protocols([name for name, _ in first.protocols])
+        return self.supports_classic_protocols([name for name, _ in classics[0].protocols])
 
     def supports_classic_protocols(self, names: list[str]) -> bool:
         """Kafka's supportsClassicProtocols: a joining classic member shares a protocol with

@@ -24,7 +24,7 @@ from minilog.connector.protocol.consumer_protocol import decode_subscription
 
 from . import consumer_group_changes as changes
 from . import group as g
-from .consumer_group import M_UNREVOKED, ConsumerGroup, ConsumerMember
+from .consumer_group import M_UNREVOKED, ClassicMetadata, ConsumerGroup, ConsumerMember
 from .group import Group, JoinResult, SyncResult
 from .group_migration import (
     MigrationPolicy,
@@ -77,7 +77,7 @@ class ClassicMembers:
             log.warning("cannot upgrade classic group %s: %s", group.group_id, e)
             return None
         # Parked JoinGroups and SyncGroups learn of the rebalance and rejoin the consumer group.
-        self.coordinator.stop_classic(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        g.stop_classic(group, ErrorCode.REBALANCE_IN_PROGRESS)
         log.info("classic group %s (generation %d, %d member(s)) becomes a consumer group",
                  group.group_id, group.generation_id, len(converted.members))
         return converted, [(group_key(group.group_id), None)] + changes.full_records(converted)
@@ -148,49 +148,52 @@ class ClassicMembers:
         if joined is not None:
             self._deadline(live, joined, "did not sync in time")
         return JoinResult(0, member_id, member.member_epoch, g.CONSUMER_PROTOCOL_TYPE,
-                          member.classic.protocol_name, "")
+                          protocols[0][0], "")  # its classic metadata's protocol_name
 
     def _member(self, group: ConsumerGroup, member_id: str,
-                instance_id: str | None) -> tuple[ConsumerMember | None, int]:
-        """Kafka's validateConsumerGroupMember for a classic request: (member, 0) or an error."""
+                instance_id: str | None) -> tuple[ConsumerMember, ClassicMetadata] | int:
+        """Kafka's validateConsumerGroupMember for a classic request: (member, its classic
+        metadata) or an error."""
         if instance_id is not None:
             current = group.static_members.get(instance_id)
             if current is None:
-                return None, ErrorCode.UNKNOWN_MEMBER_ID
+                return ErrorCode.UNKNOWN_MEMBER_ID
             if current != member_id:
-                return None, ErrorCode.FENCED_INSTANCE_ID
+                return ErrorCode.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
         if member is None or member.classic is None:
-            return None, ErrorCode.UNKNOWN_MEMBER_ID
-        return member, 0
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return member, member.classic
 
     def sync(self, group: ConsumerGroup, generation_id: int, member_id: str,
              instance_id: str | None, protocol_type: str | None,
              protocol_name: str | None) -> SyncResult:
         """Kafka's classicGroupSyncToConsumerGroup: the member's current assignment."""
-        member, error = self._member(group, member_id, instance_id)
-        if error:
-            return SyncResult(error)
+        found = self._member(group, member_id, instance_id)
+        if isinstance(found, int):
+            return SyncResult(found)
+        member, classic = found
         if generation_id != member.member_epoch:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
         if protocol_type not in (None, g.CONSUMER_PROTOCOL_TYPE) or \
-                protocol_name not in (None, member.classic.protocol_name):
+                protocol_name not in (None, classic.protocol_name):
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if group.group_epoch > member.member_epoch and member.state != M_UNREVOKED:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         self._protocol.schedule_session(group, member)
         self._deadline(group, member, None)
         return SyncResult(0, assignment_bytes(member.assigned, self._topic_names(),
-                                              member.classic.protocols[0][1]),
-                          g.CONSUMER_PROTOCOL_TYPE, member.classic.protocol_name)
+                                              classic.protocols[0][1]),
+                          g.CONSUMER_PROTOCOL_TYPE, classic.protocol_name)
 
     def heartbeat(self, group: ConsumerGroup, generation_id: int, member_id: str,
                   instance_id: str | None) -> int:
         """Kafka's classicGroupHeartbeatToConsumerGroup: REBALANCE_IN_PROGRESS asks the member
         to rejoin (new epoch, partitions to revoke, or partitions it waited for are free)."""
-        member, error = self._member(group, member_id, instance_id)
-        if error:
-            return error
+        found = self._member(group, member_id, instance_id)
+        if isinstance(found, int):
+            return found
+        member, _ = found
         if generation_id != member.member_epoch:
             return ErrorCode.ILLEGAL_GENERATION
         self._protocol.schedule_session(group, member)
@@ -217,5 +220,5 @@ class ClassicMembers:
         """LeaveGroup of a classic member: it leaves as a consumer member with epoch -1."""
         if member_id == "" and instance_id is not None:  # an admin removing a static member
             member_id = group.static_members.get(instance_id, "")
-        member, error = self._member(group, member_id, instance_id)
-        return error or await self._protocol.remove(group.group_id, member_id, "left the group")
+        found = self._member(group, member_id, instance_id)
+        return found if isinstance(found, int) else await self._protocol.remove(group.group_id, member_id, "left the group")

@@ -9,11 +9,15 @@ JoinGroup protocols in the member record's tagged `classic_member_metadata`, as 
 A null value is a tombstone. Kafka's partition metadata record (4) is neither written nor
 needed: the coordinator re-reads topic metadata from the cluster.
 """
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from minilog.connector.protocol.primitives import Reader, pack_int16, pack_string
 from minilog.connector.protocol.schema import parse_definitions
+
+if TYPE_CHECKING:
+    from .consumer_group import ClassicMetadata
 
 GROUP_EPOCH, MEMBER, TARGET_EPOCH, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
 KEY_VERSIONS = (GROUP_EPOCH, MEMBER, TARGET_EPOCH, TARGET_MEMBER, CURRENT_ASSIGNMENT)
@@ -78,28 +82,31 @@ def parse_consumer_key(version: int, r: Reader) -> ConsumerKey:
     return ConsumerKey(version, group, r.string() if version in _MEMBER_KEYED else None)
 
 
-def encode_value(kind: int, **fields) -> bytes:
+def encode_value(kind: int, **fields: Any) -> bytes:
     schema = _SCHEMA_BY_KEY[kind]
-    return pack_int16(0) + schema.encode(schema.cls(**fields), 0)
+    encoded: bytes = schema.encode(schema.cls(**fields), 0)
+    return pack_int16(0) + encoded
 
 
-def decode_value(kind: int, data: bytes):
-    """The value's fields (attribute access, Kafka's names in snake_case)."""
+def decode_value(kind: int, data: bytes) -> Any:
+    """The value's fields (attribute access, Kafka's names in snake_case). `Any`: the codec
+    builds its message classes from the definitions above at import time, so their fields are
+    not known to the type checker."""
     return _SCHEMA_BY_KEY[kind].decode(data, 0, pos=2)
 
 
-def topic_partitions(kind: int, field: str, parts: dict[UUID, set[int]]) -> list:
+def topic_partitions(kind: int, field: str, parts: dict[UUID, set[int]]) -> list[Any]:
     """{topic id: partitions} as the records' TopicPartitions structs."""
     schema = _SCHEMA_BY_KEY[kind]
     return [schema.make(field, topic_id=t, partitions=sorted(ps))
             for t, ps in sorted(parts.items()) if ps]
 
 
-def from_topic_partitions(items) -> dict[UUID, set[int]]:
+def from_topic_partitions(items: Iterable[Any]) -> dict[UUID, set[int]]:
     return {tp.topic_id: set(tp.partitions) for tp in items if tp.partitions}
 
 
-def classic_metadata(classic) -> object | None:
+def classic_metadata(classic: "ClassicMetadata | None") -> Any:
     """A member's ClassicMetadata as the record's `classic_member_metadata` (None: it speaks
     the consumer protocol)."""
     if classic is None:
@@ -112,7 +119,7 @@ def classic_metadata(classic) -> object | None:
                            for name, metadata in classic.protocols])
 
 
-def from_classic_metadata(value) -> tuple[int, list[tuple[str, bytes]]] | None:
+def from_classic_metadata(value: Any) -> tuple[int, list[tuple[str, bytes]]] | None:
     """The record's `classic_member_metadata` as (session timeout, [(protocol, metadata)])."""
     if value is None:
         return None

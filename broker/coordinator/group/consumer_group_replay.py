@@ -29,7 +29,7 @@ Groups = MutableMapping[str, Any]  # group id -> Group or ConsumerGroup
 
 def offsets_only(group_id: str, previous: Any) -> Group:
     """What stays of a group whose records were deleted: its committed offsets."""
-    group = Group(group_id, -1)  # type: ignore[no-untyped-call]
+    group = Group(group_id, -1)
     group.offsets, group.offsets_written_at = previous.offsets, previous.offsets_written_at
     return group
 

@@ -53,6 +53,12 @@ class SyncResult(NamedTuple):
     protocol_name: str | None = None
 
 
+JoinFuture = asyncio.Future[JoinResult]  # a parked JoinGroup
+# A JoinGroup's member fields: client id, client host, rebalance and session timeouts (ms),
+# protocol type, protocols [(name, metadata)].
+JoinArgs = tuple[str, str, int, int, str, list[tuple[str, bytes]]]
+
+
 class Member:
     """A member as the coordinator sees it; `join_future`/`sync_future` are its parked requests."""
 
@@ -304,3 +310,17 @@ def invoke_sync(member: Member, result: SyncResult) -> bool:
         fut.set_result(result)
         return True
     return fut is not None
+
+
+def stop_classic(group: Group, error: int) -> None:
+    """The classic group is no longer served here (unloaded, or now a consumer group): its
+    timers stop and parked requests are answered with `error`."""
+    for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
+        if timer:
+            timer.cancel()
+    group.state = DEAD
+    for member in group.members.values():
+        invoke_join(member, JoinResult(error, member.member_id))
+        invoke_sync(member, SyncResult(error))
+        if member.heartbeat_timer:
+            member.heartbeat_timer.cancel()

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable
-from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
@@ -25,13 +24,15 @@ from . import group as g
 from .consumer_group import ConsumerGroup
 from .consumer_group_classic import ClassicMembers
 from .consumer_group_coordinator import ConsumerGroupProtocol
-from .group import Group, JoinResult, Member, SyncResult, invoke_join, invoke_sync
+from .group import (
+    Group, JoinArgs, JoinFuture, JoinResult, Member, SyncResult, invoke_join, invoke_sync)
 from .group_metrics import GroupMetrics
 from .group_offsets import GroupOffsets
 from .group_records import group_record
 from .group_shard import GroupShard
 from .group_store import OFFSETS_TOPIC, OffsetsTopic
 from .txn_offsets import PendingTxnOffsets
+from ..broker_view import GroupBroker
 from ..partition_writer import TOO_LARGE, LogPartitionWriter, now_ms, sized
 from ..runtime import CoordinatorRuntime, Producer, Record
 from ..shard_view import ShardStateView
@@ -42,7 +43,7 @@ log = logging.getLogger("minilog.broker.groups")
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Any, runtime: CoordinatorRuntime | None = None) -> None:
+    def __init__(self, broker: GroupBroker, runtime: CoordinatorRuntime | None = None) -> None:
         cfg = broker.config
         self.broker = broker
         self.store = OffsetsTopic(broker)
@@ -61,7 +62,7 @@ class GroupCoordinator:
         self.offsets = GroupOffsets(self)  # offsets and administration (Kafka's OffsetMetadataManager)
         self._active = False
         self._task: asyncio.Task[None] | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         broker.metrics.register(GroupMetrics(self.groups, broker.partition))
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ class GroupCoordinator:
 
     def serve(self, partitions: list[int]) -> GroupCoordinator:
         """Load `partitions` (led here) and start serving requests and expiring offsets."""
-        self.loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
         for index in partitions:
             self.load_partition(index)
         self._active = True
@@ -89,6 +90,13 @@ class GroupCoordinator:
     @property
     def active(self) -> bool:
         return self._active
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop it serves on, from `serve` on (requests and timers come after)."""
+        if self._loop is None:
+            raise RuntimeError("the group coordinator is not serving yet")
+        return self._loop
 
     def load_partition(self, index: int) -> None:
         """Coordinate the groups of `__consumer_offsets` partition `index`, now led here: its
@@ -126,27 +134,13 @@ class GroupCoordinator:
         """A commit or abort marker landed in `__consumer_offsets` partition `index`."""
         self.runtime.replay_marker(OFFSETS_TOPIC, index, producer_id, commit)
 
-    def retire(self, group: Any) -> None:
+    def retire(self, group: Group | ConsumerGroup) -> None:
         """Kafka's onGroupUnloaded: parked requests learn it is no longer coordinated here."""
         if isinstance(group, ConsumerGroup):
             group.transition(g.DEAD, now_ms())
             self.consumer.unload(group)
             return
-        self.stop_classic(group, ErrorCode.NOT_COORDINATOR)
-
-    @staticmethod
-    def stop_classic(group: Group, error: int) -> None:
-        """The classic group is no longer served here (unloaded, or now a consumer group): its
-        timers stop and parked requests are answered with `error`."""
-        for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
-            if timer:
-                timer.cancel()
-        group.state = g.DEAD
-        for member in group.members.values():
-            invoke_join(member, JoinResult(error, member.member_id))
-            invoke_sync(member, SyncResult(error))
-            if member.heartbeat_timer:
-                member.heartbeat_timer.cancel()
+        g.stop_classic(group, ErrorCode.NOT_COORDINATOR)
 
     def adopt_classic(self, group: Group, reason: str) -> None:
         """A classic group made from a consumer group: its members' sessions start and it
@@ -178,7 +172,7 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return 0
 
-    def _classic_group(self, group_id):
+    def _classic_group(self, group_id: str) -> Group | ConsumerGroup | None:
         """The group for a classic request: an empty consumer group becomes a classic one
         (keeping its offsets), as Kafka 4 converts it; a live one stays what it is."""
         group = self.groups.get(group_id)
@@ -214,10 +208,10 @@ class GroupCoordinator:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = self.add_group(group_id)
-        fut = self.loop.create_future()
+        fut: JoinFuture = self.loop.create_future()
         names = [name for name, _ in protocols]
-        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                protocols)
+        args: JoinArgs = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                          protocol_type, protocols)
         if group.state == g.DEAD:
             fut.set_result(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
         elif not group.supports_protocols(protocol_type, names):
@@ -245,7 +239,8 @@ class GroupCoordinator:
             self._try_complete_join(group)
         return await fut
 
-    def _current_member_join(self, group, member_id, instance_id, args, fut):
+    def _current_member_join(self, group: Group, member_id: str, instance_id: str | None,
+                             args: JoinArgs, fut: JoinFuture) -> None:
         error = group.validate_member(member_id, instance_id)
         if error:
             fut.set_result(JoinResult(error, member_id))
@@ -267,14 +262,16 @@ class GroupCoordinator:
         else:
             fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
 
-    def _generation_result(self, group, member_id, with_members=False, leader=None,
-                           skip_assignment=False):
+    def _generation_result(self, group: Group, member_id: str, with_members: bool = False,
+                           leader: str | None = None, skip_assignment: bool = False) -> JoinResult:
         return JoinResult(0, member_id, group.generation_id, group.protocol_type,
-                          group.protocol_name, group.leader_id if leader is None else leader,
+                          group.protocol_name,
+                          (group.leader_id or "") if leader is None else leader,
                           group.current_member_metadata() if with_members else (),
                           skip_assignment)
 
-    def _add_member_and_rebalance(self, group, member_id, instance_id, args, fut):
+    def _add_member_and_rebalance(self, group: Group, member_id: str, instance_id: str | None,
+                                  args: JoinArgs, fut: JoinFuture) -> None:
         client_id, client_host, rebalance_ms, session_ms, protocol_type, protocols = args
         member = Member(member_id, instance_id, client_id, client_host, rebalance_ms, session_ms,
                         protocol_type, protocols)
@@ -289,17 +286,19 @@ class GroupCoordinator:
         self.schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(group, f"adding member {member_id}")
 
-    def _update_member(self, member, args, fut):
+    def _update_member(self, member: Member, args: JoinArgs, fut: JoinFuture) -> None:
         _, _, member.rebalance_timeout_ms, member.session_timeout_ms, _, member.protocols = args
         if member.join_future is not None and member.join_future is not fut:
             invoke_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_future = fut
 
-    def _update_member_and_rebalance(self, group, member, args, fut):
+    def _update_member_and_rebalance(self, group: Group, member: Member, args: JoinArgs,
+                                     fut: JoinFuture) -> None:
         self._update_member(member, args, fut)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
-    def _rejoin_static_member(self, group, old_id, new_id, instance_id, args, fut, can_skip):
+    def _rejoin_static_member(self, group: Group, old_id: str, new_id: str, instance_id: str,
+                              args: JoinArgs, fut: JoinFuture, can_skip: bool) -> None:
         """A static member back under a new member id keeps its place (and its assignment)."""
         old_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
@@ -316,7 +315,9 @@ class GroupCoordinator:
         elif group.state == g.COMPLETING_REBALANCE:
             self._prepare_rebalance(group, f"static member {instance_id} rejoined while syncing")
 
-    async def _answer_static_rejoin(self, group, new_id, old_leader, can_skip, fut, written):
+    async def _answer_static_rejoin(self, group: Group, new_id: str, old_leader: str | None,
+                                    can_skip: bool, fut: JoinFuture,
+                                    written: Awaitable[int]) -> None:
         """The rejoined static member's JoinGroup answer, once its new id is replicated."""
         error = await written
         if fut.done():
@@ -330,7 +331,7 @@ class GroupCoordinator:
         else:  # older clients: the old leader id stops this one from reassigning
             fut.set_result(self._generation_result(group, new_id, leader=old_leader or ""))
 
-    def _expire_pending_member(self, group, member_id):
+    def _expire_pending_member(self, group: Group, member_id: str) -> None:
         group.pending_timers.pop(member_id, None)
         if member_id in group.pending_members:
             group.remove(member_id)
@@ -338,11 +339,11 @@ class GroupCoordinator:
                 self._try_complete_join(group)
 
     # -- rebalance ------------------------------------------------------------------------------
-    def _maybe_prepare_rebalance(self, group, reason):
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.can_rebalance:
             self._prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group, reason):
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.state == g.COMPLETING_REBALANCE:
             self._propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)
         if group.sync_timer:
@@ -366,7 +367,7 @@ class GroupCoordinator:
                                                      self._complete_join, group)
             self._try_complete_join(group)
 
-    def _initial_join_expired(self, group, delay, remaining):
+    def _initial_join_expired(self, group: Group, delay: int, remaining: int) -> None:
         """Kafka's InitialDelayedJoin: wait again while new members keep arriving."""
         group.join_timer = None
         if group.new_member_added and remaining:
@@ -377,12 +378,12 @@ class GroupCoordinator:
         else:
             self._complete_join(group)
 
-    def _try_complete_join(self, group):
+    def _try_complete_join(self, group: Group) -> None:
         if (group.state == g.PREPARING_REBALANCE and not group.initial_join
                 and group.has_all_members_joined()):
             self._complete_join(group)
 
-    def _complete_join(self, group):
+    def _complete_join(self, group: Group) -> None:
         """End the join phase: drop dynamic members that did not rejoin, start a generation."""
         if group.join_timer:
             group.join_timer.cancel()
@@ -415,7 +416,7 @@ class GroupCoordinator:
         group.sync_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000,
                                                  self._sync_expired, group, group.generation_id)
 
-    def _sync_expired(self, group, generation):
+    def _sync_expired(self, group: Group, generation: int) -> None:
         """Members that got their JoinGroup answer but never synced are removed."""
         group.sync_timer = None
         if generation != group.generation_id or not group.pending_sync or \
@@ -435,7 +436,7 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)  # the rebalance must restart
         if error:
             return SyncResult(error)
-        group = self.groups.get(group_id)
+        group: Group | ConsumerGroup | None = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return self.classic_members.sync(group, generation_id, member_id, instance_id,
                                              protocol_type, protocol_name)
@@ -460,7 +461,7 @@ class GroupCoordinator:
         if group.state == g.STABLE:
             self.schedule_heartbeat(group, member)
             return SyncResult(0, member.assignment, group.protocol_type, group.protocol_name)
-        fut = self.loop.create_future()
+        fut: asyncio.Future[SyncResult] = self.loop.create_future()
         invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))  # a stale parked one
         member.sync_future = fut
         if group.is_leader(member_id):
@@ -477,13 +478,13 @@ class GroupCoordinator:
                     group.transition(g.STABLE, now_ms())
         return await fut
 
-    def _remove_pending_sync(self, group, member_id):
+    def _remove_pending_sync(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)
         if not group.pending_sync and group.sync_timer:
             group.sync_timer.cancel()
             group.sync_timer = None
 
-    def _propagate_assignment(self, group, error):
+    def _propagate_assignment(self, group: Group, error: int) -> None:
         """Answer parked SyncGroups: the assignment, or `error` with empty assignments."""
         for member in group.members.values():
             if error:
@@ -500,7 +501,7 @@ class GroupCoordinator:
         error = self.validate(group_id)
         if error:
             return 0 if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
-        group = self.groups.get(group_id)
+        group: Group | ConsumerGroup | None = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return self.classic_members.heartbeat(group, generation_id, member_id, instance_id)
         if group is None:
@@ -525,20 +526,20 @@ class GroupCoordinator:
             return error, []
         if self.groups.get(group_id) is None:
             return 0, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
-        errors = []
+        errors: list[int] = []
         for member_id, instance_id in leaving:
-            group = self.groups.get(group_id)  # a leave may turn a consumer group classic
+            group: Group | ConsumerGroup | None = self.groups.get(group_id)  # may turn classic
             if isinstance(group, ConsumerGroup):
                 errors.append(await self.classic_members.leave(group, member_id, instance_id))
-            elif group.state == g.DEAD:
+            elif group is None or group.state == g.DEAD:  # (None: unloaded while one left)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
             else:
                 errors.append(self._leave_classic(group, member_id, instance_id))
         return 0, errors
 
-    def _leave_classic(self, group, member_id, instance_id):
+    def _leave_classic(self, group: Group, member_id: str, instance_id: str | None) -> int:
         if member_id == "":  # an admin removing a static member by its instance id
-            current = group.static_members.get(instance_id)
+            current = None if instance_id is None else group.static_members.get(instance_id)
             if current is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             member_id = current
@@ -557,7 +558,7 @@ class GroupCoordinator:
         self._remove_member_and_update_group(group, group.members[member_id], "left the group")
         return 0
 
-    def _remove_member_and_update_group(self, group, member, reason):
+    def _remove_member_and_update_group(self, group: Group, member: Member, reason: str) -> None:
         invoke_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))
         invoke_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
@@ -575,12 +576,12 @@ class GroupCoordinator:
                                                        group, member)
 
     @staticmethod
-    def _cancel_heartbeat(member):
+    def _cancel_heartbeat(member: Member | None) -> None:
         if member is not None and member.heartbeat_timer:
             member.heartbeat_timer.cancel()
             member.heartbeat_timer = None
 
-    def _session_expired(self, group, member):
+    def _session_expired(self, group: Group, member: Member) -> None:
         member.heartbeat_timer = None
         if group.state == g.DEAD or group.members.get(member.member_id) is not member:
             return
@@ -589,7 +590,8 @@ class GroupCoordinator:
         self._remove_member_and_update_group(group, member, "session timed out")
 
     # -- persistence ----------------------------------------------------------------------------
-    def _store_group(self, group, assignment=None):
+    def _store_group(self, group: Group,
+                     assignment: dict[str, bytes] | None = None) -> Awaitable[int]:
         """Write the group's metadata record (Kafka's storeGroup): appended at once, then an
         awaitable of the error code, 0 once the in-sync replicas have it. The classic
         rebalance changed the group itself: the record is not replayed (nor in Kafka)."""

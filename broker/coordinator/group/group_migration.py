@@ -12,7 +12,7 @@ assignment; the caller then starts a rebalance. Committed offsets move with the 
 `group.consumer.migration.policy` (Kafka's ConsumerGroupMigrationPolicy) says which directions
 are allowed; `disabled` keeps a live group of one protocol closed to the other's members.
 """
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from uuid import UUID
 
 from minilog.connector.protocol.consumer_protocol import (
@@ -45,7 +45,7 @@ def can_upgrade(group: Group) -> bool:
         m.protocol_type == g.CONSUMER_PROTOCOL_TYPE for m in group.members.values())
 
 
-def to_ids(partitions, topic_ids: Mapping[str, UUID]) -> Partitions:
+def to_ids(partitions: Iterable[tuple[str, int]], topic_ids: Mapping[str, UUID]) -> Partitions:
     """[(topic, partition)] as {topic id: partitions}; topics the cluster lacks are dropped."""
     out: Partitions = {}
     for topic, partition in partitions:
@@ -105,6 +105,8 @@ def classic_from_consumer(group: ConsumerGroup, names: Mapping[UUID, str], now_m
     classic.generation_id = group.group_epoch
     classic.protocol_type = g.CONSUMER_PROTOCOL_TYPE
     for mid, m in group.members.items():
+        if m.classic is None:  # the caller checked can_become_classic
+            raise ValueError(f"member {mid} of group {group.group_id} speaks the consumer protocol")
         member = Member(mid, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                         m.classic.session_timeout_ms, g.CONSUMER_PROTOCOL_TYPE,
                         list(m.classic.protocols))

@@ -30,7 +30,7 @@ from .group_records import (
 )
 from .group_store import OFFSETS_TOPIC
 from ..partition_writer import now_ms
-from ..runtime import Producer
+from ..runtime import Producer, Record
 
 if TYPE_CHECKING:
     from .group_coordinator import GroupCoordinator
@@ -133,7 +133,8 @@ class GroupOffsets:
 
     def _checked_offsets(self, offsets: Offsets) -> tuple[dict[TopicPartition, int], Offsets]:
         """({tp: error} for the offsets refused, {tp: offset} for those to write)."""
-        results, valid = {}, {}
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, Any] = {}
         topics = self.coordinator.broker.metadata.topics
         for tp, om in offsets.items():
             ts = topics.get(tp[0])
@@ -243,7 +244,7 @@ class GroupOffsets:
         group = self.coordinator.groups.get(group_id)
         if group is None or group.state == g.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        results = {}
+        results: dict[TopicPartition, int] = {}
         if group.state == g.EMPTY:
             eligible = list(partitions)
         elif group.protocol_type == g.CONSUMER_PROTOCOL_TYPE:
@@ -279,7 +280,7 @@ class GroupOffsets:
 
     def _remove_group(self, group: Any, offsets: Iterable[TopicPartition]) -> int:
         """Write tombstones for `offsets` and the group: their replay forgets the group."""
-        entries = [(offset_key(group.group_id, t, p), None) for t, p in offsets]
+        entries: list[Record] = [(offset_key(group.group_id, t, p), None) for t, p in offsets]
         entries += changes.group_tombstones(group) if isinstance(group, ConsumerGroup) \
             else [(group_key(group.group_id), None)]
         return self.coordinator.write_now(group.group_id, entries)

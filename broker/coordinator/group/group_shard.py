@@ -85,7 +85,7 @@ class GroupShard:
         if current is not None and not self.loading:
             self.coordinator.retire(current)
         if record is None:
-            if current.offsets:
+            if isinstance(current, Group) and current.offsets:  # (a Group: checked above)
                 self.groups[group_id] = consumer_group_replay.offsets_only(group_id, current)
             else:
                 del self.groups[group_id]
@@ -148,10 +148,10 @@ def _classic_group(group_id: str, record: GroupRecord) -> Group:
     group.protocol_name = record.protocol
     group.leader_id = record.leader
     group.persisted = True
-    for m in record.members:
+    for m in record.members:  # (Kafka writes members with the elected protocol only)
         member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                         m.rebalance_timeout_ms, m.session_timeout_ms, group.protocol_type,
-                        [(record.protocol, m.subscription)])
+                        [(record.protocol or "", m.subscription)])
         member.assignment = m.assignment
         group.members[m.member_id] = member
         if m.group_instance_id is not None:

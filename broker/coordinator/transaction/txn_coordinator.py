@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
 from ...metadata.producer_ids import ProducerIdsUnavailable
+from ..broker_view import TxnBroker
 from ..coordinator_topic import CoordinatorTopic
 from ..group.group_records import partition_for
 from ..group.group_store import OFFSETS_TOPIC
@@ -31,6 +32,7 @@ from ..partition_writer import LogPartitionWriter
 from ..runtime import CoordinatorRuntime
 from ..shard_view import ShardStateView
 from . import txn_markers
+from .txn_markers import TopicPartition
 from . import txn_state as s
 from .txn_marker_channel import MarkerChannel
 from .txn_shard import TransactionShard
@@ -52,7 +54,7 @@ def transaction_topic(broker: Any) -> CoordinatorTopic:
                             min_isr_key="transaction.state.log.min.isr")
 
 
-def create_transaction_topic(broker) -> tuple[int, str | None, object]:
+def create_transaction_topic(broker: TxnBroker) -> tuple[int, str | None, object]:
     """Create `__transaction_state` with its own settings (on the controller, or the single
     broker): transaction.state.log.replication.factor replicas, at most one per voter in
     combined mode, and not before that many brokers are registered."""
@@ -67,7 +69,7 @@ def create_transaction_topic(broker) -> tuple[int, str | None, object]:
     code, message, ts = broker.topics.create(
         TRANSACTION_TOPIC, broker.config["transaction.state.log.num.partitions"], wanted,
         transaction_topic(broker).topic_configs(wanted), internal=True)
-    if code == 0:
+    if code == 0 and ts is not None:  # (a TopicState comes with every success)
         log.info("created %s with %d partitions", TRANSACTION_TOPIC, len(ts.partitions))
     return code, message, ts
 
@@ -77,7 +79,7 @@ TWO_PHASE_TIMEOUT_MS = 2**31 - 1
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: Any, runtime: CoordinatorRuntime | None = None) -> None:
+    def __init__(self, broker: TxnBroker, runtime: CoordinatorRuntime | None = None) -> None:
         cfg = broker.config
         self.broker = broker
         self.store = transaction_topic(broker)
@@ -93,7 +95,7 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task[None]] = set()
         self.markers = MarkerChannel(broker)
         self.waiters = StateWaiters()  # AddPartitionsToTxn waiting for a completion
-        self._timer = None
+        self._timer: asyncio.Task[None] | None = None
         self._active = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class TransactionCoordinator:
             return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
         return 0, md
 
-    def list(self, states: set, producer_ids: set, min_duration_ms: int) -> list[TxnMetadata]:
+    def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int) -> list[TxnMetadata]:
         """The transactional ids loaded here, filtered as ListTransactions asks (a duration
         keeps those open for longer than it)."""
         now = now_ms()
@@ -216,7 +218,7 @@ class TransactionCoordinator:
     # -- InitProducerId -------------------------------------------------------------------------
     async def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int,
                                epoch: int, two_phase: bool = False,
-                               keep_prepared: bool = False) -> tuple[int, int, int, tuple]:
+                               keep_prepared: bool = False) -> tuple[int, int, int, tuple[int, int]]:
         """(error, producer id, epoch, the kept transaction's (producer id, epoch) or (-1, -1))
         for a transactional producer starting (or bumping its epoch after an abortable error,
         KIP-360: `producer_id` >= 0).
@@ -294,19 +296,21 @@ class TransactionCoordinator:
         error if this broker is not its coordinator, it is unknown, or the producer is not its
         current one."""
         error = self.validate(txn_id)
-        md = self.txns.get(txn_id) if not error else None
-        if not error and md is None:
-            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        return error or s.producer_error(md, producer_id, epoch), md
+        if error:
+            return error, None
+        md: TxnMetadata | None = self.txns.get(txn_id)
+        if md is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        return s.producer_error(md, producer_id, epoch), md
 
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
-                             partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+                             partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         error, md = self._producer_txn(txn_id, producer_id, epoch)
-        if not error and s.add_error(md) == ErrorCode.CONCURRENT_TRANSACTIONS:
+        if md is not None and not error and s.add_error(md) == ErrorCode.CONCURRENT_TRANSACTIONS:
             await self.waiters.until(txn_id, lambda: self._settled(txn_id))  # txn_waiters.py
             error, md = self._producer_txn(txn_id, producer_id, epoch)
-        error = error or s.add_error(md)
-        if error:
+        error = error or (ErrorCode.UNKNOWN_SERVER_ERROR if md is None else s.add_error(md))
+        if error or md is None:  # (md is None with an error only)
             return dict.fromkeys(partitions, error)
         topics = self.broker.metadata.topics
         unknown = [tp for tp in partitions
@@ -330,12 +334,12 @@ class TransactionCoordinator:
                               md.state not in (s.PREPARE_COMMIT, s.PREPARE_ABORT))
 
     def verify_partitions(self, txn_id: str, producer_id: int, epoch: int,
-                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+                          partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """KIP-890 part 1, AddPartitionsToTxn v4 with VerifyOnly (a partition leader asking):
         0 for each partition the producer's ongoing transaction has added, INVALID_TXN_STATE
         for the others; the producer's own error (fenced, unknown) for all."""
         error, md = self._producer_txn(txn_id, producer_id, epoch)
-        if error:
+        if error or md is None:  # (md is None with an error only)
             return dict.fromkeys(partitions, error)
         ongoing = md.partitions if md.state == s.ONGOING else frozenset()
         return {tp: 0 if tp in ongoing else ErrorCode.INVALID_TXN_STATE for tp in partitions}
@@ -349,7 +353,7 @@ class TransactionCoordinator:
     # -- EndTxn ---------------------------------------------------------------------------------
     async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> int:
         error, md = self._producer_txn(txn_id, producer_id, epoch)
-        if error:
+        if error or md is None:  # (md is None with an error only)
             return error
         error, prepare = s.end_decision(md, commit)
         if error or prepare is None:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING, Any
 
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .txn_markers import MARKER_ACK_TIMEOUT_MS, TopicPartition, TxnMarker, indexes_by_topic
 from .txn_markers import write_local
+
+if TYPE_CHECKING:
+    from ..broker_view import MarkerBroker
 
 log = logging.getLogger("minilog.broker.txn")
 _WRITE = request(ApiKey.WRITE_TXN_MARKERS)
@@ -25,10 +29,10 @@ Results = dict[TopicPartition, int]
 
 
 class MarkerChannel:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: MarkerBroker) -> None:
         self.broker = broker
-        self._queued: dict[int, list[tuple[TxnMarker, asyncio.Future]]] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._queued: dict[int, list[tuple[TxnMarker, asyncio.Future[Results]]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def write(self, leader: int, marker: TxnMarker) -> Results:
         """{tp: error code} once broker `leader` answered for `marker` (its partitions all
@@ -36,7 +40,7 @@ class MarkerChannel:
         if leader == self.broker.config.node_id:
             return await write_local(self.broker, marker)
         loop = asyncio.get_running_loop()
-        answer = loop.create_future()
+        answer: asyncio.Future[Results] = loop.create_future()
         queue = self._queued.setdefault(leader, [])
         if not queue:
             loop.call_soon(self._flush, leader)
@@ -50,7 +54,7 @@ class MarkerChannel:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _send(self, leader: int, batch: list[tuple[TxnMarker, asyncio.Future]]) -> None:
+    async def _send(self, leader: int, batch: list[tuple[TxnMarker, asyncio.Future[Results]]]) -> None:
         try:
             answers = await self._request(leader, [m for m, _ in batch])
         except asyncio.CancelledError:  # the broker stops
@@ -68,7 +72,8 @@ class MarkerChannel:
 
     async def _request(self, leader: int, markers: list[TxnMarker]) -> list[Results]:
         """One WriteTxnMarkers to `leader`: {tp: error} per marker, in order."""
-        failed = [dict.fromkeys(m.partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER) for m in markers]
+        failed: list[Results] = [dict.fromkeys(m.partitions, int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                                 for m in markers]
         endpoint = self.broker.metadata.brokers.get(leader)
         if leader < 0 or endpoint is None:
             return failed
@@ -86,12 +91,12 @@ class MarkerChannel:
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, e)
             return failed
         # answers come per producer id, in request order (one transaction per producer)
-        by_producer: dict[int, list] = {}
+        by_producer: dict[int, list[Any]] = {}
         for m in answer.markers:
             by_producer.setdefault(m.producer_id, []).append(m)
-        out = []
+        out: list[Results] = []
         for m in markers:
-            results = dict.fromkeys(m.partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
+            results: Results = dict.fromkeys(m.partitions, int(ErrorCode.UNKNOWN_SERVER_ERROR))
             entries = by_producer.get(m.producer_id)
             entry = entries.pop(0) if entries else None
             for t in entry.topics if entry is not None else ():

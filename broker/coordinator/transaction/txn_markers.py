@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from minilog.connector.batch import split_batches
 from minilog.connector.protocol import ErrorCode
@@ -27,6 +27,10 @@ from minilog.connector.records import CONTROL_ABORT, CONTROL_COMMIT, encode_cont
 
 from ...storage.producer_errors import append_error_code
 from ..group.group_store import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from ...replication.partition import Partition
+    from ..broker_view import MarkerBroker
 
 log = logging.getLogger("minilog.broker.txn")
 
@@ -47,20 +51,27 @@ class TxnMarker(NamedTuple):
     partitions: tuple[TopicPartition, ...]
 
 
+class MarkerWriter(Protocol):
+    """Where `deliver` sends a marker for the partitions one broker leads (MarkerChannel)."""
+
+    def write(self, leader: int, marker: TxnMarker) -> Awaitable[dict[TopicPartition, int]]: ...
+
+
 class Appended(NamedTuple):
     """A marker appended here, its replication still to wait for."""
     marker: TxnMarker
-    results: dict  # {tp: error code}: the partitions that failed already
-    written: list  # [(tp, partition, last offset)]
+    results: dict[TopicPartition, int]  # {tp: error code}: the partitions that failed already
+    written: list[tuple[TopicPartition, Partition, int]]  # [(tp, partition, last offset)]
 
 
-def append_local(broker, marker: TxnMarker) -> Appended:
+def append_local(broker: MarkerBroker, marker: TxnMarker) -> Appended:
     """Append `marker` to each of its partitions led here (nothing awaited)."""
     data = encode_control_batch(CONTROL_COMMIT if marker.commit else CONTROL_ABORT,
                                 marker.producer_id, marker.producer_epoch,
                                 marker.coordinator_epoch)
     (_, header), = split_batches(data)
-    results, written = {}, []
+    results: dict[TopicPartition, int] = {}
+    written: list[tuple[TopicPartition, Partition, int]] = []
     for tp in marker.partitions:
         partition = broker.partition(*tp)
         if partition is None or not partition.is_leader:
@@ -76,11 +87,11 @@ def append_local(broker, marker: TxnMarker) -> Appended:
     return Appended(marker, results, written)
 
 
-async def acknowledged(broker, appended: Appended) -> dict[TopicPartition, int]:
+async def acknowledged(broker: MarkerBroker, appended: Appended) -> dict[TopicPartition, int]:
     """{tp: error code} of an appended marker once the in-sync replicas have it everywhere."""
     marker, results = appended.marker, dict(appended.results)
 
-    async def one(tp, partition, offset) -> None:
+    async def one(tp: TopicPartition, partition: Partition, offset: int) -> None:
         code = 0
         if broker.replicas is not None:
             code = await broker.replicas.wait_for_acks(partition, offset, MARKER_ACK_TIMEOUT_MS)
@@ -93,12 +104,13 @@ async def acknowledged(broker, appended: Appended) -> dict[TopicPartition, int]:
     return results
 
 
-async def write_local(broker, marker: TxnMarker) -> dict[TopicPartition, int]:
+async def write_local(broker: MarkerBroker, marker: TxnMarker) -> dict[TopicPartition, int]:
     """Append `marker` to the partitions led here and wait for their replicas."""
     return await acknowledged(broker, append_local(broker, marker))
 
 
-async def deliver(broker, channel, marker: TxnMarker, still_coordinator) -> bool:
+async def deliver(broker: MarkerBroker, channel: MarkerWriter, marker: TxnMarker,
+                  still_coordinator: Callable[[], object]) -> bool:
     """Write the marker to every partition, wherever it is led (all leaders at once); True
     once all have it (or their topic is gone), False if `still_coordinator()` turns false, a
     partition answers that this coordinator or producer epoch is stale (DEPOSED), or the
@@ -107,7 +119,7 @@ async def deliver(broker, channel, marker: TxnMarker, still_coordinator) -> bool
     while todo:
         if broker.stopping or not still_coordinator():
             return False
-        by_leader: dict[int, list] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
         for tp in list(todo):
             ts = broker.metadata.topics.get(tp[0])
             state = ts.partitions.get(tp[1]) if ts else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
+from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
@@ -31,13 +32,13 @@ class TxnMetadata:
     producer_epoch: int
     timeout_ms: int
     state: str = EMPTY
-    partitions: frozenset = frozenset()  # {(topic, partition)}
+    partitions: frozenset[tuple[str, int]] = frozenset()  # {(topic, partition)}
     update_ms: int = -1
     start_ms: int = -1
     last_producer_epoch: int = -1  # the epoch before the last bump, for KIP-360 retries
     pending: str | None = None     # a state being written: other requests must wait
 
-    def to(self, state: str, now_ms: int, **changes) -> TxnMetadata:
+    def to(self, state: str, now_ms: int, **changes: Any) -> TxnMetadata:
         """The metadata after a transition (a new object: the old stays until it is written)."""
         return replace(self, state=state, update_ms=now_ms, pending=None, **changes)
 

@@ -20,12 +20,17 @@ id verified each open transaction (in memory: a new leader verifies once more).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from minilog.connector import batch as batch_format
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
-from .txn_markers import indexes_by_topic
+from .txn_markers import TopicPartition, indexes_by_topic
+
+if TYPE_CHECKING:
+    from ..broker_view import PartitionHost
+    from .txn_coordinator import TransactionCoordinator
 
 log = logging.getLogger("minilog.broker.txn")
 
@@ -38,21 +43,22 @@ _TXN_ERRORS = (ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_ID_MAPPIN
 MAX_REMEMBERED = 100_000  # verified (partition, producer) pairs; beyond, verify them again
 
 
-def _verified(broker) -> dict[tuple[str, int, int], str]:
+def _verified(broker: PartitionHost) -> dict[tuple[str, int, int], str]:
     """{(topic, partition, producer id): the transactional id its open transaction there was
-    verified under}."""
-    found = getattr(broker, "_txn_verified", None)
+    verified under} (kept on the broker, beside the partitions it is about)."""
+    found: dict[tuple[str, int, int], str] | None = getattr(broker, "_txn_verified", None)
     if found is None or len(found) > MAX_REMEMBERED:
-        found = broker._txn_verified = {}
+        found = {}
+        setattr(broker, "_txn_verified", found)  # noqa: B010 - not a PartitionHost attribute
     return found
 
 
-def _unopened(broker, req) -> tuple[int, int, list[tuple[str, int]]] | None:
+def _unopened(broker: PartitionHost, req: Any) -> tuple[int, int, list[TopicPartition]] | None:
     """(producer id, epoch, partitions) of the transactional writes of `req` to partitions led
     here where that producer has no transaction open yet, verified under this transactional
     id; None if there are none."""
-    pid = epoch = None
-    wanted = []
+    pid = epoch = -1
+    wanted: list[TopicPartition] = []
     verified = _verified(broker)
     for t in req.topic_data:
         for p in t.partition_data:
@@ -75,10 +81,10 @@ def _unopened(broker, req) -> tuple[int, int, list[tuple[str, int]]] | None:
     return None if not wanted else (pid, epoch, wanted)
 
 
-async def refused(broker, req) -> dict[tuple[str, int], int]:
+async def refused(broker: PartitionHost, req: Any) -> dict[TopicPartition, int]:
     """{(topic, partition): error code} for the writes of `req` that must not be appended."""
     txn_id = getattr(req, "transactional_id", None)
-    coordinator = getattr(broker, "txn", None)
+    coordinator: TransactionCoordinator | None = getattr(broker, "txn", None)
     if not txn_id or coordinator is None \
             or not broker.config["transaction.partition.verification.enable"]:
         return {}
@@ -102,7 +108,8 @@ def _for_produce(code: int) -> int:
     return ErrorCode.NOT_ENOUGH_REPLICAS  # the coordinator moving or loading: retry
 
 
-async def _ask(broker, coordinator, txn_id, pid, epoch, wanted) -> dict[tuple[str, int], int]:
+async def _ask(broker: PartitionHost, coordinator: TransactionCoordinator, txn_id: str, pid: int,
+               epoch: int, wanted: list[TopicPartition]) -> dict[TopicPartition, int]:
     from .txn_coordinator import TRANSACTION_TOPIC
     ts = broker.metadata.topics.get(TRANSACTION_TOPIC)
     state = ts.partitions.get(coordinator.store.partition_for(txn_id)) if ts else None
@@ -124,7 +131,8 @@ async def _ask(broker, coordinator, txn_id, pid, epoch, wanted) -> dict[tuple[st
     except (KafkaError, KafkaConnectionError, OSError) as e:
         log.info("verifying %r with broker %d failed: %s", txn_id, state.leader, e)
         return dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    results = dict.fromkeys(wanted, answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
+    results: dict[TopicPartition, int] = dict.fromkeys(
+        wanted, answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
     for txn in answer.results_by_transaction:
         for t in txn.topic_results:
             for p in t.results_by_partition:

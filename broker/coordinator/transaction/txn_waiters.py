@@ -21,7 +21,7 @@ class StateWaiters:
     """Futures per transactional id, completed whenever its state is written or unloaded."""
 
     def __init__(self) -> None:
-        self._changed: dict[str, asyncio.Future] = {}
+        self._changed: dict[str, asyncio.Future[None]] = {}
 
     def changed(self, txn_id: str) -> None:
         future = self._changed.pop(txn_id, None)

@@ -26,6 +26,7 @@ from minilog.broker.coordinator.group.group_records import (
 )
 from minilog.broker.coordinator.runtime import CoordinatorRuntime, LoggedBatch, Marker, Producer
 from minilog.connector.protocol import ErrorCode
+from minilog.connector.protocol.consumer_protocol import Subscription, encode_subscription
 
 OFFSETS = "__consumer_offsets"
 
@@ -217,4 +218,27 @@ def test_an_offset_commit_whose_append_fails_is_reverted_and_a_new_group_not_cre
         assert offsets.delete_groups(["o"]) == {"o": 0}
         assert "o" not in coordinator.groups
         assert "o" not in reloaded(partitions).groups
+    run(scenario)
+
+
+def test_a_leave_of_several_members_answers_not_available_once_the_partition_is_unloaded():
+    """LeaveGroup takes its members one at a time; a classic member leaving a consumer group
+    waits for its tombstones, during which the partition may move: the next member finds no
+    group here and the request is answered COORDINATOR_NOT_AVAILABLE, as for a dead group."""
+    async def scenario():
+        partitions = MemoryPartitions()
+        coordinator = coordinator_on(partitions)
+        await coordinator.consumer.heartbeat(join("m1"))
+        subscription = encode_subscription(Subscription(("t",)))
+        joined = await coordinator.join_group("g", "", None, "client", "/127.0.0.1", 30000,
+                                              30000, "consumer", [("range", subscription)],
+                                              False, True)
+        assert joined.error == 0, joined
+        partitions.hold_acks = True
+        answer = asyncio.ensure_future(coordinator.leave_group(
+            "g", [(joined.member_id, None), ("m1", None)]))
+        await asyncio.sleep(0.05)
+        coordinator.unload_partition(0)
+        partitions.release()
+        assert await answer == (ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
     run(scenario)
