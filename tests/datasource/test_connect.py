@@ -11,7 +11,7 @@ import pytest
 from brokers import free_port, wait_for_port
 from readme import blocks
 from sparkprocs import BIN, REPO, environment, kill_marked
-from sparktools import consume_all, create_topic, produce, unique
+from sparktools import consume_all, create_topic, minilog_copy, produce, unique
 
 pytest.importorskip("grpc", reason="Spark Connect's client needs pyspark[connect]")
 
@@ -69,13 +69,7 @@ def test_streaming_copy_available_now(broker, remote, tmp_path):
     sink = create_topic(broker.bootstrap, unique("connect-out"), 2)
     produce(broker.bootstrap, source,
             [(i % 2, f"k{i}".encode(), f"v{i}".encode(), None) for i in range(200)])
-    query = (remote.readStream.format("minilog")
-             .option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", source)
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 80).load()
-             .selectExpr("key", "value")
-             .writeStream.format("minilog").option("kafka.bootstrap.servers", broker.bootstrap)
-             .option("topic", sink).option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(availableNow=True).start())
+    query = minilog_copy(remote, broker.bootstrap, source, sink, tmp_path / "ck", 80).start()
     try:
         assert query.awaitTermination(600), "the availableNow query did not finish in 600 s"
         assert query.exception() is None, query.exception()
