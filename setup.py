@@ -11,6 +11,7 @@ from setuptools.command.editable_wheel import editable_wheel
 PACKAGES = {
     "minilog.connector": "connector",
     "minilog.connector.protocol": "connector/protocol",
+    "minilog.connector.protocol.definitions": "connector/protocol/definitions",
     "minilog.connector.client": "connector/client",
     "minilog.broker": "broker",
     "minilog.broker.coordinator": "broker/coordinator",
@@ -27,6 +28,7 @@ PACKAGES = {
     "minilog.jobs": "jobs",
     "minilog.console": "console",
     "minilog.connect": "connect",
+    "minilog.mirror": "mirror",
 }
 
 # The record kernel (docs/ARCHITECTURE.md, "The record kernel"). optional=True: without a compiler
@@ -82,7 +84,8 @@ setup(
                  "selenium>=4.20", "psycopg[binary]>=3.1",
                  # pyspark's Spark Connect client (pyspark[connect]), for the Connect tests
                  "grpcio>=1.76", "grpcio-status>=1.76", "googleapis-common-protos>=1.71",
-                 "zstandard>=0.25"],
+                 "zstandard>=0.25",
+                 "mypy>=1.11"],  # tests/test_types.py
         "bench": ["matplotlib>=3.8", "confluent-kafka==2.16.*", "py-spy>=0.3", "trustme>=1.1"],
     },
     entry_points={"console_scripts": ["minilog=minilog.connector.cli:main"]},

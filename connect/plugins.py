@@ -7,7 +7,7 @@ A plugin is found by its full class name, its simple name or its simple name wit
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 VERSION = "3.9.0"  # the Kafka release whose Connect REST API this worker answers as
 
@@ -35,23 +35,29 @@ class Plugin:
         return (self.class_name, simple, simple.removesuffix("Connector"))
 
 
-_COMMON = (
+def _group(group: str, *keys: ConfigKey) -> tuple[ConfigKey, ...]:
+    """`keys` in Connect's settings group `group` (how its validation answer sorts them)."""
+    return tuple(replace(key, group=group) for key in keys)
+
+
+_COMMON = _group(
+    "Common",
     ConfigKey("name", "STRING", "Globally unique name to use for this connector.",
-              required=True, group="Common"),
+              required=True),
     ConfigKey("connector.class", "STRING", "Name or alias of the class for this connector.",
-              required=True, group="Common"),
+              required=True),
     ConfigKey("tasks.max", "INT", "Maximum number of tasks to use for this connector.",
-              default="1", group="Common"),
+              default="1"),
     ConfigKey("key.converter", "CLASS", "Converter class for keys (overrides the worker's).",
-              importance="LOW", group="Common"),
+              importance="LOW"),
     ConfigKey("value.converter", "CLASS", "Converter class for values (overrides the "
-              "worker's).", importance="LOW", group="Common"),
+              "worker's).", importance="LOW"),
 )
-_SINK_COMMON = (
-    ConfigKey("topics", "LIST", "List of topics to consume, separated by commas",
-              default="", group="Common"),
+_SINK_COMMON = _group(
+    "Common",
+    ConfigKey("topics", "LIST", "List of topics to consume, separated by commas", default=""),
     ConfigKey("topics.regex", "STRING", "Regular expression giving topics to consume.",
-              default="", group="Common"),
+              default=""),
 )
 
 FILE_SOURCE = Plugin("org.apache.kafka.connect.file.FileStreamSourceConnector", "source", (
@@ -68,23 +74,30 @@ FILE_SINK = Plugin("org.apache.kafka.connect.file.FileStreamSinkConnector", "sin
 
 JDBC_SINK = Plugin("io.confluent.connect.jdbc.JdbcSinkConnector", "sink", (
     *_COMMON, *_SINK_COMMON,
-    ConfigKey("connection.url", "STRING", "JDBC connection URL: jdbc:postgresql://HOST:PORT/DB",
-              required=True, group="Connection"),
-    ConfigKey("connection.user", "STRING", "JDBC connection user.", group="Connection"),
-    ConfigKey("connection.password", "PASSWORD", "JDBC connection password.",
-              group="Connection"),
-    ConfigKey("table.name.format", "STRING", "A format string for the destination table name, "
-              "which may contain '${topic}'.", default="${topic}", group="Writes"),
-    ConfigKey("insert.mode", "STRING", "The insertion mode to use: insert or upsert.",
-              default="insert", group="Writes"),
-    ConfigKey("delete.enabled", "BOOLEAN", "Whether to treat null record values as deletes. "
-              "Requires pk.mode to be record_key.", default="false", group="Writes"),
-    ConfigKey("pk.mode", "STRING", "The primary key mode: none, record_key or record_value.",
-              default="none", group="Data Mapping"),
-    ConfigKey("pk.fields", "LIST", "List of comma-separated primary key field names.",
-              default="", group="Data Mapping"),
-    ConfigKey("auto.create", "BOOLEAN", "Whether to automatically create the destination table "
-              "based on record schema.", default="false", group="DDL Support"),
+    *_group(
+        "Connection",
+        ConfigKey("connection.url", "STRING",
+                  "JDBC connection URL: jdbc:postgresql://HOST:PORT/DB", required=True),
+        ConfigKey("connection.user", "STRING", "JDBC connection user."),
+        ConfigKey("connection.password", "PASSWORD", "JDBC connection password.")),
+    *_group(
+        "Writes",
+        ConfigKey("table.name.format", "STRING", "A format string for the destination table "
+                  "name, which may contain '${topic}'.", default="${topic}"),
+        ConfigKey("insert.mode", "STRING", "The insertion mode to use: insert or upsert.",
+                  default="insert"),
+        ConfigKey("delete.enabled", "BOOLEAN", "Whether to treat null record values as "
+                  "deletes. Requires pk.mode to be record_key.", default="false")),
+    *_group(
+        "Data Mapping",
+        ConfigKey("pk.mode", "STRING",
+                  "The primary key mode: none, record_key or record_value.", default="none"),
+        ConfigKey("pk.fields", "LIST", "List of comma-separated primary key field names.",
+                  default="")),
+    *_group(
+        "DDL Support",
+        ConfigKey("auto.create", "BOOLEAN", "Whether to automatically create the destination "
+                  "table based on record schema.", default="false")),
 ))
 
 PLUGINS = (FILE_SINK, FILE_SOURCE, JDBC_SINK)

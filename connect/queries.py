@@ -13,12 +13,11 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from minilog.jobs.pipeline import start_query
+from minilog.jobs.pipeline import checkpoint_token, start_query
 
 from .converters import connector_converter
 from .file_sink import FileSinkWriter
@@ -49,14 +48,7 @@ def _transactional_id_prefix(worker: WorkerConfig, name: str, checkpoint: str) -
     """Stable for as long as the checkpoint lives (a restarted query fences its earlier self),
     new with a new checkpoint: the exactly-once sink remembers the batch ids each transactional
     id committed, and a new checkpoint numbers its batches from 0 again."""
-    token_file = os.path.join(checkpoint, "transactional-id-token")
-    if not os.path.exists(token_file):
-        os.makedirs(checkpoint, exist_ok=True)
-        with open(token_file + ".tmp", "w") as f:
-            f.write(uuid.uuid4().hex[:12])
-        os.replace(token_file + ".tmp", token_file)
-    with open(token_file) as f:
-        return f"connect-{worker.group_id}-{name}-{f.read().strip()}"
+    return f"connect-{worker.group_id}-{name}-{checkpoint_token(checkpoint)}"
 
 
 def _kafka_options(worker: WorkerConfig) -> dict[str, str]:

@@ -9,6 +9,7 @@ max_timestamp int64 | producer_id int64 | producer_epoch int16 | base_sequence i
 record_count int32 | records... The CRC covers everything from `attributes` to the end.
 """
 import struct
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from . import _kernel
@@ -123,7 +124,8 @@ def validate(buf, pos=0, end=None, max_size=None, strict=True):
     return h
 
 
-def iter_batches(buf, pos=0, end=None):
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0,
+                 end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each whole batch in buf[pos:end]; stop at a partial tail."""
     end = len(buf) if end is None else end
     while end - pos >= HEADER_SIZE:

@@ -7,12 +7,13 @@
     minilog consume TOPIC                      records to stdout, formatted with -f like kcat
     minilog offsets TOPIC                      earliest/latest offsets, or offsets by --timestamp
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
-    minilog transactions list|describe|find-hanging|abort   (see cli_transactions.py)
+    minilog transactions list|describe|find-hanging|abort|force-terminate (cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
     minilog configs describe                   a broker's or topic's settings (cli_configs.py)
     minilog console [--listen HOST:PORT] [--read-only]   the web console (minilog.console)
     minilog connect worker.properties          a Kafka Connect worker (minilog.connect)
+    minilog mirror mm2.properties              MirrorMaker 2 on Spark (minilog.mirror)
 
 Every client command takes `--bootstrap-server` (default 127.0.0.1:9092), `-X key=value`
 (any client setting, Kafka's names) and `--command-config FILE` (settings from a properties
@@ -20,6 +21,7 @@ file, e.g. security.protocol=SASL_SSL with its sasl.* and ssl.* settings). A use
 unreachable broker) prints one line to stderr and exits non-zero; tracebacks are for bugs.
 """
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -82,6 +84,8 @@ def build_parser():
     sub.add_parser("demo", help="the bank-balance demo on a local cluster: minilog demo --help",
                    add_help=False)
     sub.add_parser("certs", help="a local CA and TLS certificates: minilog certs create --help",
+                   add_help=False)
+    sub.add_parser("mirror", help="MirrorMaker 2 on Spark: minilog mirror mm2.properties",
                    add_help=False)
 
     topics = sub.add_parser("topics", help="create, list, describe, alter, delete topics")
@@ -399,10 +403,14 @@ def _consume(args, out):
                 break
             records = consumer.poll(0.5, max_records=left)
             if records:
-                sink.write(b"".join(fmt(r) for r in records))
-                sink.flush()
-                if left is not None:
-                    left -= len(records)
+                left = _print_records(sink, fmt, records, left)
+
+
+def _print_records(sink, fmt, records, left):
+    """Print `records` as `fmt` formats them; how many are still to print (None: no limit)."""
+    sink.write(b"".join(fmt(r) for r in records))
+    sink.flush()
+    return None if left is None else left - len(records)
 
 
 def _consume_group(args, conf, fmt, out):
@@ -426,10 +434,7 @@ def _consume_group(args, conf, fmt, out):
         while left is None or left > 0:
             records = consumer.poll(0.5, max_records=left)
             if records:
-                sink.write(b"".join(fmt(r) for r in records))
-                sink.flush()
-                if left is not None:
-                    left -= len(records)
+                left = _print_records(sink, fmt, records, left)
             elif args.exit:
                 mine = consumer.assignment()
                 missing = [tp for tp in mine if tp not in ends]
@@ -504,10 +509,15 @@ def _connect(args, out):
         raise UserError(f"minilog connect: {e}") from None
 
 
-DELEGATED = ("broker", "cluster", "demo", "certs")
+# The commands with parsers of their own: their modules are imported only when run.
+_ENTRY_POINTS = {"broker": ("minilog.broker.server.main", {"prog": "minilog broker"}),
+                 "cluster": ("minilog.connector.cli_cluster", {"prog": "minilog cluster"}),
+                 "certs": ("minilog.connector.cli_certs", {}),
+                 "mirror": ("minilog.mirror.cli", {})}
+DELEGATED = ("demo", *_ENTRY_POINTS)
 _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say",
                 "cluster": "a local cluster's brokers are found through its --data-dir",
-                "certs": "it only writes files"}
+                "certs": "it only writes files", "mirror": "mm2.properties names the clusters"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
             "acls": _acls, "configs": _configs,
@@ -530,7 +540,7 @@ def _global_flags_end(argv):
 
 
 def _run_delegated(command, flags, rest):
-    """`broker`, `cluster`, `demo` and `certs` have parsers of their own. The global flags in front of
+    """`broker`, `cluster`, `demo`, `certs` and `mirror` have parsers of their own. The global flags in front of
     them: `demo` takes `-b` as its own `--bootstrap-server` (run on that cluster); the others
     start their own brokers, so a global flag there is refused in one line."""
     given = vars(global_flags().parse_args(flags))
@@ -545,15 +555,8 @@ def _run_delegated(command, flags, rest):
     if given:
         raise UserError(f"minilog {command}: --bootstrap-server does not apply: "
                         f"{_OWN_BROKERS[command]} (see minilog {command} --help)")
-    if command == "broker":
-        from minilog.broker.server.main import main as broker_main
-        return broker_main(rest, prog="minilog broker")
-    if command == "certs":
-        from minilog.connector.cli_certs import main as certs_main
-        return certs_main(rest)
-    from minilog.connector.cli_cluster import main as cluster_main
-    return cluster_main(rest, prog="minilog cluster")
-
+    module, kwargs = _ENTRY_POINTS[command]
+    return importlib.import_module(module).main(rest, **kwargs)
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)

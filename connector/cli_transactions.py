@@ -1,7 +1,8 @@
 """`minilog transactions ...`: transactions from the command line, like `kafka-transactions.sh`.
 
-    minilog transactions list                      every transactional id, its state
+    minilog transactions list [--state S] [--duration-filter MS]
     minilog transactions describe TRANSACTIONAL_ID...
+    minilog transactions force-terminate TRANSACTIONAL_ID...
     minilog transactions describe-producers --topic T --partition P
     minilog transactions find-hanging --topic T [--partition P] | --broker-id N
     minilog transactions abort --topic T --partition P --start-offset O
@@ -14,6 +15,13 @@ partition's leader, then ListTransactions and DescribeTransactions), among trans
 longer than `--max-transaction-timeout` minutes; `abort` writes the abort marker at the
 partition's leader (WriteTxnMarkers: CLUSTER_ACTION on the cluster). The columns are those of
 Kafka's tool. `cli.py` builds the parser and reports errors.
+
+A prepared transaction (KIP-939, `Producer.prepare_transaction`) whose preparing process died
+is not hanging: its coordinator knows it, in state Ongoing, and waits for a decision
+(forever with two-phase commit), holding read_committed readers back meanwhile. `list
+--state Ongoing --duration-filter MS` shows the transactions open longer than MS (KIP-994),
+and `force-terminate` aborts one and fences its producer (Kafka's forceTerminateTransaction,
+KIP-939: an InitProducerId that does not keep the prepared transaction).
 """
 import time
 from collections.abc import Callable
@@ -36,7 +44,12 @@ HANGING_COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "Coordin
 def add_parser(sub, common) -> None:
     txns = sub.add_parser("transactions", help="list, describe, find and abort transactions")
     tsub = txns.add_subparsers(dest="action", metavar="ACTION", required=True)
-    tsub.add_parser("list", parents=[common], help="every transactional id and its state")
+    p = tsub.add_parser("list", parents=[common], help="every transactional id and its state")
+    p.add_argument("--state", action="append", metavar="STATE",
+                   help="only transactions in this state (Ongoing, CompleteCommit...; repeat "
+                        "for several)")
+    p.add_argument("--duration-filter", type=int, default=-1, metavar="MS",
+                   help="only transactions open longer than MS milliseconds")
     p = tsub.add_parser("describe", parents=[common],
                         help="a transactional id's producer, state and open transaction")
     p.add_argument("transactional_ids", nargs="+", metavar="TRANSACTIONAL_ID")
@@ -52,6 +65,10 @@ def add_parser(sub, common) -> None:
     p.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
                    help="only transactions open longer than this (default 15, Kafka's "
                         "transaction.max.timeout.ms)")
+    p = tsub.add_parser("force-terminate", parents=[common],
+                        help="abort a transactional id's open (or prepared) transaction and "
+                             "fence its producer")
+    p.add_argument("transactional_ids", nargs="+", metavar="TRANSACTIONAL_ID")
     p = tsub.add_parser("abort", parents=[common],
                         help="abort a hanging transaction (needs CLUSTER_ACTION)")
     p.add_argument("--topic", required=True)
@@ -66,8 +83,17 @@ def add_parser(sub, common) -> None:
 def run(args, out: TextIO, conf: dict, user_error: Callable[[str], Exception]) -> None:
     with AdminClient(conf) as admin:
         if args.action == "list":
+            if args.duration_filter < -1:
+                raise user_error("--duration-filter must be a number of milliseconds >= 0")
             table([LIST_COLUMNS] + [(t.transactional_id, t.coordinator_id, t.producer_id,
-                                     t.state) for t in admin.list_transactions()], out)
+                                     t.state) for t in admin.list_transactions(
+                                         states=args.state,
+                                         duration_filter_ms=args.duration_filter)], out)
+        elif args.action == "force-terminate":
+            for txn_id in args.transactional_ids:
+                admin.force_terminate_transaction(txn_id)
+                out.write(f"Terminated the transaction of {txn_id}: its open transaction, "
+                          f"if any, is aborted and its producer fenced.\n")
         elif args.action == "describe":
             _describe(admin, args.transactional_ids, out)
         elif args.action == "describe-producers":

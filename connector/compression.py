@@ -118,18 +118,24 @@ def _gzip_compress(data, level):
     return zlib.compress(data, _DEFAULT_GZIP_LEVEL if level is None else level, wbits=31)
 
 
-def _gzip_decompress(data):
+def _concatenated(data, decompressobj, name):
+    """Every frame of `data` decompressed, frame after frame: gzip members and zstd frames
+    may follow each other in one payload, and each `decompressobj()` reads one."""
     out = []
-    data = memoryview(data)
     while True:
-        d = zlib.decompressobj(47)  # 32 + 15: gzip (or zlib) header, detected
+        d = decompressobj()
         out.append(d.decompress(data))
         if not d.eof:
-            raise CompressionError("gzip payload is truncated")
+            raise CompressionError(f"{name} payload is truncated")
         data = d.unused_data
         if not data:
             break
     return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _gzip_decompress(data):
+    # wbits 47 = 32 + 15: gzip (or zlib) header, detected
+    return _concatenated(memoryview(data), lambda: zlib.decompressobj(47), "gzip")
 
 
 # -- snappy ----------------------------------------------------------------------------------
@@ -192,16 +198,7 @@ def _zstd_decompress(data):
     if d is None:
         d = _ctx.zstd_d = _need(_zstd, "zstd").ZstdDecompressor()
     # A decompressobj reads frames without a content size too (Java's streaming writer).
-    out = []
-    while True:
-        obj = d.decompressobj()
-        out.append(obj.decompress(data))
-        if not obj.eof:
-            raise CompressionError("zstd payload is truncated")
-        data = obj.unused_data
-        if not data:
-            break
-    return out[0] if len(out) == 1 else b"".join(out)
+    return _concatenated(data, d.decompressobj, "zstd")
 
 
 _CODEC_FUNCS = {

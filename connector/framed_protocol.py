@@ -12,6 +12,7 @@ Both ends use it: the broker's connections (`broker/server/socket_server.py`) an
 """
 import asyncio
 import struct
+from collections.abc import Iterable
 
 from .protocol import FrameTooLarge
 
@@ -50,7 +51,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
 
     trusts_announced_sizes = False
 
-    def __init__(self, max_frame_size):
+    def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
         self.transport = None
         self._scratch = bytearray(SCRATCH_SIZE)
@@ -204,7 +205,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
 
     # -- writing ----------------------------------------------------------------------------------
 
-    def write(self, chunks):
+    def write(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
         """Write a frame's chunks: small ones joined, large ones passed on as they are.
 
         asyncio's `writelines` (3.11) joins everything into one new object: a 1 MiB fetch
@@ -231,7 +232,7 @@ class FramedProtocol(asyncio.BufferedProtocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def drain(self):
+    async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""
         if self._lost is not None:
             if self._lost[0] is not None:
@@ -244,5 +245,5 @@ class FramedProtocol(asyncio.BufferedProtocol):
         await asyncio.shield(self._drain_waiter)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._lost is not None

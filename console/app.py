@@ -6,15 +6,15 @@ confirmation page that re-posts them with `confirmed=yes`. Live parts refresh wi
 `fetch` (see base.html). Before any page, `Guard` (guard.py) checks the Host, the origin and
 CSRF token of changes, the login and read-only mode. Clients come from one bounded `ClientPool`
 (clients.py), on the server's event loop, acting as the logged-in user where users log in
-(login.py), else with the console's own settings; then a background task also samples each
-group's lag into the in-memory `LagHistory` (with logins, a group's page records it).
+(login.py), else with the console's own settings; a background task samples each group's lag
+into the in-memory `LagHistory` as each of those principals (see `sample_lag_forever`).
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,7 +27,7 @@ from starlette.routing import Route
 from minilog.connector.client import AsyncAdminClient, ErrorCode, KafkaError, NewTopic
 
 from . import cluster_view, login, record_browser
-from .clients import ClientPool, Principal
+from .clients import MAX_ADMINS, ClientPool, Principal
 from .guard import CSRF_FIELD, Guard, Policy
 from .lag_history import LagHistory, svg_chart
 from .pages import page as _page
@@ -49,24 +49,41 @@ class ConsoleState:
         self.seen_brokers: dict[int, str] = {}
         self.history = LagHistory()
 
-    async def sample_lag_forever(self) -> None:
-        """Samples every `sample_interval` s; a failure is logged when it starts or changes,
-        and once when sampling works again, not at every round."""
-        failing = None
+    async def sample_lag_forever(self, principals: Callable[[], list[Principal]]) -> None:
+        """Samples every `sample_interval` s, as each of `principals()` (read anew each
+        round), what that principal may describe, into that principal's own series.
+
+        Without logins that is the console's own settings. With logins the console has no
+        principal of its own: it samples as each logged-in user whose session is live (the
+        most recently active, as many as the client pool keeps, so sampling never closes a
+        page's client), and a user's series is shown to that user only. Sampling once for
+        everyone, with some user's rights, would show a viewer lag computed from offsets and
+        topics they may not read; a user no longer logged in is no longer sampled as, and
+        their series is forgotten. A failure is logged per principal when it starts or
+        changes, and once when sampling works again, not at every round."""
+        failing: dict[str | None, str] = {}
         while True:
-            try:
-                for view in await cluster_view.group_list(self.clients.admin(None)):
-                    if not view.internal:
-                        self.history.record(view.group_id, view.total_lag)
-                if failing is not None:
-                    log.warning("lag sampling works again")
-                failing = None
-            except KafkaError as e:
-                if str(e) != failing:
-                    log.warning("lag sampling failed (retried every %g s): %s",
-                                self.sample_interval, e)
-                failing = str(e)
+            live = principals()
+            for principal in live:
+                viewer = _viewer(principal)
+                try:
+                    for view in await cluster_view.group_list(self.clients.admin(principal)):
+                        if not view.internal:
+                            self.history.record(viewer, view.group_id, view.total_lag)
+                    if failing.pop(viewer, None) is not None:
+                        log.warning("lag sampling as %s works again", viewer or "the console")
+                except KafkaError as e:
+                    if str(e) != failing.get(viewer):
+                        log.warning("lag sampling as %s failed (retried every %g s): %s",
+                                    viewer or "the console", self.sample_interval, e)
+                    failing[viewer] = str(e)
+            self.history.keep_only({_viewer(p) for p in live})
             await asyncio.sleep(self.sample_interval)
+
+
+def _viewer(principal: Principal) -> str | None:
+    """Whose lag history a principal's pages show: a user's name, None for the console."""
+    return None if principal is None else principal.username
 
 
 def _state(request: Request) -> ConsoleState:
@@ -106,9 +123,10 @@ async def groups(request: Request) -> Response:
 async def group(request: Request) -> Response:
     state = _state(request)
     view = await cluster_view.group(_admin(request), request.path_params["group_id"])
-    state.history.record(view.group_id, view.total_lag)
+    viewer = _viewer(_principal(request))
+    state.history.record(viewer, view.group_id, view.total_lag)
     return _page(request, "group.html", group=view,
-                 chart=svg_chart(state.history.points(view.group_id)))
+                 chart=svg_chart(state.history.points(viewer, view.group_id)))
 
 
 def _int(value: str | None) -> int | None:
@@ -213,17 +231,19 @@ def create_app(config: dict[str, Any], policy: Policy,
     """The console for the cluster `config` (client settings, Kafka's names) reaches, with
     the login, Host allow-list and read-only mode of `policy`."""
     state = ConsoleState(config, sample_interval)
+    sessions = SessionStore()
+
+    def principals() -> list[Principal]:
+        return sessions.live_users(MAX_ADMINS) if policy.login else [None]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # with logins the console has no principal of its own to sample lag as
-        sampler = None if policy.login else asyncio.ensure_future(state.sample_lag_forever())
+        sampler = asyncio.ensure_future(state.sample_lag_forever(principals))
         try:
             yield
         finally:
-            if sampler is not None:
-                sampler.cancel()
-                await asyncio.gather(sampler, return_exceptions=True)
+            sampler.cancel()
+            await asyncio.gather(sampler, return_exceptions=True)
             await state.clients.close()
 
     app = Starlette(routes=[
@@ -234,5 +254,5 @@ def create_app(config: dict[str, Any], policy: Policy,
         Route("/logout", login.log_out, methods=["POST"]),
     ], lifespan=lifespan, exception_handlers={KafkaError: _kafka_error},
         middleware=[Middleware(Guard)])
-    app.state.console, app.state.policy, app.state.sessions = state, policy, SessionStore()
+    app.state.console, app.state.policy, app.state.sessions = state, policy, sessions
     return app

@@ -1,7 +1,7 @@
 """Each consumer group's total lag over time, kept in memory for the console's lifetime.
 
-A bounded series per group, sampled by the console at a fixed interval (and whenever a group's
-page is rendered), drawn as an inline SVG polyline: no JavaScript, no chart library.
+A bounded series per viewer and group, sampled by the console at a fixed interval (and whenever a
+group's page is rendered), drawn as an inline SVG polyline: no JavaScript, no chart library.
 """
 from __future__ import annotations
 
@@ -13,20 +13,26 @@ MAX_POINTS = 720  # an hour at one sample per 5 s
 
 
 class LagHistory:
+    """Series by viewer and group: a viewer is the principal the lag was read as (a logged-in
+    user's name, None for the console's own settings), and is shown only its own series, so
+    a page never shows a lag read with rights its viewer lacks."""
+
     def __init__(self, clock: Callable[[], float] = time.time, max_points: int = MAX_POINTS):
         self._clock = clock
         self._max = max_points
-        self._series: dict[str, deque[tuple[float, int]]] = {}
+        self._series: dict[tuple[str | None, str], deque[tuple[float, int]]] = {}
 
-    def record(self, group_id: str, lag: int) -> None:
-        self._series.setdefault(group_id, deque(maxlen=self._max)).append((self._clock(), lag))
+    def record(self, viewer: str | None, group_id: str, lag: int) -> None:
+        self._series.setdefault((viewer, group_id), deque(maxlen=self._max)).append(
+            (self._clock(), lag))
 
-    def points(self, group_id: str) -> list[tuple[float, int]]:
-        return list(self._series.get(group_id, ()))
+    def points(self, viewer: str | None, group_id: str) -> list[tuple[float, int]]:
+        return list(self._series.get((viewer, group_id), ()))
 
-    def latest(self, group_id: str) -> int | None:
-        series = self._series.get(group_id)
-        return series[-1][1] if series else None
+    def keep_only(self, viewers: set[str | None]) -> None:
+        """Forget the series of viewers no longer sampled (logged out, expired)."""
+        for key in [k for k in self._series if k[0] not in viewers]:
+            del self._series[key]
 
 
 def svg_chart(points: list[tuple[float, int]], width: int = 640, height: int = 160) -> str:

@@ -76,6 +76,19 @@ class SessionStore:
             self._logins.popitem(last=False)
         return session
 
+    def live_users(self, limit: int) -> list[Credentials]:
+        """The users of the logins not yet expired, one per username (its latest login), the
+        most recently active first, at most `limit`."""
+        now, seen, out = self._clock(), set(), []
+        for user, last in reversed(self._logins.values()):
+            if now - last > self._idle or user.username in seen:
+                continue
+            seen.add(user.username)
+            out.append(user)
+            if len(out) == limit:
+                break
+        return out
+
     def log_out(self, session: Session) -> Session:
         self._logins.pop(session.sid, None)
         return Session(secrets.token_urlsafe(24), None, new=True)

@@ -19,9 +19,18 @@ is recorded is finished by committing exactly the recorded transactions, and its
 aborted: it writes nothing. A batch without a decision was never committed: the transactions
 the dead run left open are aborted and the replay writes the batch again.
 
+A batch write (`df.write`) is one decision of its own: its prepared set is recorded under
+the write's id before any of it is committed, and forgotten once all are committed. A driver
+that dies in between leaves the record; the next exactly-once batch write to the cluster
+commits the rest (the dead write is then whole, never partial). A rerun of a failed write is
+a new write (Spark's Kafka connector documents batch writes as at-least-once): it writes its
+rows again, and with a `transactionalIdPrefix` it also aborts what an undecided earlier write
+of that prefix left prepared.
+
 `MINILOG_SINK_HALT=<batch>:<n>:<file>` in the driver's environment stops the commit of batch
-<batch> after its decision is recorded and <n> of its transactions are committed: the file is
-written and the committing process waits to be killed. The fault tests kill the driver there.
+<batch> (`write`: a batch write) once <n> of its transactions are committed after its decision
+is recorded (`prepared`: before the decision is recorded): the file is written and the
+committing process waits to be killed. The fault tests kill the driver there.
 """
 from __future__ import annotations
 
@@ -38,7 +47,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from minilog.connector.client import ErrorCode, KafkaError, PreparedTxnState
 
 from . import clients
-from .sink_decisions import Decision, DecisionLog
+from .sink_decisions import WRITES, Decision, DecisionLog
 
 log = logging.getLogger("minilog.datasource")
 
@@ -48,6 +57,11 @@ _RUN_ID = "spark.jobGroup.id"  # StreamExecution.runStream: setJobGroup(runId, .
 _ALREADY_ENDED = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
                   ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.INVALID_PRODUCER_EPOCH)
 _HALT = "MINILOG_SINK_HALT"
+_TIMED_OUT = (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
+              ErrorCode.INVALID_TXN_STATE)
+SPECULATION = ("Spark's speculative execution (spark.speculation=true) runs a second attempt "
+               "of a task with the same transactional id, which fences the first one's "
+               "transaction: set spark.speculation=false for exactly-once writes")
 
 
 @dataclass
@@ -86,8 +100,14 @@ def task_identity(prefix: str | None, batch_prefix: str,
         run = run_tag(ctx.getLocalProperty(_RUN_ID)) or run
         txn_id = f"{query_prefix(prefix, query_id)}-{run}-{partition}"
     else:
-        txn_id = f"{prefix if prefix is not None else batch_prefix}-{partition}"
+        txn_id = f"{write_id(prefix, batch_prefix, run)}-{partition}"
     return txn_id, query_id, (None if batch is None else int(batch)), run
+
+
+def write_id(prefix: str | None, batch_prefix: str, run: str) -> str:
+    """The id of one batch write, which its tasks' transactional ids start with: a write's
+    ids are its own, so a rerun never fences what a dead write prepared."""
+    return batch_prefix if prefix is None else f"{prefix}-{run}"
 
 
 def run_tag(run_id: str | None) -> str:
@@ -103,9 +123,11 @@ def write_prepared(batches, options, send, batch_prefix: str, run: str = "") -> 
     txn_id, query_id, batch_id, run = task_identity(options.transactional_id_prefix,
                                                     batch_prefix, run)
     producer = clients.producer({**options.client, "transactional.id": txn_id})
+    started = None
     try:
         producer.init_transactions()
         producer.begin_transaction()
+        started = time.monotonic()
         deliveries, rows, _ = send(producer, batches)
         if rows == 0:
             producer.abort_transaction()
@@ -114,11 +136,37 @@ def write_prepared(batches, options, send, batch_prefix: str, run: str = "") -> 
         state = producer.prepare_transaction()
         for d in deliveries:
             d.result(0)
+    except KafkaError as e:
+        _abandon(producer)
+        raise _task_failure(e, txn_id, started, options.client) from e
     except BaseException:
         _abandon(producer)
         raise
     _put_back(producer, batch_id)
     return Prepared(rows, txn_id, str(state), query_id, run)
+
+
+def _task_failure(e: KafkaError, txn_id: str, started: float | None,
+                  client: dict) -> KafkaError:
+    """What a task's transaction error means for the user: the coordinator aborted it because
+    the task ran longer than transaction.timeout.ms (every retry will too: the batch must be
+    smaller), or another attempt of the same task fenced it (a retry, or speculation)."""
+    if e.code not in _TIMED_OUT or started is None:
+        return e
+    took_ms = (time.monotonic() - started) * 1000
+    timeout_ms = int(client.get("transaction.timeout.ms", 60000))
+    two_phase = str(client.get("transaction.two.phase.commit.enable", "")).lower() == "true"
+    if not two_phase and took_ms >= timeout_ms:
+        return KafkaError(e.code, (
+            f"the transaction of {txn_id} was aborted by its coordinator: the task wrote for "
+            f"{took_ms / 1000:.1f} s, longer than transaction.timeout.ms ({timeout_ms} ms), "
+            f"and every retry of this micro-batch will too. Lower maxOffsetsPerTrigger (or "
+            f"maxBytesPerTrigger) so that a micro-batch's task ends sooner, raise "
+            f"kafka.transaction.timeout.ms (up to the brokers' transaction.max.timeout.ms), "
+            f"or enable two-phase commit (kafka.transaction.two.phase.commit.enable). ({e})"))
+    return KafkaError(e.code, (
+        f"the transaction of {txn_id} was fenced by another attempt of the same task (a "
+        f"retry after a lost executor, or a speculative copy). {SPECULATION}. ({e})"))
 
 
 def _put_back(producer, batch_id: int | None) -> None:
@@ -160,14 +208,11 @@ class Completer:
             self._decisions = DecisionLog(self.admin, self.client)
         return self._decisions
 
-    def commit(self, messages, batch_id: int | None) -> None:
+    def commit(self, messages, batch_id: int) -> None:
         """Commit batch `batch_id`'s prepared transactions, after recording the decision;
         or, for a batch decided before (a replay), finish the recorded ones and abort those
-        of `messages`. A batch write (`batch_id` None) commits `messages` directly."""
+        of `messages`."""
         prepared = _prepared(messages)
-        if batch_id is None:
-            self._raise(self._end({m.transactional_id: (m.state, True) for m in prepared}))
-            return
         query_id, run = _query_of(messages)
         if query_id is None:
             return
@@ -184,10 +229,49 @@ class Completer:
                             {m.transactional_id: m.state for m in prepared}, run)
         if not decision.transactions:
             return
+        _halt_at(str(batch_id), "prepared")
         self.decisions.record(decision)
         if not self._finish(decision):  # none committed: the replay writes the batch again
             self.decisions.record(Decision(query_id, batch_id - 1, {}, run))
             raise _not_committed(decision, list(decision.transactions))
+
+    def commit_write(self, messages, write: str, prefix: str | None) -> None:
+        """A batch write's commit: the writes that died mid-commit are finished first (and,
+        with a `prefix`, what undecided earlier writes of it left prepared is aborted); then
+        this write's prepared set is recorded, committed, and forgotten."""
+        prepared = _prepared(messages)
+        self.decisions.reload()
+        if prefix is not None:
+            self.decisions.claim(prefix, WRITES)
+        self._finish_dead_writes()
+        if prefix is not None:
+            self._abort_leftovers(prefix + "-", {m.transactional_id for m in prepared})
+        decision = Decision(write, -1, {m.transactional_id: m.state for m in prepared})
+        if not decision.transactions:
+            return
+        _halt_at("write", "prepared")
+        self.decisions.record_write(write, decision.transactions)
+        if not self._finish(decision):
+            self.decisions.forget_write(write)
+            raise _not_committed(decision, list(decision.transactions))
+        self.decisions.forget_write(write)
+
+    def _finish_dead_writes(self) -> None:
+        """Commit the rest of every batch write recorded and never forgotten: its driver died
+        between its first and last commit (a live write's commits, done again here, are no
+        error). A dead write the coordinator aborted in part cannot be made whole: said once."""
+        for write, transactions in self.decisions.unfinished_writes().items():
+            try:
+                done = self._finish(Decision(write, -1, transactions))
+                if not done:
+                    log.warning("the batch write %s died before its commit, and its "
+                                "transactions timed out: nothing of it was written", write)
+                else:
+                    log.info("finished the commit of the batch write %s, whose driver died "
+                             "mid-commit: every row of it is written", write)
+            except KafkaError as e:
+                log.error("the batch write %s is partly written: %s", write, e)
+            self.decisions.forget_write(write)
 
     def abort(self, messages, batch_id: int | None = None) -> None:
         """Abort `messages`' transactions, unless their batch was decided: Spark aborts a
@@ -243,11 +327,11 @@ class Completer:
         if not os.environ.get(_HALT):
             failed = self._end(ends)
         else:
-            failed = {}
-            _halt_at(decision.batch, 0)
+            failed, batch = {}, "write" if decision.batch < 0 else str(decision.batch)
+            _halt_at(batch, "0")
             for i, t in enumerate(sorted(ends), 1):
                 failed.update(self._end({t: ends[t]}))
-                _halt_at(decision.batch, i)
+                _halt_at(batch, str(i))
         if not failed:
             return True
         states = self.admin.describe_transactions(list(failed))
@@ -298,26 +382,29 @@ def completer_for(client: dict, prefix: str | None) -> Completer:
 def _not_committed(decision: Decision, lost: list[str],
                    cause: KafkaError | None = None) -> KafkaError:
     """A batch whose transactions could not all be committed: the coordinator aborted them
-    (their transaction.timeout.ms passed before the driver committed them)."""
+    (their transaction.timeout.ms passed before the driver committed them), or a newer
+    attempt of the same task fenced them (speculative execution)."""
+    what = (f"the batch write {decision.query_id}" if decision.batch < 0 else
+            f"batch {decision.batch} of query {decision.query_id}")
     return KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, (
-        f"batch {decision.batch} of query {decision.query_id}: {len(lost)} of its "
+        f"{what}: {len(lost)} of its "
         f"{len(decision.transactions)} prepared transactions could not be committed"
-        f"{f' ({cause})' if cause else ''}: the transaction coordinator aborted them because "
-        f"they stayed open "
-        f"longer than the producers' transaction.timeout.ms. Lower maxOffsetsPerTrigger so "
-        f"that a micro-batch takes less time, raise kafka.transaction.timeout.ms (up to the "
-        f"brokers' transaction.max.timeout.ms), or enable two-phase commit "
-        f"(kafka.transaction.two.phase.commit.enable) so that prepared transactions wait "
-        f"for the driver"))
+        f"{f' ({cause})' if cause else ''}: their transaction was aborted, either by the "
+        f"coordinator because it stayed open "
+        f"longer than the producers' transaction.timeout.ms (lower maxOffsetsPerTrigger so "
+        f"that a micro-batch takes less time, raise kafka.transaction.timeout.ms up to the "
+        f"brokers' transaction.max.timeout.ms, or enable two-phase commit, "
+        f"kafka.transaction.two.phase.commit.enable, so that prepared transactions wait "
+        f"for the driver), or by another attempt of the same task. {SPECULATION}"))
 
 
-def _halt_at(batch_id: int, committed: int) -> None:
+def _halt_at(batch: str, point: str) -> None:
     """The fault tests' stopping point (`MINILOG_SINK_HALT`): tell the test, wait to die."""
     spec = os.environ.get(_HALT, "")
-    batch, _, rest = spec.partition(":")
+    at, _, rest = spec.partition(":")
     count, _, path = rest.partition(":")
-    if spec and int(batch) == batch_id and int(count) == committed:
-        Path(path).write_text(f"batch {batch_id}: {committed} committed\n")
+    if spec and at == batch and count == point:
+        Path(path).write_text(f"batch {batch}: {point}\n")
         while True:
             time.sleep(60)
 

@@ -30,7 +30,14 @@ from minilog.connector.client import KafkaError
 
 from . import clients
 from .errors import OptionError
-from .transactional import Completer, completer_for, new_batch_prefix, new_run, write_prepared
+from .transactional import (
+    Completer,
+    completer_for,
+    new_batch_prefix,
+    new_run,
+    write_id,
+    write_prepared,
+)
 
 SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 # Spark's KafkaWriteTask, word for word, with the column named.
@@ -130,17 +137,21 @@ def write(batches, options, batch_prefix=None, run=""):
 
 class BatchWriter(DataSourceArrowWriter):
     """`df.write`: with exactly-once, one transaction per task, all committed by the driver's
-    `commit(messages)` once every task has succeeded (none, on `abort`)."""
+    `commit(messages)` once every task has succeeded (none, on `abort`), after the write's
+    prepared set is recorded: the write is whole or absent, even if the driver dies."""
 
     def __init__(self, options):
         self.options = options
         self.batch_prefix = new_batch_prefix()
+        self.run = new_run()
 
     def write(self, iterator):
-        return write(iterator, self.options, self.batch_prefix)
+        return write(iterator, self.options, self.batch_prefix, self.run)
 
     def commit(self, messages):
-        _complete(self.options, lambda c: c.commit(messages, None))
+        prefix = self.options.transactional_id_prefix
+        _complete(self.options, lambda c: c.commit_write(
+            messages, write_id(prefix, self.batch_prefix, self.run), prefix))
 
     def abort(self, messages):
         _complete(self.options, lambda c: c.abort(messages))

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from minilog.jobs.interrupts import CTRL_C
@@ -113,6 +114,21 @@ def start(writer, args, spark, job, query):
     if args.trigger is not None:
         writer = writer.trigger(**args.trigger)
     return start_query(writer.queryName(f"{job}_{query}".replace("-", "_")))
+
+
+def checkpoint_token(checkpoint):
+    """A token kept in the checkpoint directory: the same for as long as the checkpoint lives,
+    new with a new one. An exactly-once query's transactional id prefix carries it, so that a
+    restarted query fences its earlier self, and a new checkpoint (whose batch ids start again
+    from 0) never meets the decisions its predecessor recorded."""
+    token_file = os.path.join(checkpoint, "transactional-id-token")
+    if not os.path.exists(token_file):
+        os.makedirs(checkpoint, exist_ok=True)
+        with open(token_file + ".tmp", "w") as f:
+            f.write(uuid.uuid4().hex[:12])
+        os.replace(token_file + ".tmp", token_file)
+    with open(token_file) as f:
+        return f.read().strip()
 
 
 def start_query(writer, starts=STARTS):

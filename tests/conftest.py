@@ -1,6 +1,7 @@
 """Shared fixtures: real brokers, started once per test module and always torn down."""
 import os
 import sys
+import tempfile
 
 import pytest
 from brokers import MinilogBroker, TansuBroker
@@ -9,6 +10,12 @@ from brokers import MinilogBroker, TansuBroker
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The suite starts hundreds of brokers, CLI commands and Spark Python workers: each would
+# compile minilog from source again where the environment forbids bytecode files (a CPU second
+# per start on a busy machine). They share one cache outside the source tree instead.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
+                                                          "minilog-test-pycache"))
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +90,9 @@ def secure_broker(tmp_path_factory):
 # The modules that take minutes, longest first. The suite runs a module per worker
 # (pytest.ini: pytest-xdist, --dist loadfile) in collection order: started first, they run
 # beside the many short modules instead of making a tail at the end of the run.
-LONG_MODULES = ("test_fresh_install.py", "jobs/test_bank_demo.py", "test_bench_quick.py",
+LONG_MODULES = ("datasource/test_exactly_once_replan.py", "test_bench_quick.py",
+                "connect/test_worker.py", "datasource/test_exactly_once_edges.py",
+                "test_fresh_install.py", "jobs/test_bank_demo.py",
                 "jobs/test_spark_submit.py", "test_readme.py", "jobs/test_missing_input.py",
                 "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py",
                 "cluster/test_replication_safety.py")

@@ -6,8 +6,6 @@ marker in its environment (sparkprocs), so kill -9 and teardown reach all of the
 else.
 """
 import json
-import os
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -16,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from brokers import free_port
-from sparkprocs import environment, kill_marked, marked
+from sparkprocs import MarkedProcess, environment
 from waiting import wait_until
 
 START_TIMEOUT_S = 240.0
@@ -36,7 +34,7 @@ def worker_properties(bootstrap, port, checkpoints, group="connect-cluster", **m
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-class ConnectWorker:
+class ConnectWorker(MarkedProcess):
     """One worker process on a free port, restartable with the same properties."""
 
     def __init__(self, directory, bootstrap, **more):
@@ -71,22 +69,6 @@ class ConnectWorker:
             return request(self.url, "GET", "/", timeout=5)[0] == 200
         except OSError:
             return False
-
-    def kill9(self):
-        """SIGKILL the worker and everything it started (its Spark JVM, Python workers)."""
-        for pid in marked(self.mark):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        wait_until(lambda: not marked(self.mark), 60, "the killed worker's processes to go")
-
-    def stop(self):
-        if self.mark:
-            kill_marked(self.mark)
-        if self.proc:
-            self.proc.wait()
 
     def call(self, method, path, body=None, raw=None):
         return request(self.url, method, path, body, raw)

@@ -100,6 +100,29 @@ def kill_marked(mark, grace=10.0):
     assert not left, f"processes left running: {left}"
 
 
+class MarkedProcess:
+    """A command that starts Spark (`proc`, launched with `environment(mark)`): kill -9 and
+    teardown reach it and everything it started, and nothing else."""
+    proc = None
+    mark = None
+
+    def kill9(self):
+        """SIGKILL the process and everything it started (its Spark JVM, Python workers)."""
+        for pid in marked(self.mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        wait_for(lambda: not marked(self.mark), "the killed processes to go", 60)
+
+    def stop(self):
+        if self.mark:
+            kill_marked(self.mark)
+        if self.proc:
+            self.proc.wait()
+
+
 def spark_submit(args, log, timeout=600, **env):
     """Run `spark-submit args...` from the repository root (`env`: more environment), its
     output into the file `log`; its exit code (None when it ran out of time). Every process it

@@ -1,13 +1,16 @@
 """`minilog transactions list|describe` as a user runs them, against transactions that
-confluent-kafka's producer leaves open or commits, with kafka-transactions.sh's columns; and
-DescribeProducers answered from the partition leader's producer state."""
+confluent-kafka's producer leaves open or commits, with kafka-transactions.sh's columns;
+DescribeProducers answered from the partition leader's producer state; and a KIP-939 prepared
+transaction whose producer is gone, found by `list --state --duration-filter` and ended by
+`force-terminate`."""
 import uuid
 
 import pytest
 from brokers import MinilogBroker
-from clitools import FAILED, ok, one_line_error, run
+from clitools import FAILED, USAGE, ok, one_line_error, run
+from minilog.connector.client import Producer
 from minilog.connector.protocol import ApiKey, request
-from txntools import SMALL, produce_in_txn, txn_producer
+from txntools import SMALL, produce_in_txn, read_all, txn_producer
 from wire import RawConnection
 
 pytestmark = pytest.mark.timeout(180)
@@ -15,7 +18,7 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def tbroker():
-    b = MinilogBroker(extra=SMALL).start()
+    b = MinilogBroker(extra=SMALL + ["-o", "transaction.two.phase.commit.enable=true"]).start()
     yield b
     b.cleanup()
 
@@ -96,3 +99,50 @@ def test_topics_describe_shows_the_lso_only_where_a_transaction_holds_it_back(tb
     assert lines[1].endswith("\tLastStableOffset: 0\tHighWatermark: 2"), lines[1]
     p.commit_transaction(60)
     assert "LastStableOffset" not in ok("topics", "describe", topic, "-b", bs)
+
+
+def _prepare_and_leave(bs, txn_id, topic, value):
+    """A two-phase producer prepares a transaction and is closed without deciding: nothing
+    will end it (two-phase transactions never time out)."""
+    p = Producer({"bootstrap.servers": bs, "transactional.id": txn_id,
+                  "transaction.two.phase.commit.enable": True})
+    try:
+        p.init_transactions(60)
+        p.begin_transaction()
+        p.send(topic, value=value, partition=0)
+        p.prepare_transaction(60)
+    finally:
+        p.close()
+
+
+def _committed_in_txn(bs, txn_id, topic, value):
+    p = txn_producer(bs, txn_id)
+    p.begin_transaction()
+    produce_in_txn(p, topic, [value])
+    p.commit_transaction(60)
+
+
+def test_an_orphaned_prepared_transaction_is_listed_and_force_terminated(tbroker):
+    bs, topic = tbroker.bootstrap, f"orphan-{uuid.uuid4().hex[:8]}"
+    ok("topics", "create", topic, "-b", bs)
+    _committed_in_txn(bs, f"before-{topic}", topic, b"before")
+    _prepare_and_leave(bs, f"prepared-{topic}", topic, b"orphan")
+    _committed_in_txn(bs, f"after-{topic}", topic, b"after")  # behind the orphan
+    assert read_all(bs, topic, "read_committed", 1) == [b"before"]  # held back
+    listed = _rows(ok("transactions", "list", "--state", "Ongoing", "--duration-filter", "0",
+                      "-b", bs))
+    assert f"prepared-{topic}" in {r["TransactionalId"] for r in listed}
+    assert {r["TransactionState"] for r in listed} == {"Ongoing"}
+    assert not _rows(ok("transactions", "list", "--state", "Ongoing", "--duration-filter",
+                        "3600000", "-b", bs))  # open for less than an hour
+    out = ok("transactions", "force-terminate", f"prepared-{topic}", "-b", bs)
+    assert f"Terminated the transaction of prepared-{topic}" in out
+    assert sorted(read_all(bs, topic, "read_committed", 2)) == [b"after", b"before"]
+    described, = _rows(ok("transactions", "describe", f"prepared-{topic}", "-b", bs))
+    assert described["TransactionState"] == "Empty"  # aborted, then the id's epoch bumped
+
+
+def test_a_negative_duration_filter_is_one_line(tbroker):
+    err = one_line_error(run("transactions", "list", "--duration-filter", "-5", "-b",
+                             tbroker.bootstrap), USAGE)
+    assert "--duration-filter" in err

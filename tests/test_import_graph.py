@@ -8,7 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"connector": "minilog.connector", "broker": "minilog.broker",
             "datasource": "minilog.datasource", "jobs": "minilog.jobs",
-            "console": "minilog.console", "connect": "minilog.connect"}
+            "console": "minilog.console", "connect": "minilog.connect",
+            "mirror": "minilog.mirror"}
 
 
 def _modules():
@@ -23,14 +24,29 @@ def _modules():
     return found
 
 
+def _type_checking_only(tree):
+    """The nodes under `if TYPE_CHECKING:`: names for annotations, imported by the type
+    checker only, so no dependency at run time and no circle (a shard naming its coordinator's
+    type, which constructs it)."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for child in node.body for n in ast.walk(child)}
+    return skipped
+
+
 def import_graph():
-    """{module: set of project modules it imports}."""
+    """{module: set of project modules it imports at run time}."""
     modules = _modules()
     graph = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.Import):
                 named = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -95,9 +111,6 @@ BROKER_PACKAGE_ROLES = {
 }
 HANDLER_REGISTRY = "minilog.broker.server.handlers"
 ALLOWED_UPWARD = {
-    ("raft", "metadata"): "Raft's log and snapshots hold metadata records and images (KRaft's "
-                          "raft module takes a RecordSerde instead)",
-    ("raft", "replication"): "the Raft log is a `Partition` with a `FollowerTracker`",
     ("metadata", "replication"): "the metadata stores open `Partition`s for the topics they create",
     ("metadata", "coordinator/group"): "the controller creates `__consumer_offsets` with its layout",
     ("metadata", "server"): "dynamic broker configs validate against the broker's config keys",

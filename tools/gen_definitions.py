@@ -1,6 +1,9 @@
-"""Regenerate connector/protocol/definitions.py from Kafka's message JSON files.
+"""Regenerate connector/protocol/definitions/ from Kafka's message JSON files.
 
-Usage: python tools/gen_definitions.py PATH/TO/kafka-protocol > connector/protocol/definitions.py
+Usage: python tools/gen_definitions.py PATH/TO/kafka-protocol connector/protocol/definitions
+
+One module per part of the protocol (FAMILIES), so no table outgrows a readable module;
+`definitions/__init__.py` joins them.
 
 The output is minilog's own compact declaration of each supported message, limited to the
 versions minilog implements (SUPPORTED below). Field docs are left out: the JSON files are
@@ -9,34 +12,43 @@ the reference, this is the table the codec runs from.
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
-# API name -> (min version, max version) that minilog declares.
-SUPPORTED = {
-    "Produce": (0, 11), "Fetch": (0, 16), "ListOffsets": (0, 9), "Metadata": (0, 12),
-    "OffsetCommit": (0, 9), "OffsetFetch": (0, 9), "FindCoordinator": (0, 6),
-    "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
-    "DescribeGroups": (0, 5), "ListGroups": (0, 5), "ApiVersions": (0, 4),
-    "CreateTopics": (0, 7), "DeleteTopics": (0, 6), "DeleteRecords": (0, 2),
-    "InitProducerId": (0, 6), "DescribeConfigs": (0, 4), "DeleteGroups": (0, 2),
-    "CreatePartitions": (0, 3), "IncrementalAlterConfigs": (0, 1), "OffsetDelete": (0, 0),
-    "DescribeCluster": (0, 1), "AlterConfigs": (0, 2), "DescribeLogDirs": (0, 4),
-    # Between brokers: the controller quorum (Raft), registration, ISR changes, truncation.
-    "Vote": (0, 2), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
-    "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 3),
-    "Envelope": (0, 0),
-    "OffsetForLeaderEpoch": (0, 4), "AllocateProducerIds": (0, 0),
-    # Transactions (KIP-98, KIP-447): coordinator APIs and the markers between brokers.
-    "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "TxnOffsetCommit": (0, 4),
-    "EndTxn": (0, 5), "WriteTxnMarkers": (0, 1), "DescribeTransactions": (0, 0),
-    "ListTransactions": (0, 1), "DescribeProducers": (0, 0),
-    # Security: SASL authentication, SCRAM credentials (KIP-554) and ACLs.
-    "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2),
-    "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
-    "CreateAcls": (0, 3), "DescribeAcls": (0, 3), "DeleteAcls": (0, 3),
-    # The next-generation consumer group protocol (KIP-848).
-    "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 1),
+# The modules of connector/protocol/definitions/, one part of the protocol each: module ->
+# (what its docstring says it holds, {API name: (min version, max version) minilog declares}).
+FAMILIES = {
+    "data": ("the data path: what every producer and consumer sends, and the replicas' fetches", {
+        "ApiVersions": (0, 4), "Metadata": (0, 12), "Produce": (0, 11), "Fetch": (0, 16),
+        "ListOffsets": (0, 9), "DeleteRecords": (0, 2), "OffsetForLeaderEpoch": (0, 4)}),
+    "groups": ("consumer groups: the classic protocol, KIP-848's, and committed offsets", {
+        "FindCoordinator": (0, 6), "OffsetCommit": (0, 9), "OffsetFetch": (0, 9),
+        "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
+        "DescribeGroups": (0, 5), "ListGroups": (0, 5), "DeleteGroups": (0, 2),
+        "OffsetDelete": (0, 0), "ConsumerGroupHeartbeat": (0, 1),
+        "ConsumerGroupDescribe": (0, 1)}),
+    "admin": ("administration: topics, partitions, configs, the cluster and its log dirs", {
+        "CreateTopics": (0, 7), "DeleteTopics": (0, 6), "CreatePartitions": (0, 3),
+        "DescribeConfigs": (0, 4), "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1),
+        "DescribeCluster": (0, 1), "DescribeLogDirs": (0, 4)}),
+    "transactions": ("idempotence and transactions (KIP-98, KIP-447): coordinator APIs, the "
+                     "markers between brokers, and their description", {
+        "InitProducerId": (0, 6), "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4),
+        "TxnOffsetCommit": (0, 4), "EndTxn": (0, 5), "WriteTxnMarkers": (0, 1),
+        "DescribeTransactions": (0, 0), "ListTransactions": (0, 1),
+        "DescribeProducers": (0, 0)}),
+    "inter_broker": ("between brokers: the controller quorum (Raft), registration, ISR changes, "
+                     "forwarding and producer-id blocks", {
+        "Vote": (0, 2), "BeginQuorumEpoch": (0, 0), "EndQuorumEpoch": (0, 0),
+        "BrokerRegistration": (0, 0), "BrokerHeartbeat": (0, 0), "AlterPartition": (0, 3),
+        "Envelope": (0, 0), "AllocateProducerIds": (0, 0)}),
+    "security": ("security: SASL authentication, SCRAM credentials (KIP-554) and ACLs", {
+        "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2),
+        "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
+        "CreateAcls": (0, 3), "DescribeAcls": (0, 3), "DeleteAcls": (0, 3)}),
 }
+# API name -> (min version, max version) that minilog declares.
+SUPPORTED = {api: versions for _, apis in FAMILIES.values() for api, versions in apis.items()}
 
 
 # Versions newer than the definitions in kafka-protocol/, declared here from their KIPs until
@@ -133,9 +145,10 @@ def _fields(fields, common, lo, hi, depth, out):
             _fields(sub, common, lo, hi, depth + 1, out)
 
 
-def main(root):
+def declarations(root, apis):
+    """The declaration lines of `apis` ({API name: (lo, hi)}), requests before responses."""
     out = []
-    for api, (lo, hi) in SUPPORTED.items():
+    for api, (lo, hi) in apis.items():
         for kind in ("Request", "Response"):
             msg = _load(Path(root) / f"{api}{kind}.json")
             _append_newer(msg, f"{api}{kind}")
@@ -144,13 +157,17 @@ def main(root):
             flex_s = f" flex{flex[0]}" if flex and flex[0] <= hi else ""
             out.append(f"{api}{kind} {msg['apiKey']} {lo}-{hi}{flex_s}")
             _fields(msg["fields"], common, lo, hi, 1, out)
-    print('"""Declarations of the Kafka messages minilog speaks, one block per message.\n')
-    print("Generated by tools/gen_definitions.py from Kafka's message definitions; see schema.py")
-    print('for the notation. Regenerate rather than edit by hand."""\n')
-    print("DEFINITIONS = r'''")
-    print("\n".join(out))
-    print("'''")
+    return out
+
+
+def main(root, out_dir):
+    for module, (holds, apis) in FAMILIES.items():
+        text = ('"""' + textwrap.fill(f"Declarations of {holds}.", 97) + "\n\n"
+                "Generated by tools/gen_definitions.py from Kafka's message definitions; see "
+                "schema.py\nfor the notation. Regenerate rather than edit by hand.\"\"\"\n\n"
+                "DEFINITIONS = r'''\n" + "\n".join(declarations(root, apis)) + "\n'''\n")
+        (Path(out_dir) / f"{module}.py").write_text(text)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

@@ -79,7 +79,7 @@ class QuorumMetadataStore:
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                              apply=self._apply, reset=self._reset,
                              on_role_change=self._role_changed, cluster_id=self.cluster_id,
-                             on_refused=on_refused)
+                             on_refused=on_refused, serde=records)
         self.image.raft = self.raft
         self.working = self.image
         self.role_listeners = []

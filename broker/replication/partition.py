@@ -17,51 +17,74 @@ keeps waking everyone on every change: KRaft answers a voter's fetch when the hi
 moves, so voters apply commits at once.
 """
 import asyncio
+from collections.abc import Callable, Collection, Iterable
+from typing import Protocol
 
-from minilog.connector.batch import iter_batches
+from minilog.connector.batch import BatchHeader, iter_batches
 
+from ..storage.file_region import FileRegion
+from ..storage.leader_epoch_cache import LeaderEpochCache
+from ..storage.log import AppendResult, Log
+from ..storage.log_config import LogConfig
+from .follower_tracker import FollowerTracker
+
+Waiter = asyncio.Future[bool]
+
+
+
+class FetchJudge(Protocol):
+    """What judges a follower's fetch of the metadata partition (the Raft node: replication
+    sits below raft/ and names only what it calls)."""
+
+    def follower_fetched(self, replica_id: int, fetch_offset: int,
+                         last_fetched_epoch: int) -> tuple[int, int] | None: ...
 
 class Partition:
     wake_all = False  # True: every change wakes every waiter (the metadata quorum's partition)
 
-    def __init__(self, topic, index, log, topic_id=None, leader_epoch=0, replicas=(), isr=()):
+    def __init__(self, topic: str, index: int, log: Log, topic_id: bytes | None = None,
+                 leader_epoch: int = 0, replicas: Iterable[int] = (),
+                 isr: Iterable[int] = ()) -> None:
         self.topic, self.index, self.log, self.topic_id = topic, index, log, topic_id
         self.leader_epoch = leader_epoch
         self.replicas = list(replicas)
         self.isr = list(isr)
-        self.high_watermark = log.log_end_offset
+        self.high_watermark: int = log.log_end_offset
         self.max_message_bytes = 1048588
         self.min_insync_replicas = 1
-        self._waiters = set()        # futures of what waits for commits (or anything)
-        self._fetchers = set()       # futures of followers' fetches, which wait for data
+        self._waiters: set[Waiter] = set()   # what waits for commits (or anything)
+        self._fetchers: set[Waiter] = set()  # followers' fetches, which wait for data
         # Replication (None / unused with a single broker): set by the replica manager.
         self.is_leader = True
-        self.leader_id = None
-        self.epoch_cache = None      # LeaderEpochCache
-        self.followers = None        # FollowerTracker while leading a replicated partition
-        self.hw_rule = None          # partition -> the offset every required replica has
+        self.leader_id: int | None = None
+        self.epoch_cache: LeaderEpochCache | None = None
+        self.followers: FollowerTracker | None = None  # while leading a replicated partition
+        # partition -> the offset every required replica has
+        self.hw_rule: Callable[[Partition], int] | None = None
         self.epoch_start_offset = 0  # where this leader's epoch began
         self.partition_epoch = 0
-        self.joining_isr = set()     # replicas an ISR expansion in flight adds
+        self.joining_isr: set[int] = set()  # replicas an ISR expansion in flight adds
+        self.raft: FetchJudge | None = None  # the metadata quorum's Raft node
 
-    def apply_config(self, config):
+    def apply_config(self, config: LogConfig) -> None:
         """Adopt a topic's (new) LogConfig: limits checked here, storage settings by the log."""
         self.max_message_bytes = config.max_message_bytes
         self.min_insync_replicas = getattr(config, "min_insync_replicas", 1)
         self.log.config = config
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
 
     @property
-    def log_start_offset(self):
+    def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
     @property
-    def log_end_offset(self):
+    def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def append_as_leader(self, batches, in_place=False):
+    def append_as_leader(self, batches: list[tuple[bytes, BatchHeader]],
+                         in_place: bool = False) -> AppendResult:
         """Append validated batches (list of (bytes, BatchHeader)); returns the log's AppendResult.
 
         `in_place`: writable batches may be stamped where they are (see `Log.append`)."""
@@ -75,7 +98,7 @@ class Partition:
         self._advance_high_watermark()
         return result
 
-    def _advance_high_watermark(self):
+    def _advance_high_watermark(self) -> None:
         if self.hw_rule is not None:
             new_hw = min(self.hw_rule(self), self.log.log_end_offset)
             if new_hw > self.high_watermark:
@@ -90,14 +113,18 @@ class Partition:
                 self._wake(self._waiters)
 
     # ---- replication -----------------------------------------------------------------------
-    def follower_fetched(self, replica_id, fetch_offset, last_fetched_epoch, broker_epoch=-1):
+    def follower_fetched(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int,
+                         broker_epoch: int = -1) -> tuple[int, int] | None:
         """A follower's fetch reached the leader: (diverging (epoch, end offset) or None).
 
         A follower whose last fetched epoch ended earlier here has a tail the leader does not:
         it is told where to truncate instead of getting records. An epoch newer than any here
         is answered with this leader's latest epoch and log end, so the follower cuts what it
         has of later epochs and at most down to this log's end, never to its start. A divergence
-        before this log's start is answered as it is: the follower then fetches out of range."""
+        before this log's start is answered as it is: the follower then fetches out of range.
+        The metadata quorum's partition asks its Raft node instead (`raft/raft_client.py`)."""
+        if self.raft is not None:
+            return self.raft.follower_fetched(replica_id, fetch_offset, last_fetched_epoch)
         if self.epoch_cache is not None and last_fetched_epoch >= 0:
             epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log_end_offset)
             if end < 0:
@@ -117,14 +144,14 @@ class Partition:
             self._advance_high_watermark()
         return None
 
-    def append_as_follower(self, data):
+    def append_as_follower(self, data: bytes) -> AppendResult | None:
         """Batches fetched from the leader, at the leader's offsets and epochs."""
         result = self.log.append_as_follower(data)
         if result is not None and self.epoch_cache is not None:
             self.epoch_cache.assign_batches(h for _, h in iter_batches(data))
         return result
 
-    def truncate_for_divergence(self, leader_epoch, leader_end_offset):
+    def truncate_for_divergence(self, leader_epoch: int, leader_end_offset: int) -> int:
         """The leader says our last epoch ended at `leader_end_offset` there: cut our tail where
         both logs last agree (the next fetch checks again, so a deeper divergence converges)."""
         target = min(leader_end_offset, self.log_end_offset)
@@ -135,66 +162,68 @@ class Partition:
         self.truncate_to(target)
         return target
 
-    def truncate_to(self, offset):
+    def truncate_to(self, offset: int) -> None:
         """Cut a divergent tail (after a leader change); the high watermark never exceeds it."""
         self.log.truncate_to(offset)
         if self.epoch_cache is not None:
             self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
-    def follower_high_watermark(self, leader_hw):
+    def follower_high_watermark(self, leader_hw: int) -> None:
         new_hw = min(leader_hw, self.log_end_offset)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             self.notify()
 
     @property
-    def last_stable_offset(self):
+    def last_stable_offset(self) -> int:
         """Below it every transaction is decided: the high watermark, or the first offset of
         the oldest open transaction if lower (what read_committed consumers read up to)."""
         unstable = self.log.first_unstable_offset()
         return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
 
-    def read(self, offset, max_bytes, committed_only=True, min_one=True, region_over=None,
-             stable_only=False):
+    def read(self, offset: int, max_bytes: int, committed_only: bool = True, min_one: bool = True,
+             region_over: int | None = None, stable_only: bool = False) -> bytes | FileRegion:
         upper = self.last_stable_offset if stable_only else \
             self.high_watermark if committed_only else None
         return self.log.read(offset, max_bytes, upper_bound=upper, min_one=min_one,
                              region_over=region_over)
 
-    def truncate_before(self, offset):
+    def truncate_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset forward (never past the high watermark)."""
         self.log.delete_records_before(min(offset, self.high_watermark))
         return self.log.log_start_offset
 
     # ---- long poll -------------------------------------------------------------------------
-    def add_waiter(self, fut, follower=False):
+    def add_waiter(self, fut: Waiter, follower: bool = False) -> None:
         """`follower`: a follower's fetch, woken by appends rather than by commits."""
         (self._fetchers if follower and not self.wake_all else self._waiters).add(fut)
 
-    def remove_waiter(self, fut):
+    def remove_waiter(self, fut: Waiter) -> None:
         self._waiters.discard(fut)
         self._fetchers.discard(fut)
 
-    def notify(self):
+    def notify(self) -> None:
         """Wake every waiter: leadership, the log's tail or its high watermark changed."""
         self._wake(self._waiters)
         self._wake(self._fetchers)
 
     @staticmethod
-    def _wake(waiters):
+    def _wake(waiters: set[Waiter]) -> None:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(True)
         waiters.clear()
 
 
-async def wait_for_any(partitions, timeout_s, follower=False):
+async def wait_for_any(partitions: Collection[Partition], timeout_s: float,
+                       follower: bool = False) -> None:
     """Wait until one of the partitions gets new committed data (`follower`: new data), or a
     change of leadership, or the timeout passes."""
     if timeout_s <= 0 or not partitions:
         return
-    fut = asyncio.get_running_loop().create_future()
+    fut: Waiter = asyncio.get_running_loop().create_future()
+
     for p in partitions:
         p.add_waiter(fut, follower)
     try:

@@ -10,9 +10,12 @@ A partition whose leadership changed while a request was in flight ignores that 
 """
 import asyncio
 import logging
+from typing import Any, Protocol
 
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+
+from .partition import Partition
 
 log = logging.getLogger("minilog.broker.fetcher")
 
@@ -22,30 +25,46 @@ _RETRY = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
           ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
 
-class ReplicaFetcher:
-    def __init__(self, manager, leader_id):
-        self.manager, self.leader_id = manager, leader_id
-        self.partitions = {}  # (topic, index) -> Partition
-        self._task = None
+class FetchSource(Protocol):
+    """What a fetcher reads of its replica manager (the manager imports the fetcher)."""
 
-    def add(self, partition):
+    image: Any  # the metadata image: topic ids
+    peers: Any  # the broker's peer connections
+    node_id: int
+    fetch_wait_ms: int
+    fetch_max_bytes: int
+    fetch_response_max_bytes: int
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+    def address_of(self, node_id: int) -> tuple[str, int] | None: ...
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: FetchSource, leader_id: int) -> None:
+        self.manager, self.leader_id = manager, leader_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._task: asyncio.Future[None] | None = None
+
+    def add(self, partition: Partition) -> None:
         self.partitions[(partition.topic, partition.index)] = partition
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
 
-    def remove(self, partition):
+    def remove(self, partition: Partition) -> None:
         self.partitions.pop((partition.topic, partition.index), None)
 
-    async def stop(self):
+    async def stop(self) -> None:
         self.partitions.clear()
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def _request(self, sent, names):
+    def _request(self, sent: dict[tuple[str, int], int], names: dict[bytes, str]) -> Any:
         """The next Fetch; fills `sent` (partition -> leader epoch asked in) and `names`
         (topic id -> name, to read the answer)."""
-        by_topic = {}
+        by_topic: dict[str, list[Any]] = {}
         for key, p in self.partitions.items():
             ts = self.manager.image.topics.get(p.topic)
             if ts is None:
@@ -54,7 +73,8 @@ class ReplicaFetcher:
             names[ts.topic_id] = p.topic
             by_topic.setdefault(p.topic, []).append(_FETCH.make(
                 "topics", "partitions", partition=p.index, current_leader_epoch=p.leader_epoch,
-                fetch_offset=p.log_end_offset, last_fetched_epoch=p.epoch_cache.latest_epoch,
+                fetch_offset=p.log_end_offset,
+                last_fetched_epoch=p.epoch_cache.latest_epoch if p.epoch_cache else -1,
                 log_start_offset=p.log_start_offset,
                 partition_max_bytes=self.manager.fetch_max_bytes))
         state = _FETCH.make("replica_state", replica_id=self.manager.node_id,
@@ -67,13 +87,14 @@ class ReplicaFetcher:
                           topics=[_FETCH.make("topics", topic_id=ids[t], partitions=ps)
                                   for t, ps in by_topic.items()])
 
-    async def _run(self):
+    async def _run(self) -> None:
         while self.partitions:
             address = self.manager.address_of(self.leader_id)
             if address is None:
                 await asyncio.sleep(0.2)
                 continue
-            sent, names = {}, {}
+            sent: dict[tuple[str, int], int] = {}
+            names: dict[bytes, str] = {}
             body = self._request(sent, names)
             if not sent:
                 await asyncio.sleep(0.2)
@@ -93,8 +114,11 @@ class ReplicaFetcher:
             if backoff:
                 await asyncio.sleep(0.1)
 
-    def _apply(self, topic, r, sent):
+    def _apply(self, topic: str | None, r: Any, sent: dict[tuple[str, int], int]) -> bool:
+
         """Apply one partition's answer; False if it was an error worth backing off for."""
+        if topic is None:
+            return True  # not a topic this request named
         key = (topic, r.partition_index)
         p = self.partitions.get(key)
         if p is None or p.is_leader or p.leader_epoch != sent.get(key):
@@ -105,7 +129,8 @@ class ReplicaFetcher:
             # (`Partition.follower_fetched`), so nothing here cuts records the leader may have.
             if p.log_end_offset < r.log_start_offset:
                 p.log.truncate_fully_and_start_at(r.log_start_offset)
-                p.epoch_cache.clear()
+                if p.epoch_cache is not None:
+                    p.epoch_cache.clear()
                 p.high_watermark = r.log_start_offset
                 return True
             return False

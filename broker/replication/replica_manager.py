@@ -20,6 +20,8 @@ checkpoint, never from its log end.
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
@@ -37,16 +39,23 @@ log = logging.getLogger("minilog.broker.replicas")
 _ALTER = request(ApiKey.ALTER_PARTITION)
 
 
-def _isr_high_watermark(p):
+def _isr_high_watermark(p: Partition) -> int:
     """The smallest log end among the ISR and any replica being added to it: what every
     in-sync replica has."""
     members = set(p.isr) | p.joining_isr
-    ends = [p.log_end_offset if r == p.leader_id else p.followers.end_offset(r) for r in members]
+    followers = p.followers
+    assert followers is not None  # the rule of a leader, which tracks its followers
+    ends = [p.log_end_offset if r == p.leader_id else followers.end_offset(r) for r in members]
     return min(ends, default=p.log_end_offset)
 
 
+Key = tuple[str, int]  # (topic, partition index)
+
+
 class ReplicaManager:
-    def __init__(self, broker, store, peers):
+    # The broker (server.broker.Broker), its metadata store and its peer connections come from
+    # packages above this one (test_import_graph's order), so they are typed by use only.
+    def __init__(self, broker: Any, store: Any, peers: Any) -> None:
         self.broker, self.store, self.peers = broker, store, peers
         self.image = store.image
         self.node_id = broker.config.node_id
@@ -55,35 +64,35 @@ class ReplicaManager:
         self.fetch_max_bytes = broker.config["replica.fetch.max.bytes"]
         self.fetch_response_max_bytes = broker.config["replica.fetch.response.max.bytes"]
         self.inter_broker_name = broker.config.inter_broker_listener.name
-        self.fetchers = {}       # leader id -> ReplicaFetcher
-        self._dirty = set()
+        self.fetchers: dict[int, ReplicaFetcher] = {}  # by leader id
+        self._dirty: set[Key] = set()
         self._rebuilding = False  # after a reset: a replica missing from the image is kept
         self._sync_scheduled = False
-        self._pending_isr = {}   # (topic, index) -> partition epoch an AlterPartition was sent at
-        self._task = None
+        self._pending_isr: dict[Key, int] = {}  # -> partition epoch an AlterPartition was sent at
+        self._task: asyncio.Future[None] | None = None
         self.ready = False       # registered, caught up and unfenced once since start
         self.checkpoint_every = broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
-        self._checkpointed = hw_checkpoint.read(broker.logs.data_dir)
+        self._checkpointed: dict[Key, int] = hw_checkpoint.read(broker.logs.data_dir)
         store.listeners.append(self._on_record)
 
-    def start(self):
+    def start(self) -> "ReplicaManager":
         self._task = asyncio.ensure_future(self._maintain_isr())
         return self
 
-    def broker_ready(self):
+    def broker_ready(self) -> None:
         """The controller unfenced this broker: from now on it acts on the committed image."""
         if not self.ready:
             self.ready = True
             self._on_record(None, None)
 
-    async def stop(self):
+    async def stop(self) -> None:
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await asyncio.gather(*(f.stop() for f in self.fetchers.values()))
         self.checkpoint_high_watermarks()
 
-    def checkpoint_high_watermarks(self):
+    def checkpoint_high_watermarks(self) -> None:
         marks = {**self._checkpointed, **{key: p.high_watermark
                                           for key, p in self.broker.partitions.items()}}
         marks = {key: hw for key, hw in marks.items() if key in self.broker.logs.logs}
@@ -92,24 +101,28 @@ class ReplicaManager:
             self._checkpointed = marks
 
     @property
-    def broker_epoch(self):
+    def broker_epoch(self) -> int:
         """This broker's current registration (-1 before it has one): its fetches carry it."""
         lifecycle = getattr(self.broker, "lifecycle", None)
-        return lifecycle.epoch if lifecycle is not None else -1
+        epoch: int = lifecycle.epoch if lifecycle is not None else -1
+        return epoch
 
-    def address_of(self, node_id):
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
         """Where broker `node_id` takes replica fetches: its inter-broker listener."""
         ep = self.image.registered.get(node_id)
-        return None if ep is None else ep.address_on(self.inter_broker_name)
+        if ep is None:
+            return None
+        address: tuple[str, int] = ep.address_on(self.inter_broker_name)
+        return address
 
     # -- following the metadata -------------------------------------------------------------------
-    def _on_record(self, rec, changed):
+    def _on_record(self, rec: dict[str, Any] | None, changed: Iterable[Key] | None) -> None:
         if rec is None:  # the image was rebuilt: look at everything again
             self._rebuilding = True
             self._dirty |= set(self.broker.partitions)
             self._dirty |= {(ts.name, i) for ts in self.image.topics.values() for i in ts.partitions}
         else:
-            self._dirty |= set(changed)
+            self._dirty |= set(changed or ())
             if rec["type"] == "configs" and rec["name"] in self.image.topics:
                 config = self.broker.topics.log_config(rec["name"])
                 for (topic, _), p in self.broker.partitions.items():
@@ -119,7 +132,7 @@ class ReplicaManager:
             self._sync_scheduled = True
             asyncio.get_running_loop().call_soon(self._sync)
 
-    def _sync(self):
+    def _sync(self) -> None:
         self._sync_scheduled = False
         if not self.ready:
             return  # kept dirty until the broker is unfenced
@@ -140,8 +153,8 @@ class ReplicaManager:
             else:
                 self._become_follower(p, state)
 
-    def _open(self, ts, index):
-        p = self.broker.partitions.get((ts.name, index))
+    def _open(self, ts: Any, index: int) -> Partition:
+        p: Partition | None = self.broker.partitions.get((ts.name, index))
         if p is None:
             config = self.broker.topics.log_config(ts.name)
             log_ = self.broker.logs.open(ts.name, index, config)
@@ -155,9 +168,9 @@ class ReplicaManager:
             self.broker.partitions[(ts.name, index)] = p
         return p
 
-    def _detach(self, key):
+    def _detach(self, key: Key) -> Partition | None:
         """Stop serving a replica the image no longer names, keeping its log."""
-        p = self.broker.partitions.pop(key, None)
+        p: Partition | None = self.broker.partitions.pop(key, None)
         if p is not None:
             self._stop_fetching(p)
             p.is_leader = False
@@ -168,7 +181,7 @@ class ReplicaManager:
                 self.broker.txn.unload_partition(key[1])
         return p
 
-    def _remove(self, key, deleted):
+    def _remove(self, key: Key, deleted: bool) -> None:
         if self._detach(key) is None:
             return
         self.broker.logs.delete(*key)
@@ -180,7 +193,7 @@ class ReplicaManager:
                 self.broker.groups.on_partitions_deleted([key])
         log.info("replica %s-%d removed from this broker%s", *key, " (topic deleted)" if deleted else "")
 
-    def _become_leader(self, p, state):
+    def _become_leader(self, p: Partition, state: Any) -> None:
         if state.partition_epoch != p.partition_epoch:
             p.joining_isr = set()  # the change committed (or another did): the ISR says it all
         self.broker.replica_metrics.isr_changed(p, state.isr)
@@ -192,7 +205,8 @@ class ReplicaManager:
                                           p.log_end_offset)
             p.hw_rule = _isr_high_watermark
             p.epoch_start_offset = p.log_end_offset
-            p.epoch_cache.assign(p.leader_epoch, p.log_end_offset)
+            if p.epoch_cache is not None:
+                p.epoch_cache.assign(p.leader_epoch, p.log_end_offset)
             log.info("leading %s-%d in epoch %d from offset %d (ISR %s)", p.topic, p.index,
                      p.leader_epoch, p.log_end_offset, p.isr)
             if p.topic == OFFSETS_TOPIC and self.broker.groups:
@@ -202,7 +216,7 @@ class ReplicaManager:
         p._advance_high_watermark()
         p.notify()
 
-    def _become_follower(self, p, state):
+    def _become_follower(self, p: Partition, state: Any) -> None:
         p.replicas, p.isr, p.partition_epoch = list(state.replicas), list(state.isr), state.partition_epoch
         if p.is_leader or p.leader_epoch != state.leader_epoch or p.leader_id != state.leader:
             was_leader = p.is_leader
@@ -220,12 +234,12 @@ class ReplicaManager:
                     fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader)
                 fetcher.add(p)
 
-    def _stop_fetching(self, p):
+    def _stop_fetching(self, p: Partition) -> None:
         for fetcher in self.fetchers.values():
             fetcher.remove(p)
 
     # -- acks=all ---------------------------------------------------------------------------------
-    async def wait_for_acks(self, p, last_offset, timeout_ms):
+    async def wait_for_acks(self, p: Partition, last_offset: int, timeout_ms: int) -> int:
         """0 once the ISR has `last_offset`, else the Kafka error to answer the producer with."""
         deadline = time.monotonic() + timeout_ms / 1000
         while p.high_watermark <= last_offset:
@@ -240,7 +254,7 @@ class ReplicaManager:
         return 0
 
     # -- ISR --------------------------------------------------------------------------------------
-    async def _maintain_isr(self):
+    async def _maintain_isr(self) -> None:
         next_checkpoint = time.monotonic() + self.checkpoint_every
         while True:
             await asyncio.sleep(min(0.5, self.lag_max_ms / 2000))
@@ -251,12 +265,15 @@ class ReplicaManager:
                 next_checkpoint = time.monotonic() + self.checkpoint_every
                 self.checkpoint_high_watermarks()
 
-    def _check_isr(self, p):
+    def _check_isr(self, p: Partition) -> None:
         key = (p.topic, p.index)
         if self._pending_isr.get(key) == p.partition_epoch:
             return
-        out = p.followers.out_of_sync(p.isr, self.node_id, p.log_end_offset, self.lag_max_ms)
-        joining = [r for r in p.followers.ready_to_join(p.isr, p.replicas, p.high_watermark,
+        followers = p.followers
+        if followers is None:
+            return
+        out = followers.out_of_sync(p.isr, self.node_id, p.log_end_offset, self.lag_max_ms)
+        joining = [r for r in followers.ready_to_join(p.isr, p.replicas, p.high_watermark,
                                                         p.epoch_start_offset,
                                                         self.image.broker_epochs)
                    if r in self.image.brokers]
@@ -268,7 +285,8 @@ class ReplicaManager:
         p.joining_isr = set(joining)  # counted for the high watermark from now on
         asyncio.ensure_future(self._alter_partition(p, new_isr))
 
-    async def _alter_partition(self, p, new_isr):
+    async def _alter_partition(self, p: Partition, new_isr: list[int]) -> None:
+
         raft = self.store.raft
         address = raft.voters.get(raft.leader_id) if raft.leader_id is not None else None
         ts = self.image.topics.get(p.topic)

@@ -12,6 +12,8 @@ which a forwarding broker sends along in an Envelope (KIP-590): refused entries 
 the request and answered, the rest is handled. The forwarding broker itself needs only
 CLUSTER_ACTION on the cluster for the Envelope, as for every inter-broker request.
 """
+from collections.abc import Callable
+
 from minilog.connector.protocol import ApiKey, ErrorCode
 
 from .acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -42,6 +44,19 @@ def allowed(broker, header, operation: AclOperation, resource_type: ResourceType
         return True
     return authorizer.authorize(request_principal(header), getattr(header, "client_host", None),
                                 operation, resource_type, name)
+
+
+def topic_describer(broker, header) -> Callable[[str], bool]:
+    """Whether this request's principal, from its host, may DESCRIBE a topic, asked later
+    (a KIP-848 regex subscription is resolved again as topics come and go): the principal and
+    host are kept, not the request."""
+    principal, host = request_principal(header), getattr(header, "client_host", None)
+
+    def describes(topic: str) -> bool:
+        authorizer = broker.authorizer
+        return authorizer is None or authorizer.authorize(principal, host, DESCRIBE, TOPIC,
+                                                          topic)
+    return describes
 
 
 def allowed_on_any(broker, header, operation: AclOperation,

@@ -11,6 +11,7 @@ reason retrying will not fix (its certificate refused, this node's login refused
 here, once per peer and reason until it is reached: otherwise a cluster whose nodes refuse each
 other's certificates would just never form, saying nothing.
 """
+import asyncio
 import logging
 
 from minilog.connector.client.connection import BrokerConnection
@@ -31,27 +32,52 @@ class PeerChannel:
         self.controllers = frozenset(controllers)
         self.connect_timeout = connect_timeout
         self._conns = {}  # (host, port, purpose) -> BrokerConnection
+        self._opening: dict = {}  # (host, port, purpose) -> the task opening its connection
         self._refused: dict = {}  # (host, port) -> the reason last logged
 
     async def send(self, address, api_key, body, version=None, timeout=5.0, purpose=""):
         """One request to `address` (host, port); raises KafkaError/KafkaConnectionError."""
+        conn = await self._connection(tuple(address), purpose, timeout)
+        return await conn.send(api_key, body, version, timeout=timeout)
+
+    async def _connection(self, address: tuple, purpose: str,
+                          timeout: float) -> BrokerConnection:
+        """The open connection for (address, purpose); sends racing while it opens wait for
+        the same one (each opening its own would leave all but the last one kept open and
+        unused until the process ends)."""
         key = (*address, purpose)
         conn = self._conns.get(key)
-        if conn is None or not conn.connected:
-            conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
-                                    connect_timeout=self.connect_timeout,
-                                    request_timeout=timeout,
-                                    security=self.controller_security
-                                    if tuple(address) in self.controllers else self.security)
-            self._conns[key] = conn
-            try:
-                await conn.connect()
-            except BaseException as e:
-                self._conns.pop(key, None)
-                self._maybe_log(tuple(address), e)
-                raise
-            self._refused.pop(tuple(address), None)
-        return await conn.send(api_key, body, version, timeout=timeout)
+        if conn is not None and conn.connected:
+            return conn
+        opening = self._opening.get(key)
+        if opening is None:
+            opening = asyncio.ensure_future(self._open(key, address, timeout))
+            self._opening[key] = opening
+            opening.add_done_callback(lambda done: self._opened(key, done))
+        return await asyncio.shield(opening)  # a caller cancelled leaves it to the others
+
+    async def _open(self, key: tuple, address: tuple, timeout: float) -> BrokerConnection:
+        conn = BrokerConnection(address[0], address[1], client_id=self.client_id,
+                                connect_timeout=self.connect_timeout, request_timeout=timeout,
+                                security=self.controller_security
+                                if address in self.controllers else self.security)
+        try:
+            await conn.connect()
+        except BaseException as e:
+            self._maybe_log(address, e)
+            raise
+        old = self._conns.get(key)
+        if old is not None:
+            old.close()
+        self._conns[key] = conn
+        self._refused.pop(address, None)
+        return conn
+
+    def _opened(self, key: tuple, done: asyncio.Future) -> None:
+        if self._opening.get(key) is done:
+            del self._opening[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: every caller that waited has been given it
 
     def _maybe_log(self, address: tuple, error: BaseException) -> None:
         """Log why a peer refused this node's connection, when it is not a passing failure."""
@@ -68,6 +94,9 @@ class PeerChannel:
             log.warning("cannot reach the node at %s:%d: %s", *address, reason)
 
     def close(self):
+        for opening in self._opening.values():
+            opening.cancel()
+        self._opening.clear()
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()

@@ -27,10 +27,8 @@ from minilog.connector.client.types import ConfigError as ClientConfigError
 from minilog.connector.protocol import (
     REQUESTS,
     ApiKey,
-    CorruptMessage,
     ErrorCode,
     api_name,
-    decode_request_header,
     encode_response,
     response,
 )
@@ -40,8 +38,15 @@ from ..security.sasl import AuthenticationFailed, IllegalSaslState, SaslAuthenti
 from ..security.tls import principal_of, server_context
 from .config import ConfigError
 from .inter_broker import controller_security, inter_broker_security
+from .handlers import listener_apis
 from .listeners import Listener, listener_setting
-from .socket_server import BrokerServer, _CloseConnection, _Connection
+from .socket_server import (
+    BrokerServer,
+    _CloseConnection,
+    _Connection,
+    read_request,
+    read_request_header,
+)
 
 log = logging.getLogger("minilog.broker.security")
 
@@ -153,22 +158,13 @@ class SecureConnection(_Connection):
     async def _authenticating(self, frame, peer, closed):
         if self._raw_tokens:
             return self._raw_token(frame)
-        try:
-            header, body = decode_request_header(frame)
-        except CorruptMessage as e:
-            raise _CloseConnection(f"unreadable request header: {e}") from None
+        header, body = read_request_header(frame)
         key, version = header.api_key, header.api_version
         if key == ApiKey.API_VERSIONS:
             return await self.server.handle(frame, peer, closed, self.session)
         if key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             raise _CloseConnection(f"unexpected {api_name(key)} request during SASL handshake")
-        lo, hi = REQUESTS[key].versions
-        if not lo <= version <= hi:
-            raise _CloseConnection(f"unsupported version {version} of {api_name(key)}")
-        try:
-            req = REQUESTS[key].decode(body, version)
-        except CorruptMessage as e:
-            raise _CloseConnection(f"malformed {api_name(key)} v{version}: {e}") from None
+        req = read_request(key, version, body, REQUESTS[key].versions)
         if key == ApiKey.SASL_HANDSHAKE:
             answer = self._handshake(req.mechanism, version)
         else:
@@ -254,8 +250,7 @@ def listener_server(broker, listener: Listener, sock=None, primary: bool = False
             connection=lambda server: SecureConnection(server, listener, sasl),
             ssl=server_context(values, listener) if listener.tls else None,
             handshake_timeout=broker.config["connections.authentication.timeout.ms"] / 1000)
-    if listener.name != broker.config.controller_listener.name:
-        server.handlers = {k: e for k, e in server.handlers.items() if k != ApiKey.ENVELOPE}
+    server.handlers = listener_apis(broker, listener.name)
     return server
 
 

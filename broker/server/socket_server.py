@@ -78,10 +78,7 @@ class BrokerServer:
         listener's (`secure_connection.Session`); `forwarded`: the frame came in an Envelope
         (`handlers/envelope.py`)."""
         started = time.perf_counter()
-        try:
-            header, body_reader = decode_request_header(frame)
-        except CorruptMessage as e:
-            raise _CloseConnection(f"unreadable request header: {e}") from None
+        header, body_reader = read_request_header(frame)
         header.client_host = peer[0] if peer else None
         header.closed = closed
         header.forwarded = forwarded
@@ -91,15 +88,10 @@ class BrokerServer:
         entry = self.handlers.get(key)
         if key == ApiKey.API_VERSIONS and not _in(entry.versions, version):
             return encode_response(key, 0, header.correlation_id,
-                                   unsupported_version_response(self.broker))
+                                   unsupported_version_response(self.handlers))
         if entry is None:
             raise _CloseConnection(f"unsupported API key {key}")
-        if not _in(entry.versions, version):
-            raise _CloseConnection(f"unsupported version {version} of {api_name(key)}")
-        try:
-            request = REQUESTS[key].decode(body_reader, version)
-        except CorruptMessage as e:
-            raise _CloseConnection(f"malformed {api_name(key)} v{version}: {e}") from None
+        request = read_request(key, version, body_reader, entry.versions)
         code = cluster_refusal(self.broker, header, key)
         if code:
             return encode_response(key, version, header.correlation_id,
@@ -341,6 +333,26 @@ def _close_if_cancelled(rest):
 
 def _in(rng, v):
     return rng[0] <= v <= rng[1]
+
+
+def read_request_header(frame):
+    """(header, body reader) of a request frame; a header that does not decode closes the
+    connection (nothing can be answered without its correlation id)."""
+    try:
+        return decode_request_header(frame)
+    except CorruptMessage as e:
+        raise _CloseConnection(f"unreadable request header: {e}") from None
+
+
+def read_request(key, version, body_reader, versions):
+    """The request of API `key` at `version`, which must be in `versions` (lo, hi); a version
+    outside them or a body that does not decode closes the connection, as Kafka does."""
+    if not _in(versions, version):
+        raise _CloseConnection(f"unsupported version {version} of {api_name(key)}")
+    try:
+        return REQUESTS[key].decode(body_reader, version)
+    except CorruptMessage as e:
+        raise _CloseConnection(f"malformed {api_name(key)} v{version}: {e}") from None
 
 
 class _CloseConnection(Exception):

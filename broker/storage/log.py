@@ -5,28 +5,33 @@ and time, reads whole batches from any offset at a cost independent of the log's
 search over segment base offsets, then the segment's sparse index), truncates, applies retention
 and DeleteRecords, recovers a torn tail on open, and owns the partition's idempotent-producer
 state with its transactions (the first unstable offset, and the aborted-transaction index
-`txn_index.py`, kept as markers are appended). It knows nothing of replication: high watermark, ISR and leader epochs live above it and
-pass in what they decide (`upper_bound` for reads and retention, `leader_epoch` for appends).
+`txn_index.py`, kept as markers are appended). It knows nothing of replication: high watermark,
+ISR and leader epochs live above it and pass in what they decide (`upper_bound` for reads and
+retention, `leader_epoch` for appends). Offsets by time (`log_timestamps.py`), the retention
+rules (`log_retention.py`) and opening a directory (`log_loader.py`) are modules of their own.
 
 A `Log` takes an internal lock around every public call, so handlers may call it from threads.
 """
+from __future__ import annotations
+
 import bisect
 import os
 import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from minilog.connector.batch import (
+    BatchHeader,
     InvalidBatch,
     iter_batches,
     stamp,
     stamp_in_place,
     validate,
 )
-from minilog.connector.records import CONTROL_ABORT, control_marker
 
 from .log_config import OTHER_TOPIC_CONFIGS, LogConfig  # noqa: F401 (re-exported)
 from .log_loader import (
@@ -35,9 +40,13 @@ from .log_loader import (
     fsync_dir,
     load_segments,
     read_checkpoint,
+    swap_in_cleaned,
     write_checkpoint,
 )
-from .producer_state import NO_PRODUCER_ID, NO_SEQUENCE, ProducerStateManager, next_sequence
+from .log_retention import Rule, below, deletable_prefix, retention_rules
+from .log_timestamps import max_timestamp_entry, offset_for_timestamp
+from .log_transactions import ProducerBatches, end_transaction, rebuild
+from .producer_state import NO_PRODUCER_ID, ProducerStateManager
 from .txn_index import AbortedTxn, TxnIndex
 from .segment import (
     INDEX_SUFFIX,
@@ -47,6 +56,9 @@ from .segment import (
     segment_file,
 )
 
+if TYPE_CHECKING:
+    from .file_region import FileRegion
+
 LOG_START_CHECKPOINT = "log-start-offset.checkpoint"
 # Offsets below the recovery point are in segments known to be fsynced: an unclean restart
 # recovers only the segments at or above it.
@@ -55,17 +67,10 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset.checkpoint"
 # Rolled segments are fsynced here, off the caller's thread, as Kafka's scheduler does: an
 # fsync of a 1 GiB segment would otherwise stall every connection of the broker.
 _FLUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minilog-log-flusher")
-def _now_ms():
+
+
+def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _max_timestamp_of(headers):
-    """(max timestamp, last offset of the first batch reaching it) over batch headers, or None."""
-    best = None
-    for h in headers:
-        if h.max_timestamp >= 0 and (best is None or h.max_timestamp > best[0]):
-            best = (h.max_timestamp, h.last_offset)
-    return best
 
 
 class OffsetOutOfRange(Exception):
@@ -73,7 +78,7 @@ class OffsetOutOfRange(Exception):
 
     code = 1
 
-    def __init__(self, offset, log_start_offset, log_end_offset):
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(f"offset {offset} is outside the log range "
                          f"[{log_start_offset}, {log_end_offset}]")
         self.offset = offset
@@ -94,7 +99,8 @@ class AppendResult(NamedTuple):
 class Log:
     """The segments of one partition directory. See the module docstring."""
 
-    def __init__(self, dir, config=None, clean_shutdown=False, *, now_ms=None):
+    def __init__(self, dir: str | os.PathLike[str], config: LogConfig | None = None,
+                 clean_shutdown: bool = False, *, now_ms: int | None = None) -> None:
         """Open (or create) the log in `dir`.
 
         After an unclean shutdown the segments from the recovery point on (and at least the
@@ -129,34 +135,35 @@ class Log:
     # -- state ------------------------------------------------------------------------------
 
     @property
-    def log_start_offset(self):
+    def log_start_offset(self) -> int:
         return self._log_start
 
     @property
-    def log_end_offset(self):
+    def log_end_offset(self) -> int:
         """The offset the next appended record gets."""
         return self._leo
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         """True once closed or deleted (the topic may be gone)."""
         return self._closed
 
     @property
-    def segments(self):
+    def segments(self) -> tuple[LogSegment, ...]:
         return tuple(self._segments)
 
     @property
-    def active_segment(self):
+    def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
     @property
-    def size(self):
+    def size(self) -> int:
         return sum(s.size for s in self._segments)
 
     # -- appends ----------------------------------------------------------------------------
 
-    def append(self, batches, *, now_ms=None, leader_epoch=None, in_place=False):
+    def append(self, batches: Sequence[tuple[Any, BatchHeader]], *, now_ms: int | None = None,
+               leader_epoch: int | None = None, in_place: bool = False) -> AppendResult:
         """Append validated client batches, assigning offsets from the log end.
 
         `batches` is a list of (batch bytes, BatchHeader) as `batch.split_batches` produced them.
@@ -190,29 +197,16 @@ class Log:
         with self._lock:
             now = _now_ms() if now_ms is None else now_ms
             append_time = now if cfg.message_timestamp_type == "LogAppendTime" else None
-            staged = None
+            producer = ProducerBatches(self.producer_state)
             first = offset = self._leo
-            stamped, parsed, max_ts, records, markers = [], [], -1, 0, []
+            stamped, parsed, max_ts, records = [], [], -1, 0
             for data, h in batches:
                 last = offset + h.last_offset_delta
                 ts = h.max_timestamp if append_time is None else append_time
-                if h.producer_id != NO_PRODUCER_ID and h.base_sequence == NO_SEQUENCE and \
-                        h.is_transactional and not h.is_control:
-                    # A coordinator's transactional write (TxnOffsetCommit): no sequence.
-                    self.producer_state.check_epoch(h.producer_id, h.producer_epoch)
-                    markers.append((h, offset, None, ts))
-                elif h.producer_id != NO_PRODUCER_ID and not h.is_control:
-                    staged = staged or self.producer_state.stage()
-                    last_seq = next_sequence(h.base_sequence, h.last_offset_delta)
-                    dup = staged.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+                if h.producer_id != NO_PRODUCER_ID:
+                    dup = producer.check(h, data, offset, last, ts)
                     if dup is not None:
-                        return AppendResult(dup[1], dup[2], duplicate=True)
-                    staged.update(h.producer_id, h.producer_epoch, h.base_sequence, last_seq,
-                                  offset, last, ts, h.is_transactional)
-                elif h.is_control and h.producer_id != NO_PRODUCER_ID:
-                    self.producer_state.check_marker(h.producer_id, h.producer_epoch,
-                                                     control_marker(data)[1])
-                    markers.append((h, offset, data, ts))
+                        return AppendResult(*dup, duplicate=True)
                 if in_place and isinstance(data, memoryview) and not data.readonly:
                     stamp_in_place(data, offset, append_time, leader_epoch)
                     stamped.append(data)
@@ -224,18 +218,13 @@ class Log:
                 offset = last + 1
             self._roll_if_needed(total, max_ts, first, offset - 1, now).append(
                 stamped, batches=parsed)
-            if staged is not None:
-                staged.commit()
-            for h, at, data, ts in markers:
-                if data is None:
-                    self.producer_state.begin_transaction(h.producer_id, h.producer_epoch, at, ts)
-                else:
-                    self._end_transaction(h, at, data, ts)
+            producer.apply(self._end_transaction)
             self._leo = offset
             self._after_write(records, now)
             return AppendResult(first, offset - 1, -1 if append_time is None else append_time, max_ts)
 
-    def append_as_follower(self, data, *, now_ms=None):
+    def append_as_follower(self, data: bytes | memoryview, *,
+                           now_ms: int | None = None) -> AppendResult | None:
         """Append batches fetched from the leader, keeping their offsets; None if no whole batch.
 
         Every batch is CRC-checked (InvalidBatch otherwise); a partial trailing batch, as Kafka
@@ -270,7 +259,7 @@ class Log:
             self._after_write(sum(h.record_count for _, h in headers), now)
             return AppendResult(first, last, -1, max_ts)
 
-    def roll(self, base_offset=None, *, now_ms=None):
+    def roll(self, base_offset: int | None = None, *, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at `base_offset` (default: the log end); return it.
 
         The old one is sealed, and a producer state snapshot is written, so an unclean restart
@@ -316,7 +305,8 @@ class Log:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def read(self, offset, max_bytes, upper_bound=None, min_one=True, region_over=None):
+    def read(self, offset: int, max_bytes: int, upper_bound: int | None = None,
+             min_one: bool = True, region_over: int | None = None) -> bytes | FileRegion:
         """Whole batches starting with the one holding `offset`, from a single segment.
 
         At most `max_bytes` unless `min_one` and the first batch alone is larger. Batches whose
@@ -340,7 +330,7 @@ class Log:
                     return data
             return b""
 
-    def offset_after_read(self, offset, length):
+    def offset_after_read(self, offset: int, length: int) -> int:
         """The offset after the batches a `read(offset, ...)` of `length` bytes returned: where
         a read_committed fetch's list of aborted transactions ends (Kafka bounds it so)."""
         with self._lock:
@@ -351,7 +341,7 @@ class Log:
                     return end
             return self._leo
 
-    def iter_batch_headers(self, from_offset):
+    def iter_batch_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         """Headers of the stored batches holding offsets >= `from_offset` (for replays).
 
         Iterates a snapshot of the segment list: do not truncate or delete while iterating.
@@ -362,48 +352,21 @@ class Log:
         for seg in segments:
             yield from seg.iter_headers(from_offset)
 
-    def offset_for_timestamp(self, timestamp):
-        """(offset, timestamp) of the first batch with max timestamp >= `timestamp`, or None.
-
-        Batch granularity (records are not decoded): the offset is that batch's base offset
-        (or the log start offset), so a consumer seeking there misses no record with a
-        timestamp >= the target; the timestamp is the batch's base timestamp if that
-        qualifies, else its max timestamp. Decode that one batch for a record-exact answer.
-        """
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch with max timestamp >= `timestamp`, or None
+        (`log_timestamps.offset_for_timestamp`)."""
         with self._lock:
-            for seg in self._segments:
-                if seg.next_offset > self._log_start and seg.max_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, self._log_start)
-                    if found is not None:
-                        return found
-            return None
+            return offset_for_timestamp(self._segments, self._log_start, timestamp)
 
-    def max_timestamp_entry(self):
-        """(max timestamp, offset) for ListOffsets MAX_TIMESTAMP, or None without timestamps.
-
-        The offset is the last offset of the first batch that reached the maximum (Kafka's
-        shallow offset); `read(offset, 1)` returns that batch for a record-exact answer.
-        Batches wholly below the log start offset (DeleteRecords) are not counted: their
-        segment may still be on disk, but their records are gone for every reader.
-        """
+    def max_timestamp_entry(self) -> tuple[int, int] | None:
+        """(max timestamp, offset) for ListOffsets MAX_TIMESTAMP, or None without timestamps
+        (`log_timestamps.max_timestamp_entry`)."""
         with self._lock:
-            best = None
-            for seg in self._segments:
-                if seg.next_offset <= self._log_start:
-                    continue
-                if seg.base_offset < self._log_start:
-                    entry = _max_timestamp_of(seg.iter_headers(self._log_start))
-                elif seg.max_timestamp >= 0:
-                    entry = (seg.max_timestamp, seg.offset_of_max_timestamp)
-                else:
-                    entry = None
-                if entry is not None and (best is None or entry[0] > best[0]):
-                    best = entry
-            return best
+            return max_timestamp_entry(self._segments, self._log_start)
 
     # -- truncation, retention --------------------------------------------------------------
 
-    def truncate_to(self, offset):
+    def truncate_to(self, offset: int) -> bool:
         """Drop every batch holding an offset >= `offset` (a follower after a leader change).
 
         A batch straddling `offset` is dropped whole, so the log end may end up below it.
@@ -425,7 +388,7 @@ class Log:
             self._reload_producer_state()
             return True
 
-    def truncate_fully_and_start_at(self, offset, *, now_ms=None):
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
         """Delete everything and restart the log empty at `offset` (start = end = offset)."""
         with self._lock:
             for seg in self._segments:
@@ -438,7 +401,7 @@ class Log:
             self.txn_index.truncate_to(0)
             self.producer_state.delete_all_snapshots()
 
-    def delete_records_before(self, offset):
+    def delete_records_before(self, offset: int) -> int:
         """Kafka DeleteRecords: move the log start offset up to `offset`; return the new start.
 
         Whole segments below it are deleted now; the start offset is checkpointed so a restart
@@ -450,11 +413,10 @@ class Log:
             if offset > self._log_start:
                 self._log_start = offset
                 self._write_checkpoint(offset)
-                self._delete_segments(lambda seg, next_base: next_base <= self._log_start,
-                                      keep_active=True)
+                self._delete_segments(below(lambda: self._log_start), keep_active=True)
             return self._log_start
 
-    def apply_retention(self, now_ms=None, upper_bound=None):
+    def apply_retention(self, now_ms: int | None = None, upper_bound: int | None = None) -> int:
         """Delete the oldest whole segments breaching retention.ms or retention.bytes.
 
         As in Kafka: time retention compares each segment's largest timestamp with
@@ -465,32 +427,16 @@ class Log:
         number of segments deleted. Time and size rules apply only when cleanup.policy
         includes "delete"; segments wholly below the log start offset always go.
         """
-        cfg = self.config
         with self._lock:
-            # Segments wholly below the log start offset (DeleteRecords) go whatever the policy.
-            deleted = self._delete_segments(lambda seg, next_base: next_base <= self._log_start,
-                                            keep_active=True)
-            if "delete" not in cfg.cleanup_policy.split(","):
-                return deleted
+            deleted = self._delete_segments(below(lambda: self._log_start), keep_active=True)
             now = _now_ms() if now_ms is None else now_ms
-            if cfg.retention_ms >= 0:
-                deleted += self._delete_segments(
-                    lambda seg, _: now - seg.largest_timestamp > cfg.retention_ms, upper_bound)
-            if cfg.retention_bytes >= 0:
-                excess = self.size - cfg.retention_bytes
-
-                def over_size(seg, _):
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-                deleted += self._delete_segments(over_size, upper_bound)
+            for rule in retention_rules(self.config, now, lambda: self.size):
+                deleted += self._delete_segments(rule, upper_bound)
             return deleted
 
     # -- durability, lifecycle --------------------------------------------------------------
 
-    def flush(self, *, now_ms=None):
+    def flush(self, *, now_ms: int | None = None) -> None:
         """fsync the active segment (older ones were fsynced when the log rolled past them),
         and the directory if a segment was created since, as Kafka's LocalLog.flush: the new
         file's name must be durable too, or a power loss takes the flushed segment along."""
@@ -502,7 +448,7 @@ class Log:
             self._unflushed = 0
             self._last_flush_ms = _now_ms() if now_ms is None else now_ms
 
-    def flush_if_due(self, now_ms=None):
+    def flush_if_due(self, now_ms: int | None = None) -> bool:
         """flush.ms for a periodic task: flush if data waited longer than flush.ms."""
         with self._lock:
             now = _now_ms() if now_ms is None else now_ms
@@ -512,7 +458,7 @@ class Log:
                 return True
             return False
 
-    def close(self):
+    def close(self) -> None:
         """Flush, snapshot producer state at the log end, and close every file."""
         with self._lock:
             if self._closed:
@@ -530,7 +476,7 @@ class Log:
                 seg.close()
             self._closed = True
 
-    def delete(self):
+    def delete(self) -> None:
         """Close and remove the partition directory."""
         with self._lock:
             for seg in self._segments:
@@ -538,13 +484,13 @@ class Log:
             self._closed = True
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self):
+    def __enter__(self) -> Log:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Log({self.dir.name}, start={self._log_start}, end={self._leo}, segments={len(self._segments)})"
 
     # -- internals --------------------------------------------------------------------------
@@ -578,19 +524,13 @@ class Log:
         elif cfg.flush_ms is not None:
             self.flush_if_due(now)
 
-    def _delete_segments(self, predicate, upper_bound=None, keep_active=False):
-        """Delete the longest prefix of segments satisfying predicate(segment, next_base)."""
-        n, k = len(self._segments), 0
-        while k < n:
-            seg, last = self._segments[k], k == n - 1
-            next_base = self._leo if last else self._bases[k + 1]
-            if (last and (keep_active or seg.size == 0)) or \
-                    (upper_bound is not None and next_base > upper_bound) or not predicate(seg, next_base):
-                break
-            k += 1
+    def _delete_segments(self, rule: Rule, upper_bound: int | None = None,
+                         keep_active: bool = False) -> int:
+        """Delete the longest prefix of segments `rule` allows (`deletable_prefix`)."""
+        k = deletable_prefix(self._segments, self._bases, self._leo, rule, upper_bound, keep_active)
         if k == 0:
             return 0
-        if k == n:
+        if k == len(self._segments):
             self.roll()
         doomed = self._segments[:k]
         del self._segments[:k], self._bases[:k]
@@ -601,42 +541,22 @@ class Log:
         self.txn_index.drop_before(self._bases[0])
         return k
 
-    def _reload_producer_state(self):
-        """Newest snapshot at or below the log end, then replay of the batches after it
-        (markers included: the aborts after the snapshot are indexed again)."""
-        ps = self.producer_state
-        ps.truncate_snapshots_after(self._leo)
-        snap = ps.load()
-        first = self._bases[0]
-        start = first if snap is None else max(snap, first)
-        self.txn_index.truncate_to(start)
-        ps.rebuild_from(self, start, on_marker=self._replay_marker)
+    def _reload_producer_state(self) -> None:
+        rebuild(self, self.producer_state, self.txn_index, self._leo, self._bases[0])
 
-    def _replay_marker(self, h):
-        data = self.read(h.base_offset, h.size)
-        self._end_transaction(h, h.base_offset, bytes(data[:h.size]), h.max_timestamp)
-
-    def _end_transaction(self, h, offset, data, ts):
-        """A commit or abort marker at `offset`: close the producer's open transaction here,
-        and index it if aborted."""
-        kind, coordinator_epoch = control_marker(data)
-        first = self.producer_state.end_transaction(h.producer_id, h.producer_epoch,
-                                                    coordinator_epoch, ts)
-        if first >= 0 and kind == CONTROL_ABORT:
-            unstable = self.producer_state.first_unstable_offset()
-            self.txn_index.append(AbortedTxn(h.producer_id, first, offset,
-                                             offset + 1 if unstable is None else unstable),
-                                  self._segments[-1].base_offset)
+    def _end_transaction(self, h: BatchHeader, offset: int, data: Any, ts: int) -> None:
+        end_transaction(self.producer_state, self.txn_index, h, offset, data, ts,
+                        self._segments[-1].base_offset)
 
     # -- transactions -----------------------------------------------------------------------
 
-    def first_unstable_offset(self):
+    def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, or None (the last stable offset is
         the smaller of it and the high watermark)."""
         with self._lock:
             return self.producer_state.first_unstable_offset()
 
-    def aborted_transactions(self, start, end):
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """AbortedTxn entries with records in [start, end)."""
         with self._lock:
             return self.txn_index.overlapping(start, end)
@@ -652,15 +572,16 @@ class Log:
     CLEANED_SUFFIX = CLEANED_SUFFIX
     SWAP_SUFFIX = SWAP_SUFFIX
 
-    def replace_segments(self, old_segments, cleaned_path):
+    def replace_segments(self, old_segments: Sequence[LogSegment],
+                         cleaned_path: str | os.PathLike[str]) -> bool:
+
         """Swap contiguous non-active `old_segments` for one cleaned segment file.
 
         `cleaned_path` is `<base>.log.cleaned` in this directory (base: the first old segment's
         base offset) holding the retained batches at their original offsets and ending at the
-        old segments' next offset. As in Kafka, it is renamed to `.swap` before any old segment
-        is deleted, so a crash at any point leaves either the old segments or a swap that the
-        next open completes. Returns False, discarding the file, if the segments changed
-        meanwhile (truncated, deleted by retention, or one became the active segment).
+        old segments' next offset (crash-safe: `log_loader.swap_in_cleaned`). Returns False,
+        discarding the file, if the segments changed meanwhile (truncated, deleted by
+        retention, or one became the active segment).
         """
         cleaned = Path(cleaned_path)
         with self._lock:
@@ -670,14 +591,7 @@ class Log:
                     a is not b for a, b in zip(self._segments[first:first + n], old_segments)):
                 cleaned.unlink(missing_ok=True)
                 return False
-            base = old_segments[0].base_offset
-            swap = self.dir / f"{base:020d}{LOG_SUFFIX}{self.SWAP_SUFFIX}"
-            os.replace(cleaned, swap)
-            fsync_dir(self.dir)
-            for seg in old_segments:
-                seg.delete()
-            os.replace(swap, segment_file(self.dir, base))
-            fsync_dir(self.dir)
+            base = swap_in_cleaned(self.dir, old_segments, cleaned)
             seg = self._new_segment(base, existing=True)
             seg.recover()  # builds the indexes of the new file
             self._segments[first:first + n] = [seg]

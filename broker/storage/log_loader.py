@@ -94,6 +94,23 @@ def complete_interrupted_swap(dir):
         os.replace(swap, segment_file(dir, base))
 
 
+def swap_in_cleaned(dir, old_segments, cleaned):
+    """Put a cleaner's output file `cleaned` in place of `old_segments`; return its base.
+
+    The write side of the swap `complete_interrupted_swap` finishes: as in Kafka, the output is
+    renamed to `.swap` before any old segment is deleted, so a crash at any point leaves either
+    the old segments or a swap that the next open completes."""
+    base = old_segments[0].base_offset
+    swap = dir / f"{base:020d}{LOG_SUFFIX}{SWAP_SUFFIX}"
+    os.replace(cleaned, swap)
+    fsync_dir(dir)
+    for seg in old_segments:
+        seg.delete()
+    os.replace(swap, segment_file(dir, base))
+    fsync_dir(dir)
+    return base
+
+
 def read_checkpoint(path):
     """The offset in a checkpoint file (version line "0", then the offset), None if unreadable."""
     try:

@@ -14,11 +14,12 @@ from minilog.connector.records import ConsumerRecord
 from .admin import AdminClient, AsyncAdminClient
 from .admin_groups import GroupDescription, GroupListing, MemberDescription
 from .config import Config
-from .consumer import AsyncConsumer, Consumer
+from .consumer import AsyncConsumer
 from .delivery import BulkDelivery
 from .group_api import OffsetAndMetadata
 from .partitioner import murmur2, murmur2_partition
 from .producer import AsyncProducer, DeliveryFuture, Producer
+from .sync_consumer import Consumer
 from .transactions import PreparedTxnState, TransactionError
 from .types import (
                     BrokerInfo,

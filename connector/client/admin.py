@@ -15,6 +15,8 @@ for `auto.offset.reset`, `seek_to_end` and `offsets_for_times`.
 """
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
@@ -23,7 +25,7 @@ from .admin_groups import GroupAdmin
 from .admin_transactions import TransactionAdmin
 from .cluster import STALE_METADATA, Cluster
 from .config import Config
-from .connection import LoopThread, add_blocking_methods, message_class
+from .connection import BrokerConnection, LoopThread, add_blocking_methods, message_class
 from .types import (
     BrokerInfo,
     ClusterDescription,
@@ -40,20 +42,24 @@ OFFSET_SPECS = {"earliest": EARLIEST, "beginning": EARLIEST, "latest": LATEST, "
                 "max-timestamp": MAX_TIMESTAMP}
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
 _SET, _DELETE = 0, 1
+V = TypeVar("V")
+# `by_leader`'s request to one leader: (connection, its partitions) -> {tp: (error code, value)}
+LeaderSend = Callable[[BrokerConnection, list[TopicPartition]],
+                      Awaitable[dict[TopicPartition, tuple[int, V]]]]
 
 
-def _m(api_key, *path):
+def _m(api_key: int, *path: str) -> Any:
     return message_class(request(api_key), *path)
 
 
-def _error(code, what, message=None):
+def _error(code: int, what: str, message: str | None = None) -> KafkaError:
     """`what` names the subject, unless the broker's message already does (Kafka's do)."""
     if message and what.lower() in message.lower():
         return KafkaError(code, message)
     return KafkaError(code, f"{what}: {message}" if message else what)
 
 
-def _retriable(exc):
+def _retriable(exc: KafkaError) -> bool:
     """Worth another try. An unknown topic is an answer for admin calls, not a glitch."""
     if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         return False
@@ -61,16 +67,18 @@ def _retriable(exc):
         exc.code == ErrorCode.NOT_CONTROLLER
 
 
-async def by_leader(cluster, tps, send, deadline, what):
+async def by_leader(cluster: Cluster, tps: Iterable[TopicPartition], send: LeaderSend[V],
+                    deadline: float, what: str) -> dict[TopicPartition, V]:
     """Per-partition requests routed to each partition's leader, stale leaders retried.
 
     `send(conn, [tp...])` returns {tp: (error_code, value)}; the result is {tp: value}.
     """
-    remaining, results = set(tps), {}
+    remaining = set(tps)
+    results: dict[TopicPartition, V] = {}
     backoff = cluster.config.seconds("retry.backoff.ms")
     while remaining:
         await cluster.maybe_refresh({tp.topic for tp in remaining})
-        groups = {}
+        groups: dict[int, list[TopicPartition]] = {}
         for tp in remaining:
             err = cluster.topic_error(tp.topic)
             if err is not None:
@@ -85,7 +93,8 @@ async def by_leader(cluster, tps, send, deadline, what):
             else:
                 groups.setdefault(leader, []).append(tp)
 
-        async def one(node, group):
+        async def one(node: int,
+                      group: list[TopicPartition]) -> dict[TopicPartition, tuple[int, V]]:
             conn = await cluster.connection(node)
             return await send(conn, group)
         answers = await asyncio.gather(*(one(n, g) for n, g in groups.items()),
@@ -112,7 +121,9 @@ async def by_leader(cluster, tps, send, deadline, what):
     return results
 
 
-async def list_offsets_by_leader(cluster, specs, deadline, isolation_level=0):
+async def list_offsets_by_leader(
+        cluster: Cluster, specs: Mapping[TopicPartition, int], deadline: float,
+        isolation_level: int = 0) -> dict[TopicPartition, OffsetAndTimestamp | None]:
     """{tp: timestamp or -1 latest / -2 earliest / -3 max-timestamp} -> {tp: OffsetAndTimestamp}.
 
     A timestamp with no record at or after it maps to None (as Java's offsetsForTimes).
@@ -120,11 +131,12 @@ async def list_offsets_by_leader(cluster, specs, deadline, isolation_level=0):
     Req, Topic, Part = (_m(ApiKey.LIST_OFFSETS), _m(ApiKey.LIST_OFFSETS, "topics"),
                         _m(ApiKey.LIST_OFFSETS, "topics", "partitions"))
 
-    async def send(conn, tps):
+    async def send(conn: BrokerConnection, tps: list[TopicPartition]
+                   ) -> dict[TopicPartition, tuple[int, OffsetAndTimestamp | None]]:
         version = conn.version_for(ApiKey.LIST_OFFSETS)
         if version < 7 and any(specs[tp] == MAX_TIMESTAMP for tp in tps):
             raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "max-timestamp needs ListOffsets v7")
-        topics = {}
+        topics: dict[str, list[Any]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(Part(
                 partition_index=tp.partition, timestamp=specs[tp],
@@ -132,7 +144,7 @@ async def list_offsets_by_leader(cluster, specs, deadline, isolation_level=0):
         resp = await conn.send(ApiKey.LIST_OFFSETS, Req(
             replica_id=-1, isolation_level=isolation_level,
             topics=[Topic(name=t, partitions=p) for t, p in topics.items()]), version)
-        out = {}
+        out: dict[TopicPartition, tuple[int, OffsetAndTimestamp | None]] = {}
         for t in resp.topics:
             for p in t.partitions:
                 found = p.offset >= 0
@@ -486,5 +498,6 @@ add_blocking_methods(AdminClient, AsyncAdminClient, (
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
     "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions",
     "complete_transaction", "complete_transactions", "describe_producers", "abort_transaction",
+    "force_terminate_transaction",
     "describe_user_scram_credentials", "upsert_scram_credential", "delete_scram_credential",
     "create_acls", "describe_acls", "delete_acls"))

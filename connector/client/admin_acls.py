@@ -9,14 +9,20 @@ from minilog.connector.acl_types import (
     ResourceType,
     code_named,
 )
+from typing import Any
+
 from minilog.connector.protocol import ApiKey, KafkaError, request
+
+from .connection import BrokerConnection
 
 _CREATE = request(ApiKey.CREATE_ACLS)
 _DELETE = request(ApiKey.DELETE_ACLS)
 
 
-def acl_filter(resource_type="ANY", resource_name=None, pattern_type="ANY", principal=None,
-               host=None, operation="ANY", permission="ANY") -> dict:
+def acl_filter(resource_type: str | int = "ANY", resource_name: str | None = None,
+               pattern_type: str | int = "ANY", principal: str | None = None,
+               host: str | None = None, operation: str | int = "ANY",
+               permission: str | int = "ANY") -> dict[str, Any]:
     """A filter's fields under DescribeAcls' names (codes from names like kafka-acls.sh's)."""
     return dict(resource_type_filter=code_named(ResourceType, resource_type),
                 resource_name_filter=resource_name,
@@ -26,12 +32,13 @@ def acl_filter(resource_type="ANY", resource_name=None, pattern_type="ANY", prin
                 permission_type=code_named(PermissionType, permission))
 
 
-def _binding(rtype, name, pattern, principal, host, operation, permission) -> AclBinding:
+def _binding(rtype: int, name: str, pattern: int, principal: str, host: str, operation: int,
+             permission: int) -> AclBinding:
     return AclBinding(ResourceType(rtype), name, PatternType(pattern), principal, host,
                       AclOperation(operation), PermissionType(permission))
 
 
-async def create(conn, acls: list) -> None:
+async def create(conn: BrokerConnection, acls: list[AclBinding]) -> None:
     """Create the ACLs; raise the first one's error (Kafka's code and message)."""
     body = _CREATE.cls(creations=[_CREATE.make(
         "creations", resource_type=a.resource_type, resource_name=a.resource_name,
@@ -43,7 +50,7 @@ async def create(conn, acls: list) -> None:
             raise KafkaError(r.error_code, f"{acl}: {r.error_message}")
 
 
-async def describe(conn, fields: dict) -> list:
+async def describe(conn: BrokerConnection, fields: dict[str, Any]) -> list[AclBinding]:
     """The ACLs matching the filter `fields` (from `acl_filter`)."""
     resp = await conn.send(ApiKey.DESCRIBE_ACLS, request(ApiKey.DESCRIBE_ACLS).cls(**fields))
     if resp.error_code:
@@ -52,11 +59,11 @@ async def describe(conn, fields: dict) -> list:
                      a.operation, a.permission_type) for r in resp.resources for a in r.acls]
 
 
-async def delete(conn, fields: dict) -> list:
+async def delete(conn: BrokerConnection, fields: dict[str, Any]) -> list[AclBinding]:
     """Delete the ACLs matching the filter `fields`; the ACLs deleted."""
     resp = await conn.send(ApiKey.DELETE_ACLS, _DELETE.cls(filters=[
         _DELETE.make("filters", **fields)]))
-    deleted = []
+    deleted: list[AclBinding] = []
     for r in resp.filter_results:
         if r.error_code:
             raise KafkaError(r.error_code, r.error_message)

@@ -5,6 +5,7 @@ lists the transactional ids it coordinates), DescribeTransactions and EndTxn to 
 transaction coordinator (FindCoordinator key type 1)."""
 import asyncio
 import time
+from collections import OrderedDict
 from typing import NamedTuple
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
@@ -13,6 +14,13 @@ from .admin_groups import _m
 from .group_api import TXN_KEY_TYPE, Coordinator
 from .transactions import PreparedTxnState
 from .types import TopicPartition
+
+
+# Transaction coordinators remembered per admin client (by transactional id), most recent last
+_KNOWN_COORDINATORS = 1024
+# The transaction timeout a terminating InitProducerId asks for (Kafka's fenceProducers: the
+# producer it makes is never used)
+TERMINATE_TIMEOUT_MS = 60000
 
 
 class TransactionListing(NamedTuple):
@@ -44,9 +52,23 @@ class ProducerState(NamedTuple):
 
 
 class TransactionAdmin:
-    async def list_transactions(self, states=None, producer_ids=None, timeout=None):
-        """Every transactional id of the cluster (optionally in `states`, of `producer_ids`),
-        sorted by id."""
+    def _txn_coordinator(self, transactional_id: str) -> Coordinator:
+        """The coordinator of `transactional_id`, found once and reached over the admin's
+        shared connection to it: a driver completing the same transactional ids every
+        micro-batch asks FindCoordinator once and opens no connection per call (it moves:
+        `Coordinator.call` finds it again)."""
+        known = self.__dict__.setdefault("_txn_coordinators", OrderedDict())
+        coordinator = known.pop(transactional_id, None) or Coordinator(
+            self._cluster, transactional_id, TXN_KEY_TYPE, shared=True)
+        known[transactional_id] = coordinator
+        while len(known) > _KNOWN_COORDINATORS:
+            known.popitem(last=False)
+        return coordinator
+
+    async def list_transactions(self, states=None, producer_ids=None, timeout=None,
+                                duration_filter_ms: int = -1):
+        """Every transactional id of the cluster (optionally in `states`, of `producer_ids`,
+        open longer than `duration_filter_ms`: KIP-994's DurationFilter), sorted by id."""
         await self._cluster.ensure_bootstrapped()
         await self._cluster.refresh()
         Req = _m(ApiKey.LIST_TRANSACTIONS)
@@ -56,7 +78,7 @@ class TransactionAdmin:
                 conn = await self._cluster.connection(node)
                 resp = await conn.send(ApiKey.LIST_TRANSACTIONS, Req(
                     state_filters=list(states or ()), producer_id_filters=list(producer_ids or ()),
-                    duration_filter=-1))
+                    duration_filter=duration_filter_ms))
                 if resp.error_code:
                     raise KafkaError(resp.error_code, f"ListTransactions on broker {node}")
                 return [TransactionListing(t.transactional_id, t.producer_id,
@@ -73,7 +95,7 @@ class TransactionAdmin:
         await self._cluster.ensure_bootstrapped()
         out = {}
         for txn_id in ids:
-            coordinator = Coordinator(self._cluster, txn_id, TXN_KEY_TYPE)
+            coordinator = self._txn_coordinator(txn_id)
 
             async def attempt(conn, txn_id=txn_id, coordinator=coordinator):
                 resp = await conn.send(ApiKey.DESCRIBE_TRANSACTIONS, _m(
@@ -85,11 +107,8 @@ class TransactionAdmin:
                     txn_id, coordinator.node.node_id, t.transaction_state, t.producer_id,
                     t.producer_epoch, t.transaction_timeout_ms, t.transaction_start_time_ms,
                     tuple(TopicPartition(p.topic, i) for p in t.topics for i in p.partitions))
-            try:
-                out[txn_id] = await coordinator.call(attempt, self._deadline(timeout),
-                                                     "DescribeTransactions", "admin")
-            finally:
-                coordinator.close()
+            out[txn_id] = await coordinator.call(attempt, self._deadline(timeout),
+                                                 "DescribeTransactions", "admin")
         return out
 
     async def complete_transaction(self, transactional_id: str, prepared: PreparedTxnState,
@@ -98,11 +117,6 @@ class TransactionAdmin:
         (`Producer.prepare_transaction`), from any process: EndTxn under the prepared producer
         id and epoch. Completing it again is answered as done. PRODUCER_FENCED means it is
         gone: a newer producer of the id, or the coordinator's timeout, aborted it."""
-        await self._cluster.ensure_bootstrapped()
-        coordinator = Coordinator(self._cluster, transactional_id, TXN_KEY_TYPE)
-        deadline = self._deadline(timeout)
-        backoff = self.config.seconds("retry.backoff.ms")
-
         async def attempt(conn):
             resp = await conn.send(ApiKey.END_TXN, _m(ApiKey.END_TXN)(
                 transactional_id=transactional_id, producer_id=prepared.producer_id,
@@ -111,17 +125,39 @@ class TransactionAdmin:
             if resp.error_code:
                 raise KafkaError(resp.error_code, f"{'committing' if commit else 'aborting'} "
                                  f"the prepared transaction {prepared} of {transactional_id!r}")
-        try:
-            while True:
-                try:
-                    return await coordinator.call(attempt, deadline, "EndTxn", "admin")
-                except KafkaError as e:  # markers of the previous transaction still going out
-                    if e.code != ErrorCode.CONCURRENT_TRANSACTIONS or \
-                            time.monotonic() + backoff >= deadline:
-                        raise
-                    await asyncio.sleep(backoff)
-        finally:
-            coordinator.close()
+        await self._at_txn_coordinator(transactional_id, attempt, "EndTxn", timeout)
+
+    async def force_terminate_transaction(self, transactional_id: str,
+                                          timeout: float | None = None) -> None:
+        """Abort whatever transaction `transactional_id` has open, prepared (KIP-939) or not,
+        and fence its producer: Kafka's `Admin.forceTerminateTransaction`, an InitProducerId
+        without KeepPreparedTxn, repeated while the coordinator answers CONCURRENT_TRANSACTIONS
+        (the abort's markers going out)."""
+        async def attempt(conn):
+            resp = await conn.send(ApiKey.INIT_PRODUCER_ID, _m(ApiKey.INIT_PRODUCER_ID)(
+                transactional_id=transactional_id, transaction_timeout_ms=TERMINATE_TIMEOUT_MS,
+                producer_id=-1, producer_epoch=-1))
+            if resp.error_code:
+                raise KafkaError(resp.error_code, f"terminating the transaction of "
+                                 f"{transactional_id!r}")
+        await self._at_txn_coordinator(transactional_id, attempt, "InitProducerId", timeout)
+
+    async def _at_txn_coordinator(self, transactional_id: str, attempt, what: str,
+                                  timeout: float | None) -> None:
+        """`attempt(conn)` at the id's transaction coordinator, again while it answers
+        CONCURRENT_TRANSACTIONS (the markers of the id's previous transaction going out)."""
+        await self._cluster.ensure_bootstrapped()
+        coordinator = self._txn_coordinator(transactional_id)
+        deadline = self._deadline(timeout)
+        backoff = self.config.seconds("retry.backoff.ms")
+        while True:
+            try:
+                return await coordinator.call(attempt, deadline, what, "admin")
+            except KafkaError as e:
+                if e.code != ErrorCode.CONCURRENT_TRANSACTIONS or \
+                        time.monotonic() + backoff >= deadline:
+                    raise
+                await asyncio.sleep(backoff)
 
     async def complete_transactions(self, prepared: dict, timeout: float | None = None) -> dict:
         """Complete several prepared transactions at once: {transactional id: (PreparedTxnState,

@@ -8,7 +8,12 @@ import hashlib
 import os
 from typing import NamedTuple
 
+from typing import Any
+
 from minilog.connector.protocol import ApiKey, KafkaError, request
+
+from .connection import BrokerConnection
+from .types import Message
 
 MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 _NAMES = {code: name for name, code in MECHANISMS.items()}
@@ -29,7 +34,8 @@ def _mechanism(name: str) -> int:
                          f"got {name!r}") from None
 
 
-def upsertion(user: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS):
+def upsertion(user: str, mechanism: str, password: str,
+              iterations: int = DEFAULT_ITERATIONS) -> Message:
     """One AlterUserScramCredentials upsertion: the password salted here."""
     code = _mechanism(mechanism)
     salt = os.urandom(32)
@@ -39,12 +45,13 @@ def upsertion(user: str, mechanism: str, password: str, iterations: int = DEFAUL
         salted_password=salted)
 
 
-def deletion(user: str, mechanism: str):
+def deletion(user: str, mechanism: str) -> Message:
     return request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS).make(
         "deletions", name=user, mechanism=_mechanism(mechanism))
 
 
-async def alter(conn, upsertions: list, deletions: list) -> None:
+async def alter(conn: BrokerConnection, upsertions: list[Message],
+                deletions: list[Message]) -> None:
     """Send the alterations; raise the first user's error (Kafka's code and message)."""
     body = request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS).cls(upsertions=upsertions,
                                                              deletions=deletions)
@@ -54,14 +61,15 @@ async def alter(conn, upsertions: list, deletions: list) -> None:
             raise KafkaError(r.error_code, f"user {r.user!r}: {r.error_message}")
 
 
-async def describe(conn, users: list | None) -> dict:
+async def describe(conn: BrokerConnection,
+                   users: list[str] | None) -> dict[str, list["ScramCredentialInfo"]]:
     """{user: [ScramCredentialInfo]}; every user when `users` is None."""
     req = request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
     wanted = None if users is None else [req.make("users", name=u) for u in users]
     resp = await conn.send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, req.cls(users=wanted))
     if resp.error_code:
         raise KafkaError(resp.error_code, resp.error_message)
-    out = {}
+    out: dict[str, list[ScramCredentialInfo]] = {}
     for r in resp.results:
         if r.error_code:
             raise KafkaError(r.error_code, r.error_message or f"user {r.user!r}")

@@ -13,7 +13,8 @@ one member straight to another in one rebalance: KIP-429's two phases).
 """
 import abc
 import struct
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar, NamedTuple
 
 from minilog.connector.protocol.consumer_protocol import (  # noqa: F401 - re-exported
     CONSUMER_PROTOCOL_TYPE,
@@ -29,6 +30,8 @@ from minilog.connector.protocol.consumer_protocol import (  # noqa: F401 - re-ex
 from .types import TopicPartition
 
 EAGER, COOPERATIVE = "eager", "cooperative"
+# {member id: the partitions it gets}
+Assignments = dict[str, list[TopicPartition]]
 _I32 = struct.Struct(">i")
 
 
@@ -40,22 +43,24 @@ class Member(NamedTuple):
 
 
 # ---- assignors -----------------------------------------------------------------------------
-def member_order(member):
+def member_order(member: Member) -> tuple[int, str]:
     """Java's MemberInfo order: static members (by instance id) first, then by member id."""
     return (0, member.instance_id) if member.instance_id else (1, member.member_id)
 
 
 class Assignor(abc.ABC):
     """Base: subclasses set `name`, `protocols` and implement `assign`."""
-    name = None
-    protocols = (EAGER,)  # rebalance protocols the assignor supports
+    name: ClassVar[str | None] = None
+    protocols: ClassVar[tuple[str, ...]] = (EAGER,)  # rebalance protocols it supports
 
-    def subscription(self, topics, owned=(), generation=-1, rack=None):
+    def subscription(self, topics: Iterable[str], owned: Iterable[TopicPartition] = (),
+                     generation: int = -1, rack: str | None = None) -> Subscription:
         """The Subscription this member sends with this assignor's name."""
         return Subscription(tuple(topics), None, tuple(owned), generation, rack)
 
     @abc.abstractmethod
-    def assign(self, partitions_per_topic, members):
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               members: Sequence[Member]) -> Assignments:
         """{topic: partition count}, [Member] -> {member_id: [TopicPartition]} (every member)."""
 
 
@@ -64,8 +69,9 @@ class RangeAssignor(Assignor):
     more partition when the count does not divide (Java's RangeAssignor without racks)."""
     name = "range"
 
-    def assign(self, partitions_per_topic, members):
-        out = {m.member_id: [] for m in members}
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               members: Sequence[Member]) -> Assignments:
+        out: Assignments = {m.member_id: [] for m in members}
         for topic in sorted(partitions_per_topic):
             subscribers = sorted((m for m in members if topic in m.subscription.topics),
                                  key=member_order)
@@ -85,8 +91,9 @@ class RoundRobinAssignor(Assignor):
     skipping members not subscribed to the partition's topic (Java's RoundRobinAssignor)."""
     name = "roundrobin"
 
-    def assign(self, partitions_per_topic, members):
-        out = {m.member_id: [] for m in members}
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               members: Sequence[Member]) -> Assignments:
+        out: Assignments = {m.member_id: [] for m in members}
         ring = sorted(members, key=member_order)
         if not ring:
             return out
@@ -116,25 +123,27 @@ class CooperativeStickyAssignor(Assignor):
     name = "cooperative-sticky"
     protocols = (EAGER, COOPERATIVE)
 
-    def subscription(self, topics, owned=(), generation=-1, rack=None):
+    def subscription(self, topics: Iterable[str], owned: Iterable[TopicPartition] = (),
+                     generation: int = -1, rack: str | None = None) -> Subscription:
         return Subscription(tuple(topics), _I32.pack(generation), tuple(owned), generation, rack)
 
     @staticmethod
-    def generation(sub):
+    def generation(sub: Subscription) -> int:
         if sub.version >= 2:
-            return sub.generation_id
+            return int(sub.generation_id)
         if sub.user_data is not None and len(sub.user_data) == 4:
-            return _I32.unpack(sub.user_data)[0]
+            return int(_I32.unpack(sub.user_data)[0])
         return -1
 
-    def assign(self, partitions_per_topic, members):
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               members: Sequence[Member]) -> Assignments:
         members = sorted(members, key=member_order)
         ids = [m.member_id for m in members]
         subs = {m.member_id: {t for t in m.subscription.topics if t in partitions_per_topic}
                 for m in members}
         rank = {mid: i for i, mid in enumerate(ids)}
         owner = self._owners(partitions_per_topic, members, subs)
-        out = {mid: [] for mid in ids}
+        out: Assignments = {mid: [] for mid in ids}
         for tp, mid in sorted(owner.items()):
             out[mid].append(tp)
         free = [TopicPartition(t, p) for t in sorted({t for s in subs.values() for t in s})
@@ -148,10 +157,12 @@ class CooperativeStickyAssignor(Assignor):
             out[mid] = sorted(tp for tp in tps if owner.get(tp, mid) == mid)
         return out
 
-    def _owners(self, partitions_per_topic, members, subs):
+    def _owners(self, partitions_per_topic: Mapping[str, int], members: Sequence[Member],
+                subs: Mapping[str, set[str]]) -> dict[TopicPartition, str]:
         """{tp: member} from the members' claims: the highest generation wins; two claims of
         the same generation cancel out (neither keeps the partition)."""
-        claims, contested = {}, set()
+        claims: dict[TopicPartition, tuple[int, str]] = {}
+        contested: set[TopicPartition] = set()
         for m in members:
             gen = self.generation(m.subscription)
             for tp in m.subscription.owned_partitions:
@@ -168,7 +179,8 @@ class CooperativeStickyAssignor(Assignor):
         return {tp: mid for tp, (_, mid) in claims.items() if tp not in contested}
 
     @staticmethod
-    def _balance(out, subs, owner, rank):
+    def _balance(out: Assignments, subs: Mapping[str, set[str]],
+                 owner: Mapping[TopicPartition, str], rank: Mapping[str, int]) -> None:
         """Move partitions from the most to the least loaded member while some eligible pair
         differs by two or more. Each move lowers the sum of squared loads, so this ends."""
         while True:
@@ -194,9 +206,9 @@ class CooperativeStickyAssignor(Assignor):
 ASSIGNORS = {a.name: a for a in (RangeAssignor, RoundRobinAssignor, CooperativeStickyAssignor)}
 
 
-def make_assignors(names):
+def make_assignors(names: Iterable[str]) -> list[Assignor]:
     """Assignor instances for `partition.assignment.strategy` names, in preference order."""
-    out = []
+    out: list[Assignor] = []
     for name in names:
         cls = ASSIGNORS.get(name.strip().lower())
         if cls is None:
@@ -208,6 +220,6 @@ def make_assignors(names):
     return out
 
 
-def rebalance_protocol(assignors):
+def rebalance_protocol(assignors: Iterable[Assignor]) -> str:
     """COOPERATIVE only when every configured assignor supports it (Java's rule), else EAGER."""
     return COOPERATIVE if all(COOPERATIVE in a.protocols for a in assignors) else EAGER

@@ -12,17 +12,21 @@ it tried) so a wrong address is reported at once; after the first success, conne
 are treated as transient and retried by the callers within their own deadlines.
 """
 import asyncio
+import functools
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 from minilog.connector.protocol.primitives import ZERO_UUID
 
+from .config import Config
 from .connection import BrokerConnection
 from .security import AuthenticationError, client_security
 from .tasks import retrieve_exception
-from .types import BrokerInfo, KafkaConnectionError, PartitionInfo, TopicDescription
+from .types import BrokerInfo, KafkaConnectionError, Message, PartitionInfo, TopicDescription
 
 log = logging.getLogger("minilog.client")
 
@@ -36,33 +40,38 @@ STALE_METADATA = frozenset({
 })
 
 
+# A connection's key: a broker's node id, or ("bootstrap", host, port) before its id is known.
+ConnKey = int | tuple[str, str, int]
+
+
 class Cluster:
-    def __init__(self, config, allow_auto_create=False):
+    def __init__(self, config: Config, allow_auto_create: bool = False) -> None:
         self.config = config
         self.allow_auto_create = allow_auto_create
-        self.brokers = {}         # node_id -> BrokerInfo
-        self.topics = {}          # name -> TopicDescription
-        self.topic_errors = {}    # name -> ErrorCode (unknown topic, authorization, ...)
-        self.cluster_id = None
+        self.brokers: dict[int, BrokerInfo] = {}         # by node id
+        self.topics: dict[str, TopicDescription] = {}    # by name
+        self.topic_errors: dict[str, ErrorCode] = {}     # unknown topic, authorization, ...
+        self.cluster_id: str | None = None
         self.controller_id = -1
         self.has_metadata = False
         self.last_refresh = 0.0
-        self._leaders = {}        # (topic, partition) -> node_id
-        self._ids = {}            # topic -> sorted partition ids (shared lists: do not mutate)
-        self._available = {}      # topic -> partition ids that have a leader
-        self._names_by_id = {}
-        self._conns = {}          # node_id or ("bootstrap", host, port) -> BrokerConnection
-        self._connecting = {}     # same keys -> Task
-        self._failed_at = {}      # same keys -> monotonic time of the last failed connect
-        self._wanted = set()      # topics whose metadata we keep current
+        self._leaders: dict[tuple[str, int], int] = {}  # (topic, partition) -> node_id
+        # topic -> sorted partition ids (shared lists: do not mutate)
+        self._ids: dict[str, list[int]] = {}
+        self._available: dict[str, list[int]] = {}  # topic -> partition ids that have a leader
+        self._names_by_id: dict[Any, str] = {}
+        self._conns: dict[ConnKey, BrokerConnection] = {}
+        self._connecting: dict[ConnKey, asyncio.Task[BrokerConnection]] = {}
+        self._failed_at: dict[ConnKey, float] = {}  # monotonic time of the last failed connect
+        self._wanted: set[str] = set()      # topics whose metadata we keep current
         self._lock = asyncio.Lock()
         self._generation = 0
-        self._requested = set()   # topics the last refresh asked for (None: all)
+        self._requested: set[str] | None = set()  # topics the last refresh asked for (None: all)
         self.needs_refresh = False
         self._security = client_security(config)  # None for plaintext
 
     # ---- connections -------------------------------------------------------------------
-    def _new_connection(self, host, port, node_id):
+    def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
         c = self.config
         return BrokerConnection(host, port, node_id=node_id, client_id=c["client.id"],
                                 connect_timeout=c.seconds("socket.connection.setup.timeout.ms"),
@@ -70,7 +79,8 @@ class Cluster:
                                 max_response_size=c["receive.message.max.bytes"],
                                 security=self._security)
 
-    async def _open(self, key, host, port, node_id):
+    async def _open(self, key: ConnKey, host: str, port: int,
+                    node_id: int | None) -> BrokerConnection:
         backoff = self.config.seconds("reconnect.backoff.ms")
         wait = self._failed_at.get(key, -1e9) + backoff - time.monotonic()
         if wait > 0:
@@ -89,7 +99,8 @@ class Cluster:
         self._conns[key] = conn
         return conn
 
-    async def _connection_for(self, key, host, port, node_id):
+    async def _connection_for(self, key: ConnKey, host: str, port: int,
+                              node_id: int | None) -> BrokerConnection:
         conn = self._conns.get(key)
         if conn is not None and conn.connected:
             return conn
@@ -101,12 +112,12 @@ class Cluster:
             task.add_done_callback(retrieve_exception)
         return await asyncio.shield(task)
 
-    def connected(self, node_id):
+    def connected(self, node_id: int) -> BrokerConnection | None:
         """The open connection to broker `node_id`, or None (`connection` opens one)."""
         conn = self._conns.get(node_id)
         return conn if conn is not None and conn.connected else None
 
-    async def connection(self, node_id):
+    async def connection(self, node_id: int) -> BrokerConnection:
         """The (single, reused) connection to broker `node_id`, opened if needed."""
         if node_id not in self.brokers:
             self.needs_refresh = True
@@ -114,19 +125,19 @@ class Cluster:
         b = self.brokers[node_id]
         return await self._connection_for(node_id, b.host, b.port, node_id)
 
-    async def connection_to(self, broker):
+    async def connection_to(self, broker: BrokerInfo) -> BrokerConnection:
         """The (single, reused) connection to `broker` (a BrokerInfo, e.g. a coordinator that
         FindCoordinator named), whether or not the last metadata listed it."""
         return await self._connection_for(broker.node_id, broker.host, broker.port,
                                           broker.node_id)
 
-    async def any_connection(self):
+    async def any_connection(self) -> BrokerConnection:
         """A connection to some broker: an open one with the fewest requests in flight first."""
         await self.ensure_bootstrapped()
         live = [c for k, c in self._conns.items() if isinstance(k, int) and c.connected]
         if live:
             return min(live, key=lambda c: c.in_flight)
-        last = None
+        last: KafkaError | None = None
         for node_id in random.sample(list(self.brokers), len(self.brokers)):
             try:
                 return await self.connection(node_id)
@@ -134,11 +145,11 @@ class Cluster:
                 last = e
         raise last or KafkaConnectionError("no broker known")
 
-    async def send(self, node_id, api_key, body, **kwargs):
+    async def send(self, node_id: int, api_key: int, body: Message, **kwargs: Any) -> Message:
         conn = await self.connection(node_id)
         return await conn.send(api_key, body, **kwargs)
 
-    def close(self):
+    def close(self) -> None:
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
@@ -146,11 +157,11 @@ class Cluster:
             task.cancel()
 
     # ---- metadata ----------------------------------------------------------------------
-    async def ensure_bootstrapped(self):
+    async def ensure_bootstrapped(self) -> None:
         if not self.has_metadata:
             await self.refresh()
 
-    async def refresh(self, topics=(), all_topics=False):
+    async def refresh(self, topics: Iterable[str] = (), all_topics: bool = False) -> None:
         """Fetch Metadata for the tracked topics plus `topics` (every topic if `all_topics`)."""
         self._wanted.update(topics)
         gen = self._generation
@@ -160,8 +171,8 @@ class Cluster:
                 return  # a refresh that covered us finished while we waited
             await self._refresh_locked(None if all_topics else set(self._wanted))
 
-    async def _refresh_locked(self, topics):
-        errors = []
+    async def _refresh_locked(self, topics: set[str] | None) -> None:
+        errors: list[str] = []
         for conn_getter, where in self._metadata_candidates():
             try:
                 conn = await conn_getter()
@@ -177,23 +188,25 @@ class Cluster:
             return
         raise KafkaConnectionError("; ".join(dict.fromkeys(errors)) or "no broker to ask")
 
-    def _metadata_candidates(self):
+    def _metadata_candidates(
+            self) -> list[tuple[Callable[[], Awaitable[BrokerConnection]], str]]:
         """Where to ask for metadata: connected brokers, then known brokers, then bootstrap."""
-        out = []
+        out: list[tuple[Callable[[], Awaitable[BrokerConnection]], str]] = []
         for key, conn in list(self._conns.items()):
             if conn.connected:
-                out.append((lambda c=conn: _ready(c), conn.address))
+                out.append((functools.partial(_ready, conn), conn.address))
         for node_id, b in self.brokers.items():
-            out.append((lambda n=node_id: self.connection(n), f"{b.host}:{b.port}"))
+            out.append((functools.partial(self.connection, node_id), f"{b.host}:{b.port}"))
         for host, port in self.config["bootstrap.servers"]:
             key = ("bootstrap", host, port)
-            out.append((lambda k=key, h=host, p=port: self._connection_for(k, h, p, None),
+            out.append((functools.partial(self._connection_for, key, host, port, None),
                         f"{host}:{port}"))
         return out
 
-    def _metadata_request(self, topics, version):
+    def _metadata_request(self, topics: set[str] | None, version: int) -> Message:
         Req = request(ApiKey.METADATA).cls
         Topic = request(ApiKey.METADATA).fields[0].struct.cls
+        wanted: list[Message] | None
         if topics is None:
             wanted = [] if version == 0 else None
         else:
@@ -201,7 +214,7 @@ class Cluster:
         return Req(topics=wanted, allow_auto_topic_creation=self.allow_auto_create,
                    include_topic_authorized_operations=False)
 
-    def _apply(self, resp, requested):
+    def _apply(self, resp: Message, requested: set[str] | None) -> None:
         self._generation += 1
         self._requested = requested
         self.has_metadata = True
@@ -232,7 +245,7 @@ class Cluster:
             self._ids.clear()
             self._available.clear()
             self.topic_errors.clear()
-        seen = set()
+        seen: set[str] = set()
         for t in resp.topics:
             name = t.name if t.name is not None else self._names_by_id.get(t.topic_id)
             if name is None:
@@ -246,7 +259,7 @@ class Cluster:
             if t.error_code:  # LEADER_NOT_AVAILABLE: being created; ask again soon
                 self.needs_refresh = True
                 continue
-            parts = []
+            parts: list[PartitionInfo] = []
             for p in t.partitions:
                 parts.append(PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch,
                                            tuple(p.replica_nodes), tuple(p.isr_nodes),
@@ -267,7 +280,7 @@ class Cluster:
             if name not in seen:
                 self._drop_topic(name)
 
-    def _drop_topic(self, name):
+    def _drop_topic(self, name: str) -> None:
         self._ids.pop(name, None)
         self._available.pop(name, None)
         old = self.topics.pop(name, None)
@@ -275,11 +288,11 @@ class Cluster:
             for p in old.partitions:
                 self._leaders.pop((name, p.partition), None)
 
-    def request_update(self):
+    def request_update(self) -> None:
         """Mark the metadata stale; the next `maybe_refresh` asks the cluster again."""
         self.needs_refresh = True
 
-    async def maybe_refresh(self, topics=()):
+    async def maybe_refresh(self, topics: Iterable[str] = ()) -> None:
         """Refresh when marked stale, older than metadata.max.age.ms, or missing `topics`.
 
         Backs off (retry.backoff.ms after the last refresh) only when asking again could not
@@ -297,26 +310,26 @@ class Cluster:
                 age > self.config.seconds("metadata.max.age.ms"):
             await self.refresh(topics)
 
-    def track(self, topics):
+    def track(self, topics: Iterable[str]) -> None:
         self._wanted.update(topics)
 
-    def untrack(self, topics):
+    def untrack(self, topics: Iterable[str]) -> None:
         self._wanted.difference_update(topics)
 
     # ---- questions ---------------------------------------------------------------------
-    def leader(self, topic, partition):
+    def leader(self, topic: str, partition: int) -> int | None:
         """Node id of the partition's leader, or None when unknown."""
         return self._leaders.get((topic, partition))
 
-    def partitions_for(self, topic):
+    def partitions_for(self, topic: str) -> list[int] | None:
         """Sorted partition ids of a known topic, or None (a shared list: do not mutate)."""
         return self._ids.get(topic)
 
-    def available_partitions(self, topic):
+    def available_partitions(self, topic: str) -> Sequence[int]:
         """Partition ids of `topic` with a known leader (a shared list: do not mutate)."""
         return self._available.get(topic, ())
 
-    def partition_info(self, topic, partition):
+    def partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
         t = self.topics.get(topic)
         if t is not None:
             for p in t.partitions:
@@ -324,18 +337,18 @@ class Cluster:
                     return p
         return None
 
-    def leader_epoch(self, topic, partition):
+    def leader_epoch(self, topic: str, partition: int) -> int:
         p = self.partition_info(topic, partition)
         return -1 if p is None else p.leader_epoch
 
-    def topic_id(self, topic):
+    def topic_id(self, topic: str) -> Any:
         t = self.topics.get(topic)
         return ZERO_UUID if t is None else t.topic_id
 
-    def topic_name(self, topic_id):
+    def topic_name(self, topic_id: Any) -> str | None:
         return self._names_by_id.get(topic_id)
 
-    def topic_error(self, topic):
+    def topic_error(self, topic: str) -> KafkaError | None:
         """A KafkaError saying why `topic` is not usable, or None when it is."""
         code = self.topic_errors.get(topic)
         if code is not None:
@@ -345,5 +358,5 @@ class Cluster:
         return None
 
 
-async def _ready(conn):
+async def _ready(conn: BrokerConnection) -> BrokerConnection:
     return conn

@@ -11,13 +11,17 @@ and ignored, so one dict can configure a producer and a consumer alike.
 """
 import difflib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from .assignors import ASSIGNORS
 from .foreign_settings import ALIASES, JAVA_CLIENT, JAVA_SERDES, LIBRDKAFKA
 from .types import ConfigError
 
 log = logging.getLogger("minilog.client")
+
+# A setting's check: (value given, its name as shown in errors) -> the value kept.
+Coerce = Callable[[Any, str], Any]
 
 _BOOL_TEXT = {"true": True, "1": True, "yes": True, "on": True,
               "false": False, "0": False, "no": False, "off": False}
@@ -26,7 +30,7 @@ P, C, A = "producer", "consumer", "admin"
 ALL = (P, C, A)
 
 
-def _int(v, name):
+def _int(v: Any, name: str) -> int:
     if isinstance(v, bool):
         raise ConfigError(f"{name} must be an integer, got {v!r}")
     try:
@@ -35,7 +39,7 @@ def _int(v, name):
         raise ConfigError(f"{name} must be an integer, got {v!r}") from None
 
 
-def _bool(v, name):
+def _bool(v: Any, name: str) -> bool:
     if isinstance(v, bool):
         return v
     if isinstance(v, int) and v in (0, 1):
@@ -46,13 +50,13 @@ def _bool(v, name):
     return b
 
 
-def _str(v, name):
+def _str(v: Any, name: str) -> str:
     if not isinstance(v, (str, int, float)) or isinstance(v, bool):
         raise ConfigError(f"{name} must be a string, got {v!r}")
     return str(v)
 
 
-def _servers(v, name):
+def _servers(v: Any, name: str) -> list[tuple[str, int]]:
     items = v.split(",") if isinstance(v, str) else list(v)
     out = []
     for item in (s.strip() for s in items):
@@ -68,7 +72,7 @@ def _servers(v, name):
     return out
 
 
-def _acks(v, name):
+def _acks(v: Any, name: str) -> int:
     text = str(v).strip().lower()
     if text in ("all", "-1"):
         return -1
@@ -77,10 +81,10 @@ def _acks(v, name):
     raise ConfigError(f"{name} must be 0, 1 or all, got {v!r}")
 
 
-def _enum(*choices, aliases=None):
+def _enum(*choices: str, aliases: dict[str, str] | None = None) -> Coerce:
     aliases = aliases or {}
 
-    def check(v, name):
+    def check(v: Any, name: str) -> str:
         text = aliases.get(str(v).strip().lower(), str(v).strip().lower())
         if text not in choices:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {v!r}")
@@ -88,21 +92,21 @@ def _enum(*choices, aliases=None):
     return check
 
 
-def _callable_or(*choices):
+def _callable_or(*choices: str) -> Coerce:
     names = _enum(*choices)
 
-    def check(v, name):
+    def check(v: Any, name: str) -> Any:
         return v if callable(v) else names(v, name)
     return check
 
 
-def _callable(v, name):
+def _callable(v: Any, name: str) -> Any:
     if v is not None and not callable(v):
         raise ConfigError(f"{name} must be callable, got {v!r}")
     return v
 
 
-def _serde(v, name):
+def _serde(v: Any, name: str) -> Any:
     """A callable, or a Java (de)serializer class name (what Spark users and Java configs
     pass), as the callable that reads or writes the same bytes."""
     if not isinstance(v, str):
@@ -122,16 +126,16 @@ _ASSIGNOR_CLASSES = {"RangeAssignor": "range", "RoundRobinAssignor": "roundrobin
                      "CooperativeStickyAssignor": "cooperative-sticky"}
 
 
-def _assignors(v, name):
+def _assignors(v: Any, name: str) -> list[str]:
     return [_ASSIGNOR_CLASSES.get(a.rsplit(".", 1)[-1], a) for a in _list(v, name)]
 
 
-def _list(v, name):
+def _list(v: Any, name: str) -> list[str]:
     return [s.strip() for s in v.split(",") if s.strip()] if isinstance(v, str) else list(v)
 
 
 # name: (coerce, default, roles, minimum)
-SPEC = {
+SPEC: dict[str, tuple[Coerce, Any, tuple[str, ...], int | None]] = {
     # -- every client --
     "bootstrap.servers": (_servers, None, ALL, None),
     "client.id": (_str, "minilog", ALL, None),
@@ -212,30 +216,31 @@ SPEC = {
 }
 
 
-def nearest_key(name):
+def nearest_key(name: str) -> str | None:
     """The known setting name (minilog's, an alias, the Java client's or librdkafka's) nearest
     to `name`, or None when none is near."""
     close = difflib.get_close_matches(name, [*SPEC, *ALIASES, *JAVA_CLIENT, *LIBRDKAFKA], n=1)
     return close[0] if close else None
 
 
-def is_known_key(name):
+def is_known_key(name: str) -> bool:
     """Whether some Kafka client knows `name` (minilog implements it, or accepts it with no
     effect)."""
     return name in SPEC or name in ALIASES or name in JAVA_CLIENT or name in LIBRDKAFKA
 
 
-class Config(Mapping):
+class Config(Mapping[str, Any]):
     """Validated settings for one client role; read like a dict: `config["linger.ms"]`."""
 
-    def __init__(self, role, settings=None, **overrides):
+    def __init__(self, role: str, settings: Mapping[str, Any] | None = None,
+                 **overrides: Any) -> None:
         if role not in ALL:
             raise ValueError(f"unknown client role {role!r}")
         self.role = role
         given = dict(settings or {})
         given.update(overrides)
         values = {name: spec[1] for name, spec in SPEC.items() if role in spec[2]}
-        no_effect = []
+        no_effect: list[str] = []
         for given_name, raw in given.items():
             name = ALIASES.get(given_name, given_name)
             spec = SPEC.get(name)
@@ -260,7 +265,7 @@ class Config(Mapping):
         self._values = values
         getattr(self, f"_check_{role}")()
 
-    def _check_producer(self):
+    def _check_producer(self) -> None:
         v = self._values
         if v["allow.auto.create.topics"] is None:
             v["allow.auto.create.topics"] = True
@@ -281,7 +286,7 @@ class Config(Mapping):
         if v["delivery.timeout.ms"] < v["linger.ms"] + v["request.timeout.ms"]:
             raise ConfigError("delivery.timeout.ms must be at least linger.ms + request.timeout.ms")
 
-    def _check_consumer(self):
+    def _check_consumer(self) -> None:
         v = self._values
         if v["allow.auto.create.topics"] is None:
             v["allow.auto.create.topics"] = False
@@ -296,30 +301,31 @@ class Config(Mapping):
         if v["group.instance.id"] is not None and v["group.id"] is None:
             raise ConfigError("group.instance.id needs group.id")
 
-    def _check_admin(self):
+    def _check_admin(self) -> None:
         pass
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._values)
 
-    def seconds(self, name):
+    def seconds(self, name: str) -> float:
         """A `.ms` setting in seconds, as asyncio wants it."""
-        return self._values[name] / 1000.0
+        return float(self._values[name]) / 1000.0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Config({self.role!r}, {self._values!r})"
 
 
-_warned = set()  # (role, names) already warned about: Spark opens a client per task
+# (role, names) already warned about: Spark opens a client per task
+_warned: set[tuple[str, tuple[str, ...]]] = set()
 
 
-def _warn_no_effect(role, names):
+def _warn_no_effect(role: str, names: Iterable[str]) -> None:
     key = (role, tuple(sorted(names)))
     if key not in _warned:
         _warned.add(key)
@@ -328,7 +334,7 @@ def _warn_no_effect(role, names):
                     ", ".join(sorted(names)))
 
 
-def parse_assignments(pairs):
+def parse_assignments(pairs: Iterable[str] | None) -> dict[str, str]:
     """['key=value', ...] (the CLI's -X options) as a dict; raises ConfigError on a bad item."""
     out = {}
     for item in pairs or ():

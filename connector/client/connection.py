@@ -29,6 +29,8 @@ import socket
 import ssl
 import struct
 import threading
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, TypeVar
 
 from minilog.connector.framed_protocol import FramedProtocol
 from minilog.connector.protocol import (
@@ -44,17 +46,20 @@ from minilog.connector.protocol import (
     request,
 )
 
-from .security import authenticate
-from .types import KafkaConnectionError, KafkaTimeoutError
+from .security import ClientSecurity, authenticate
+from .types import KafkaConnectionError, KafkaTimeoutError, Message
 
 log = logging.getLogger("minilog.client")
 
 SOFTWARE_NAME = "minilog-python"
 SOFTWARE_VERSION = "0.1.0"
 _INT16 = struct.Struct(">h")
+T = TypeVar("T")
+# correlation id, its answer's future (None: no answer expected), api key, version, frames
+_Held = tuple[int, "asyncio.Future[Message] | None", int, int, list[bytes]]
 
 
-async def wait_set(event, timeout=None):
+async def wait_set(event: asyncio.Event, timeout: float | None = None) -> bool:
     """Wait until `event` is set or `timeout` seconds pass; return whether it is set.
 
     asyncio.wait_for (Python 3.11) swallows a cancellation that arrives just as the awaited
@@ -80,43 +85,49 @@ class BrokerConnection:
     `versions` maps each API key the broker supports to its (min, max) versions.
     """
 
-    def __init__(self, host, port, *, node_id=None, client_id="minilog", connect_timeout=10.0,
-                 request_timeout=30.0, max_response_size=100 * 1024 * 1024, security=None):
+    def __init__(self, host: str, port: int, *, node_id: int | None = None,
+                 client_id: str = "minilog", connect_timeout: float = 10.0,
+                 request_timeout: float = 30.0, max_response_size: int = 100 * 1024 * 1024,
+                 security: ClientSecurity | None = None) -> None:
         """`security`: a `security.ClientSecurity` (TLS and SASL), None for plaintext."""
         self.host, self.port, self.node_id = host, port, node_id
         self.security = security
         self.client_id = client_id
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
-        self.versions = {}
+        self.versions: dict[int, tuple[int, int]] = {}
         self.max_response_size = max_response_size
-        self._pending = {}
+        # correlation id -> (its answer's future, api key, version)
+        self._pending: dict[int, tuple[asyncio.Future[Message], int, int]] = {}
         self._corr = itertools.count(1)
-        self._transport = self._protocol = None
-        self._closed = None  # the exception that closed us, once closed
-        self._held = None  # while re-authenticating: requests written, not yet sent
-        self._drained = None  # a future done when nothing is in flight (re-authentication)
-        self._reauth_timer = self._reauth_task = None
+        self._transport: asyncio.Transport | None = None
+        self._protocol: _ResponseProtocol | None = None
+        self._closed: BaseException | None = None  # the exception that closed us, once closed
+        self._held: list[_Held] | None = None  # re-authenticating: requests written, not sent
+        # a future done when nothing is in flight (re-authentication)
+        self._drained: asyncio.Future[None] | None = None
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Future[None] | None = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
 
     @property
-    def address(self):
+    def address(self) -> str:
         return f"{self.host}:{self.port}"
 
     @property
-    def connected(self):
+    def connected(self) -> bool:
         return self._transport is not None and self._closed is None
 
     @property
-    def in_flight(self):
+    def in_flight(self) -> int:
         """Requests written and not yet answered, those held by a re-authentication too."""
         return len(self._pending) + len(self._held or ())
 
-    async def connect(self):
+    async def connect(self) -> "BrokerConnection":
         """Open the socket and negotiate API versions; raise KafkaConnectionError on failure."""
         loop = asyncio.get_running_loop()
-        tls = {}
+        tls: dict[str, Any] = {}
         if self.security is not None and self.security.tls is not None:
             tls = {"ssl": self.security.tls, "server_hostname": self.host,
                    "ssl_handshake_timeout": self.connect_timeout}
@@ -132,7 +143,8 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"connecting to {self.address} timed out after {self.connect_timeout:g}s")
         try:
-            self._transport, self._protocol = opening.result()
+            transport, self._protocol = opening.result()
+            self._transport = transport
         except ssl.SSLError as e:  # with a certificate's own words: "Hostname mismatch, ..."
             why = ": ".join(str(w) for w in (e.reason, getattr(e, "verify_message", None)) if w)
             raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "
@@ -155,7 +167,7 @@ class BrokerConnection:
         except OSError as e:  # the peer closed it at once (a dying broker): the socket is gone
             self.close()
             raise KafkaConnectionError(f"connection to {self.address} closed while opening: "
-                                       f"{os.strerror(e.errno)}") from None
+                                       f"{os.strerror(e.errno) if e.errno else e}") from None
         try:
             await self._negotiate()
             if self.security is not None and self.security.sasl:
@@ -165,7 +177,7 @@ class BrokerConnection:
             raise
         return self
 
-    async def _negotiate(self):
+    async def _negotiate(self) -> None:
         version = REQUESTS[ApiKey.API_VERSIONS].versions[1]
         body = request(ApiKey.API_VERSIONS).cls(client_software_name=SOFTWARE_NAME,
                                                 client_software_version=SOFTWARE_VERSION)
@@ -183,9 +195,9 @@ class BrokerConnection:
             return
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"no common ApiVersions version with {self.address}")
 
-    def version_for(self, api_key, max_version=None):
+    def version_for(self, api_key: int, max_version: int | None = None) -> int:
         """Highest version of `api_key` both sides speak (capped at `max_version`)."""
-        ours = REQUESTS[api_key].versions
+        ours: tuple[int, int] = REQUESTS[api_key].versions
         theirs = self.versions.get(api_key)
         if theirs is None:
             raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
@@ -197,7 +209,7 @@ class BrokerConnection:
                              f"(ours {ours[0]}-{ours[1]}, broker's {theirs[0]}-{theirs[1]})")
         return hi
 
-    def supports(self, api_key, min_version=None):
+    def supports(self, api_key: int, min_version: int | None = None) -> bool:
         try:
             v = self.version_for(api_key)
         except KafkaError:
@@ -223,20 +235,28 @@ class BrokerConnection:
                 await asyncio.wait((self._drained,), timeout=0.1)
             if self._closed is not None:
                 return
+            assert self.security is not None  # re-authentication follows an authentication
             lifetime = await authenticate(self, self.security,
                                           functools.partial(self.send, now=True))
         except Exception as e:  # noqa: BLE001 - any failure ends this connection, reported
             self._fail(KafkaConnectionError(f"re-authentication with {self.address} failed: "
                                             f"{e}"))
             return
-        held, self._held = self._held, None
+        held, self._held = self._held or [], None
         for corr, fut, api_key, version, chunks in held:
             if fut is not None:
                 self._pending[corr] = (fut, api_key, version)
-            self._protocol.write(chunks)
+            self._write(chunks)
         self._schedule_reauthentication(lifetime)
 
-    def write_request(self, api_key, body, version=None, expect_response=True, *, now=False):
+    def _write(self, chunks: list[bytes]) -> None:
+        protocol = self._protocol
+        assert protocol is not None  # connected: every caller checked `_closed` first
+        protocol.write(chunks)
+
+    def write_request(self, api_key: int, body: Message, version: int | None = None,
+                      expect_response: bool = True, *,
+                      now: bool = False) -> tuple[int, "asyncio.Future[Message] | None"]:
         """Write one request now (no await between call and write); return (corr, future).
 
         The future is None when no response is expected (Produce with acks=0). While the
@@ -248,8 +268,9 @@ class BrokerConnection:
         if version is None:
             version = self.version_for(api_key)
         corr = next(self._corr) & 0x7FFFFFFF
-        chunks = encode_request(RequestHeader(api_key, version, corr, self.client_id), body)
-        fut = None
+        chunks: list[bytes] = encode_request(
+            RequestHeader(api_key, version, corr, self.client_id), body)
+        fut: asyncio.Future[Message] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
         if self._held is not None and not now:
@@ -257,10 +278,11 @@ class BrokerConnection:
             return corr, fut
         if fut is not None:
             self._pending[corr] = (fut, api_key, version)
-        self._protocol.write(chunks)
+        self._write(chunks)
         return corr, fut
 
-    async def wait_response(self, corr, fut, api_key, timeout=None):
+    async def wait_response(self, corr: int, fut: "asyncio.Future[Message]", api_key: int,
+                            timeout: float | None = None) -> Message:
         """The response to a request written by `write_request`, within `timeout` seconds."""
         timeout = self.request_timeout if timeout is None else timeout
         try:
@@ -278,24 +300,27 @@ class BrokerConnection:
         self._fail(KafkaConnectionError(f"closed after a request timed out: {err}"))
         raise err
 
-    async def send(self, api_key, body, version=None, *, timeout=None, expect_response=True,
-                   now=False):
+    async def send(self, api_key: int, body: Message, version: int | None = None, *,
+                   timeout: float | None = None, expect_response: bool = True,
+                   now: bool = False) -> Message:
         """Send one request and return its decoded response (None when none is expected).
 
         The request is written before this coroutine first yields, so concurrent callers'
         requests go out in call order.
         """
         corr, fut = self.write_request(api_key, body, version, expect_response, now=now)
-        if self._transport.get_write_buffer_size() > 1 << 20:
+        transport, protocol = self._transport, self._protocol
+        if transport is not None and protocol is not None and \
+                transport.get_write_buffer_size() > 1 << 20:
             try:
-                await self._protocol.drain()
+                await protocol.drain()
             except (OSError, ConnectionError) as e:
                 self._fail(KafkaConnectionError(f"write to {self.address} failed: {e}"))
         if fut is None:
             return None
         return await self.wait_response(corr, fut, api_key, timeout)
 
-    def _dispatch(self, frame):
+    def _dispatch(self, frame: bytes | bytearray | memoryview) -> None:
         entry = self._pending.pop(decode_response_correlation(frame), None)
         drained = self._drained
         if drained is not None and not self._pending and not drained.done():
@@ -315,7 +340,7 @@ class BrokerConnection:
                                          f"undecodable {api_name(api_key)} v{version} response "
                                          f"from {self.address}: {e}"))
 
-    def _fail(self, exc):
+    def _fail(self, exc: BaseException) -> None:
         if self._closed is None:
             self._closed = exc
             log.debug("%r closed: %s", self, exc)
@@ -331,7 +356,7 @@ class BrokerConnection:
         if self._transport is not None:
             self._transport.close()
 
-    def close(self):
+    def close(self) -> None:
         self._fail(KafkaConnectionError(f"connection to {self.address} closed by the client"))
 
 
@@ -340,22 +365,22 @@ class _ResponseProtocol(FramedProtocol):
 
     trusts_announced_sizes = True  # a broker the client chose: a fetch lands in one buffer
 
-    def __init__(self, conn):
+    def __init__(self, conn: BrokerConnection) -> None:
         super().__init__(conn.max_response_size)
         self.conn = conn
 
-    def frame_received(self, frame):
+    def frame_received(self, frame: bytes | bytearray | memoryview) -> None:
         self.conn._dispatch(frame)
 
-    def frame_too_large(self, error):
+    def frame_too_large(self, error: Exception) -> None:
         self.conn._fail(KafkaConnectionError(f"connection to {self.conn.address} failed: {error}"))
 
-    def connection_closed(self, exc):
+    def connection_closed(self, exc: BaseException | None) -> None:
         why = f": {exc}" if exc is not None else ""
         self.conn._fail(KafkaConnectionError(f"connection closed by broker {self.conn.address}{why}"))
 
 
-def message_class(schema, *path):
+def message_class(schema: Any, *path: str) -> Any:
     """The class of a nested struct of a request/response schema, by field names.
 
     `message_class(request(ApiKey.PRODUCE), "topic_data", "partition_data")` builds the
@@ -366,20 +391,20 @@ def message_class(schema, *path):
     return schema.cls
 
 
-def add_blocking_methods(sync_cls, async_cls, names):
+def add_blocking_methods(sync_cls: type, async_cls: type, names: Iterable[str]) -> None:
     """Give `sync_cls` blocking versions of `async_cls`'s methods `names`.
 
     Instances of `sync_cls` have `_core` (an `async_cls`) and `_loop` (a LoopThread).
     Coroutine methods are awaited on the loop; plain ones also run there, because the
     cores are not thread-safe and belong to their loop thread.
     """
-    def make(method):
+    def make(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
-        def call(self, *args, **kwargs):
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             if asyncio.iscoroutinefunction(method):
                 return self._loop.run(method(self._core, *args, **kwargs))
 
-            async def run_plain():
+            async def run_plain() -> Any:
                 return method(self._core, *args, **kwargs)
             return self._loop.run(run_plain())
         return call
@@ -393,12 +418,12 @@ class LoopThread:
     The sync `Producer`, `Consumer` and `AdminClient` each own one and submit coroutines to it.
     """
 
-    def __init__(self, name="minilog-client"):
+    def __init__(self, name: str = "minilog-client") -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def _run(self):
+    def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
@@ -408,13 +433,13 @@ class LoopThread:
         return self._thread.is_alive()
 
     @property
-    def in_loop_thread(self):
+    def in_loop_thread(self) -> bool:
         return threading.get_ident() == self._thread.ident
 
-    def submit(self, coro):
+    def submit(self, coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def run(self, coro, timeout=None):
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the loop and wait for its result (or its exception)."""
         if self.in_loop_thread:
             coro.close()
@@ -426,15 +451,15 @@ class LoopThread:
             fut.cancel()
             raise KafkaTimeoutError(f"operation did not complete in {timeout:g}s") from None
 
-    def call_soon(self, fn, *args):
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
         self.loop.call_soon_threadsafe(fn, *args)
 
-    def stop(self, timeout=10.0):
+    def stop(self, timeout: float = 10.0) -> None:
         """Cancel what still runs on the loop, stop it and join the thread."""
         if self.loop.is_closed():
             return
 
-        async def shutdown():
+        async def shutdown() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
             for t in tasks:
                 t.cancel()

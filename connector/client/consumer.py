@@ -1,10 +1,10 @@
 """The consumer: assigned partitions, positions, prefetching, records or Arrow batches out.
 
-`AsyncConsumer` is the asyncio core; `Consumer` its synchronous face on a background loop
-thread. A background task keeps one Fetch in flight per broker for the assigned, unpaused
-partitions while the application processes what it already has; each answer is kept as raw
-record bytes (a chunk) and decoded only when `poll` (Python records) or `poll_arrow`
-(`pyarrow.RecordBatch`es, no Python object per record) hands it out.
+`AsyncConsumer` is the asyncio core; `Consumer` (`sync_consumer.py`) its synchronous face
+on a background loop thread. A background task keeps one Fetch in flight per broker for the
+assigned, unpaused partitions while the application processes what it already has; each
+answer is kept as raw record bytes (a chunk) and decoded only when `poll` (Python records)
+or `poll_arrow` (`pyarrow.RecordBatch`es, no Python object per record) hands it out.
 
 API choice: `poll(timeout, max_records)` returns a *list* of ConsumerRecord (Java-style batch
 poll, up to `max.poll.records`), which suits both scripts and the per-batch hot path;
@@ -30,8 +30,8 @@ from minilog.connector.protocol import ErrorCode, KafkaError
 from .admin import EARLIEST, LATEST, list_offsets_by_leader
 from .cluster import Cluster
 from .config import Config
-from .connection import LoopThread, add_blocking_methods, wait_set
-from .consumer_group import GroupConsumer, polling, run_serving
+from .connection import wait_set
+from .consumer_group import GroupConsumer
 from .fetcher import (
     RETRY_LATER,
     Chunk,
@@ -527,75 +527,3 @@ class AsyncConsumer(GroupConsumer):
         await asyncio.gather(*(t for t in (self._runner, *self._tasks) if t is not None),
                              return_exceptions=True)
         self._cluster.close()
-
-
-
-class Consumer:
-    """Synchronous consumer for scripts; the same methods as AsyncConsumer, blocking.
-
-    `poll(timeout=1.0, max_records=None)` -> list of ConsumerRecord (empty on timeout);
-    `poll_arrow(...)` -> list of pyarrow.RecordBatch; `fetch_range_arrow(tp, start, end)` ->
-    iterator of RecordBatch.
-    """
-
-    def __init__(self, config=None, **overrides):
-        self._core = AsyncConsumer(config, **overrides)
-        self._core.group_face, self._core.group_defer_callbacks = self, True
-        self._loop = LoopThread("minilog-consumer")
-        try:
-            self._loop.run(self._core.start())
-        except BaseException:
-            self._loop.stop()
-            raise
-
-    @property
-    def config(self):
-        return self._core.config
-
-    def poll(self, timeout=1.0, max_records=None):
-        return polling(self, lambda left: self._core.poll(left, max_records), timeout)
-
-    def poll_arrow(self, timeout=1.0, max_records=None, include_headers=True):
-        return polling(self, lambda left: self._core.poll_arrow(left, max_records,
-                                                                include_headers), timeout)
-
-    def unsubscribe(self):
-        """Leave the group (rebalance callbacks run here, in the calling thread)."""
-        run_serving(self, self._core.unsubscribe())
-
-    def fetch_range_arrow(self, tp, start, end, timeout=None, include_headers=True):
-        """Iterator of RecordBatches with the records of `tp` in [start, end)."""
-        agen = self._core.fetch_range_arrow(tp, start, end, timeout, include_headers)
-
-        async def step():
-            return await agen.__anext__()
-        try:
-            while True:
-                try:
-                    yield self._loop.run(step())
-                except StopAsyncIteration:
-                    return
-        finally:
-            if not self._loop.loop.is_closed():
-                self._loop.run(agen.aclose())
-
-    def close(self, timeout=None):
-        """Leave the group and stop, within `timeout` seconds (default 30)."""
-        if not self._loop.loop.is_closed():
-            try:
-                run_serving(self, self._core.close(timeout))  # on_revoke runs in this thread
-            finally:
-                self._loop.stop()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-add_blocking_methods(Consumer, AsyncConsumer, (
-    "assign", "unassign", "assignment", "seek", "seek_to_beginning", "seek_to_end", "position",
-    "pause", "resume", "paused", "offsets_for_times", "beginning_offsets", "end_offsets",
-    "partitions_for", "subscribe", "commit", "committed", "memberid", "lag", "watermarks",
-    "consumer_group_metadata"))

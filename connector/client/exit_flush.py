@@ -19,7 +19,7 @@ log = logging.getLogger("minilog.producer")
 
 EXIT_FLUSH_S = 2.0
 
-_open: weakref.WeakSet = weakref.WeakSet()
+_open: weakref.WeakSet["_Closable"] = weakref.WeakSet()
 
 
 class _Closable(Protocol):

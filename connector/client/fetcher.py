@@ -16,16 +16,21 @@ import asyncio
 import collections
 import heapq
 import time
-from typing import NamedTuple
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, NamedTuple
 
 from minilog.connector import batch as _batch
-from minilog.connector.arrow import decode_to_arrow
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 from minilog.connector.protocol.primitives import ZERO_UUID
 from minilog.connector.records import CorruptRecord, decode_batches
 
-from .connection import message_class
-from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
+from .cluster import Cluster
+from .config import Config
+from .connection import BrokerConnection, message_class
+from .types import KafkaConnectionError, KafkaTimeoutError, Message, TopicPartition
+
+Epochs = tuple[tuple[int, int], ...]  # ((first offset, leader epoch), ...), see Chunk
+Records = list[Any]  # ConsumerRecords (connector/records.py)
 
 _FETCH = request(ApiKey.FETCH)
 _Topic = message_class(_FETCH, "topics")
@@ -41,11 +46,13 @@ class Chunk:
     looking at its records."""
     __slots__ = ("data", "epochs", "index", "next_offset", "records", "skip")
 
-    def __init__(self, data, next_offset, epochs=(), skip=frozenset()):
-        self.data, self.next_offset, self.records, self.index = data, next_offset, None, 0
+    def __init__(self, data: bytes, next_offset: int, epochs: Epochs = (),
+                 skip: frozenset[int] = frozenset()) -> None:
+        self.data, self.next_offset, self.index = data, next_offset, 0
+        self.records: Records | None = None
         self.epochs, self.skip = epochs, skip
 
-    def epoch_before(self, offset):
+    def epoch_before(self, offset: int) -> int:
         """The leader epoch of the batch holding `offset - 1` (-1 if unknown)."""
         epoch = -1
         for first, e in self.epochs:
@@ -76,14 +83,18 @@ class PartitionState:
                  "in_fetch", "last_stable_offset", "leader_epoch", "log_start_offset",
                  "offset_epoch", "out_of_range", "paused", "position", "reset", "validating")
 
-    def __init__(self):
-        self.position = self.fetch_offset = self.reset = self.error = self.out_of_range = None
-        self.chunks = collections.deque()
+    def __init__(self) -> None:
+        self.position: int | None = None
+        self.fetch_offset: int | None = None
+        self.reset: Any = None  # the offset spec to reset to (EARLIEST, LATEST), or a mark
+        self.error: BaseException | None = None
+        self.out_of_range: int | None = None
+        self.chunks: collections.deque[Chunk] = collections.deque()
         self.epoch, self.paused, self.in_fetch, self.validating = 0, False, False, False
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
         self.offset_epoch = self.fetch_epoch = self.leader_epoch = -1
 
-    def set_position(self, offset, offset_epoch=-1):
+    def set_position(self, offset: int | None, offset_epoch: int = -1) -> None:
         """Move to `offset` (None: unknown), whose preceding record has `offset_epoch`."""
         self.position = self.fetch_offset = offset
         self.offset_epoch = self.fetch_epoch = offset_epoch
@@ -92,25 +103,27 @@ class PartitionState:
         self.chunks.clear()
         self.epoch += 1
 
-    def refetch(self):
+    def refetch(self) -> None:
         """Drop what was fetched past the position (answers in flight too): fetch from it."""
         self.fetch_offset, self.fetch_epoch = self.position, self.offset_epoch
         self.out_of_range = None
         self.chunks.clear()
         self.epoch += 1
 
-    def await_validation(self):
+    def await_validation(self) -> None:
         """Refetch from the position, once it is validated."""
         self.refetch()
         self.validating = True
 
-    def take_records(self, tp, limit, check_crc=True):
+    def take_records(self, tp: TopicPartition, limit: int, check_crc: bool = True) -> Records:
         """Up to `limit` buffered records from the position on, advancing it."""
-        out = []
+        out: Records = []
+        position = self.position
+        assert position is not None  # chunks are buffered only at a known position
         while self.chunks and len(out) < limit:
             chunk = self.chunks[0]
             if chunk.records is None:
-                chunk.records = decode(chunk.data, tp, self.position, check_crc, chunk.skip)
+                chunk.records = decode(chunk.data, tp, position, check_crc, chunk.skip)
                 chunk.index = 0
             records = chunk.records
             if not out and chunk.index == 0 and len(records) <= limit:
@@ -120,28 +133,34 @@ class PartitionState:
                 out.extend(take)
             chunk.index += len(take)
             if take:
-                self.position = take[-1].offset + 1
+                position = take[-1].offset + 1
             if chunk.index >= len(records):
                 self.chunks.popleft()  # its list may be `out` now: nothing else uses it
-                self.position = max(self.position, chunk.next_offset)
-            self.offset_epoch = chunk.epoch_before(self.position)
+                position = max(position, chunk.next_offset)
+            self.position = position
+            self.offset_epoch = chunk.epoch_before(position)
         return out
 
-    def take_arrow(self, tp, limit, include_headers=True, check_crc=True):
+    def take_arrow(self, tp: TopicPartition, limit: int | None, include_headers: bool = True,
+                   check_crc: bool = True) -> list[Any]:
         """Buffered records (up to `limit` offsets; None: all) as RecordBatches, advancing."""
-        out, rows = [], 0
+        out: list[Any] = []
+        rows = 0
+        position = self.position
+        assert position is not None  # chunks are buffered only at a known position
         while self.chunks and (limit is None or rows < limit):
             chunk = self.chunks[0]
-            end = None if limit is None else self.position + (limit - rows)
-            batch = decode_arrow(chunk.data, tp, self.position, end, include_headers, check_crc,
+            end = None if limit is None else position + (limit - rows)
+            batch = decode_arrow(chunk.data, tp, position, end, include_headers, check_crc,
                                  chunk.skip)
             chunk.records = None  # a cached Python decoding no longer starts at the position
             if end is not None and end < chunk.next_offset:
-                self.position = end
+                position = end
             else:
                 self.chunks.popleft()
-                self.position = max(self.position, chunk.next_offset)
-            self.offset_epoch = chunk.epoch_before(self.position)
+                position = max(position, chunk.next_offset)
+            self.position = position
+            self.offset_epoch = chunk.epoch_before(position)
             if batch.num_rows:
                 out.append(batch)
                 rows += batch.num_rows
@@ -155,13 +174,14 @@ class PartitionData(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     records: bytes          # whole batches, as fetched
-    next_offset: object     # the offset after the last whole batch, or None if none
-    epochs: tuple = ()      # ((first offset, leader epoch), ...), see Chunk
-    diverging: object = None  # (epoch, end offset): the log diverged before the fetch offset
-    skip: frozenset = frozenset()  # base offsets of aborted batches (read_committed)
+    next_offset: int | None  # the offset after the last whole batch, or None if none
+    epochs: Epochs = ()      # ((first offset, leader epoch), ...), see Chunk
+    # (epoch, end offset): the log diverged before the fetch offset
+    diverging: tuple[int, int] | None = None
+    skip: frozenset[int] = frozenset()  # base offsets of aborted batches (read_committed)
 
 
-def fetch_version(conn, cluster, topics):
+def fetch_version(conn: BrokerConnection, cluster: Cluster, topics: Iterable[str]) -> int:
     """Fetch version for `topics`: v13+ only when every topic has a topic id."""
     cap = None
     if any(cluster.topic_id(t) == ZERO_UUID for t in topics):
@@ -169,11 +189,13 @@ def fetch_version(conn, cluster, topics):
     return conn.version_for(ApiKey.FETCH, cap)
 
 
-def build_request(cluster, offsets, version, *, max_wait_ms, min_bytes, max_bytes,
-                  partition_max_bytes, isolation_level, rack="", epochs=None):
+def build_request(cluster: Cluster, offsets: Mapping[TopicPartition, int], version: int, *,
+                  max_wait_ms: int, min_bytes: int, max_bytes: int, partition_max_bytes: int,
+                  isolation_level: int, rack: str | None = "",
+                  epochs: Mapping[TopicPartition, tuple[int, int]] | None = None) -> Message:
     """A full (session-less) Fetch for {TopicPartition: offset}; `epochs` {tp: (current leader
     epoch, last fetched epoch)} (default: the leader epoch of the metadata, none fetched)."""
-    topics = {}
+    topics: dict[str, list[Any]] = {}
     for tp, offset in offsets.items():
         current, last = epochs[tp] if epochs else (cluster.leader_epoch(*tp), -1)
         topics.setdefault(tp.topic, []).append(_Partition(
@@ -187,7 +209,8 @@ def build_request(cluster, offsets, version, *, max_wait_ms, min_bytes, max_byte
                 for t, p in topics.items()])
 
 
-def parse_response(cluster, resp, read_committed):
+def parse_response(cluster: Cluster, resp: Message,
+                   read_committed: bool) -> dict[TopicPartition, PartitionData]:
     """{TopicPartition: PartitionData}. A top-level error raises KafkaError."""
     if resp.error_code:
         raise KafkaError(resp.error_code, "Fetch")
@@ -213,7 +236,8 @@ def parse_response(cluster, resp, read_committed):
     return out
 
 
-def scan_batches(data, aborted=None):
+def scan_batches(data: bytes, aborted: Iterable[Any] | None = None
+                 ) -> tuple[int | None, Epochs, frozenset[int]]:
     """(offset after the last whole batch or None, ((first offset, leader epoch), ...) one
     entry per change of epoch, the base offsets of the batches of `aborted` transactions (a
     Fetch response's list; None or empty: none)): one walk over batch headers, never records.
@@ -222,9 +246,11 @@ def scan_batches(data, aborted=None):
     control batch (its ABORT marker): producers run one transaction at a time, so the first
     marker after the first offset ends that very transaction.
     """
-    last, epochs, skip = None, [], []
+    last = None
+    epochs: list[tuple[int, int]] = []
+    skip: list[int] = []
     pending = sorted((a.first_offset, a.producer_id) for a in aborted) if aborted else None
-    aborting = set()
+    aborting: set[int] = set()
     for _, h in _batch.iter_batches(data):
         if not epochs or epochs[-1][1] != h.partition_leader_epoch:
             epochs.append((h.base_offset, h.partition_leader_epoch))
@@ -242,8 +268,12 @@ def scan_batches(data, aborted=None):
     return last.last_offset + 1, tuple(epochs), frozenset(skip)
 
 
-async def fetch_once(conn, cluster, offsets, *, max_wait_ms, min_bytes, max_bytes,
-                     partition_max_bytes, isolation_level, rack="", timeout=None, epochs=None):
+async def fetch_once(conn: BrokerConnection, cluster: Cluster,
+                     offsets: Mapping[TopicPartition, int], *, max_wait_ms: int,
+                     min_bytes: int, max_bytes: int, partition_max_bytes: int,
+                     isolation_level: int, rack: str | None = "", timeout: float | None = None,
+                     epochs: Mapping[TopicPartition, tuple[int, int]] | None = None
+                     ) -> dict[TopicPartition, PartitionData]:
     """One Fetch to `conn` for {tp: offset}; returns {tp: PartitionData}."""
     version = fetch_version(conn, cluster, {tp.topic for tp in offsets})
     body = build_request(cluster, offsets, version, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
@@ -263,18 +293,25 @@ RETRY_LATER = frozenset({
 })
 
 
-def decode(data, tp, start, check_crc=True, skip=frozenset()):
+def decode(data: bytes, tp: TopicPartition, start: int, check_crc: bool = True,
+           skip: frozenset[int] = frozenset()) -> Records:
     """Python records of `data` from offset `start`, without the batches based at `skip`;
     corrupt data raises KafkaError."""
     try:
-        return decode_batches(data, tp.topic, tp.partition, start, check_crc, skip)
+        records: Records = decode_batches(data, tp.topic, tp.partition, start, check_crc, skip)
     except CorruptRecord as e:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
+    return records
 
 
-def decode_arrow(data, tp, start, end, include_headers=True, check_crc=True, skip=frozenset()):
+def decode_arrow(data: bytes, tp: TopicPartition, start: int, end: int | None,
+                 include_headers: bool = True, check_crc: bool = True,
+                 skip: frozenset[int] = frozenset()) -> Any:
     """An Arrow RecordBatch of `data`'s records in [start, end), without the batches based at
-    `skip`; corrupt data raises KafkaError."""
+    `skip`; corrupt data raises KafkaError. Arrow (numpy, pyarrow: most of a second to import)
+    is imported here, on first use, so brokers and the CLI, which import the client but never
+    decode to Arrow, start without it."""
+    from minilog.connector.arrow import decode_to_arrow
     try:
         return decode_to_arrow(data, tp.topic, tp.partition, start, end, include_headers,
                                check_crc, skip)
@@ -282,7 +319,8 @@ def decode_arrow(data, tp, start, end, include_headers=True, check_crc=True, ski
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
 
 
-async def fetch_single(cluster, cfg, tp, offset, deadline, isolation_level=0):
+async def fetch_single(cluster: Cluster, cfg: Config, tp: TopicPartition, offset: int,
+                       deadline: float, isolation_level: int = 0) -> PartitionData:
     """Fetch `tp` at `offset` from its leader, retrying stale leaders until `deadline`."""
     while True:
         try:
@@ -314,8 +352,9 @@ async def fetch_single(cluster, cfg, tp, offset, deadline, isolation_level=0):
         await asyncio.sleep(cfg.seconds("retry.backoff.ms"))
 
 
-async def fetch_range_arrow(cluster, cfg, tp, start, end, timeout=None, include_headers=True,
-                            isolation_level=0):
+async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int,
+                            end: int, timeout: float | None = None, include_headers: bool = True,
+                            isolation_level: int = 0) -> AsyncIterator[Any]:
     """Yield RecordBatches holding the records of `tp` with offsets in [start, end).
 
     The next fetch is in flight while the current answer is decoded. Raises KafkaError (e.g.
@@ -326,7 +365,7 @@ async def fetch_range_arrow(cluster, cfg, tp, start, end, timeout=None, include_
     loop = asyncio.get_running_loop()
     pos, deadline = start, time.monotonic() + span
 
-    def fetch(offset):
+    def fetch(offset: int) -> asyncio.Task[PartitionData]:
         return loop.create_task(fetch_single(cluster, cfg, tp, offset, deadline, isolation_level))
     pending = fetch(start) if start < end else None
     try:

@@ -12,6 +12,11 @@ A name in none of these is a typo or another product's: `Config` raises with a h
 """
 import struct
 import uuid
+from collections.abc import Callable
+from typing import Any
+
+# A value's serializer or deserializer: (value, topic) -> bytes, or bytes -> value.
+Serde = Callable[[Any, str | None], Any]
 
 ALIASES = {
     # librdkafka's names for settings minilog implements under the Java name
@@ -33,13 +38,13 @@ ALIASES = {
 }
 
 
-def _number(fmt):
+def _number(fmt: str) -> tuple[Serde, Serde]:
     codec = struct.Struct(fmt)
     return (lambda v, _topic: None if v is None else codec.pack(v),
             lambda b, _topic: None if b is None else codec.unpack(b)[0])
 
 
-def _text(encode):
+def _text(encode: bool) -> Serde:
     if encode:
         return lambda v, _topic: None if v is None else str(v).encode("utf-8")
     return lambda b, _topic: None if b is None else bytes(b).decode("utf-8")
@@ -48,7 +53,7 @@ def _text(encode):
 _NUMBERS = {"Short": ">h", "Integer": ">i", "Long": ">q", "Float": ">f", "Double": ">d"}
 # org.apache.kafka.common.serialization.<Kind>Serializer / <Kind>Deserializer -> callable or
 # None (bytes as they are). Values of the same bytes as the Java classes write and read.
-JAVA_SERDES = {}
+JAVA_SERDES: dict[str, Serde | None] = {}
 for _kind in ("ByteArray", "ByteBuffer", "Bytes"):
     JAVA_SERDES[f"{_kind}Serializer"] = JAVA_SERDES[f"{_kind}Deserializer"] = None
 JAVA_SERDES["StringSerializer"], JAVA_SERDES["StringDeserializer"] = _text(True), _text(False)

@@ -11,13 +11,17 @@ coordinator again; `Coordinator.call` retries those until a deadline.
 import asyncio
 import logging
 import time
-from typing import NamedTuple
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, NamedTuple, TypeVar
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
-from .connection import message_class
+from .cluster import Cluster
+from .connection import BrokerConnection, message_class
 from .tasks import retrieve_exception
 from .types import BrokerInfo, KafkaConnectionError, KafkaTimeoutError, TopicPartition
+
+T = TypeVar("T")
 
 log = logging.getLogger("minilog.client")
 
@@ -37,7 +41,7 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int = -1
 
 
-def _m(api_key, *path):
+def _m(api_key: int, *path: str) -> Any:
     return message_class(request(api_key), *path)
 
 
@@ -47,18 +51,19 @@ class Coordinator:
     cluster's one connection to that broker instead (the admin client's way, as Kafka's: an
     admin asking about many groups must not hold a connection per group)."""
 
-    def __init__(self, cluster, group_id, key_type=GROUP_KEY_TYPE, shared=False):
+    def __init__(self, cluster: Cluster, group_id: str, key_type: int = GROUP_KEY_TYPE,
+                 shared: bool = False) -> None:
         self.cluster, self.group_id, self.key_type = cluster, group_id, key_type
         self.shared = shared
-        self.node = None  # BrokerInfo once found
-        self._conns = {}  # channel -> BrokerConnection
-        self._finding = None
+        self.node: BrokerInfo | None = None  # once found
+        self._conns: dict[str, BrokerConnection] = {}  # by channel
+        self._finding: asyncio.Future[BrokerInfo] | None = None
 
     @property
-    def known(self):
+    def known(self) -> bool:
         return self.node is not None
 
-    def mark_unknown(self, why=""):
+    def mark_unknown(self, why: str = "") -> None:
         if self.node is not None:
             log.info("group %s: coordinator %s lost%s", self.group_id, self.node.node_id,
                      f" ({why})" if why else "")
@@ -67,15 +72,16 @@ class Coordinator:
             conn.close()
         self._conns.clear()
 
-    async def find(self):
+    async def find(self) -> BrokerInfo:
         """FindCoordinator through any broker; concurrent callers share one lookup."""
-        if self._finding is None:
-            self._finding = asyncio.ensure_future(self._find())
-            self._finding.add_done_callback(lambda _: setattr(self, "_finding", None))
-            self._finding.add_done_callback(retrieve_exception)
-        return await asyncio.shield(self._finding)
+        finding = self._finding
+        if finding is None:
+            finding = self._finding = asyncio.ensure_future(self._find())
+            finding.add_done_callback(lambda _: setattr(self, "_finding", None))
+            finding.add_done_callback(retrieve_exception)
+        return await asyncio.shield(finding)
 
-    async def _find(self):
+    async def _find(self) -> BrokerInfo:
         conn = await self.cluster.any_connection()
         version = conn.version_for(ApiKey.FIND_COORDINATOR)
         Req = _m(ApiKey.FIND_COORDINATOR)
@@ -95,7 +101,7 @@ class Coordinator:
         self.node = BrokerInfo(node_id, host, port)
         return self.node
 
-    async def connection(self, channel="default"):
+    async def connection(self, channel: str = "default") -> BrokerConnection:
         """The connection of `channel` to the coordinator (finding it first if needed)."""
         conn = self._conns.get(channel)
         if conn is not None and conn.connected:
@@ -123,7 +129,8 @@ class Coordinator:
         self._conns[channel] = conn
         return conn
 
-    async def call(self, fn, deadline, what, channel="default"):
+    async def call(self, fn: Callable[[BrokerConnection], Awaitable[T]], deadline: float,
+                   what: str, channel: str = "default") -> T:
         """`await fn(conn)` against the coordinator, retrying coordinator moves, loading,
         timeouts and lost connections until `deadline` (monotonic seconds)."""
         backoff = self.cluster.config.seconds("retry.backoff.ms")
@@ -144,14 +151,14 @@ class Coordinator:
                 log.debug("group %s: %s failed (%s), retrying", self.group_id, what, e)
                 await asyncio.sleep(backoff)
 
-    def close(self):
+    def close(self) -> None:
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
 
 
 # ---- offsets ---------------------------------------------------------------------------------
-def as_offsets(offsets):
+def as_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMetadata]:
     """{tp: offset | OffsetAndMetadata | (offset, metadata[, epoch])} -> {TopicPartition: OAM}."""
     out = {}
     for tp, o in offsets.items():
@@ -167,12 +174,15 @@ def as_offsets(offsets):
     return out
 
 
-async def commit_offsets(conn, group_id, offsets, generation=-1, member_id="", instance_id=None):
+async def commit_offsets(conn: BrokerConnection, group_id: str,
+                         offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                         generation: int = -1, member_id: str = "",
+                         instance_id: str | None = None) -> dict[TopicPartition, int]:
     """One OffsetCommit; {tp: error code} (0 for committed)."""
     version = conn.version_for(ApiKey.OFFSET_COMMIT)
     Req, T, P = (_m(ApiKey.OFFSET_COMMIT), _m(ApiKey.OFFSET_COMMIT, "topics"),
                  _m(ApiKey.OFFSET_COMMIT, "topics", "partitions"))
-    topics = {}
+    topics: dict[str, list[Any]] = {}
     for tp, om in offsets.items():
         topics.setdefault(tp.topic, []).append(P(
             partition_index=tp.partition, committed_offset=om.offset,
@@ -185,12 +195,16 @@ async def commit_offsets(conn, group_id, offsets, generation=-1, member_id="", i
             for t in resp.topics for p in t.partitions}
 
 
-async def fetch_offsets(conn, group_id, partitions=None, require_stable=False):
+async def fetch_offsets(conn: BrokerConnection, group_id: str,
+                        partitions: Iterable[tuple[str, int]] | None = None,
+                        require_stable: bool = False
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
     """One OffsetFetch: {tp: OffsetAndMetadata or None}; `partitions` None: every partition the
     group has offsets for. A group-level or partition error raises KafkaError."""
     version = conn.version_for(ApiKey.OFFSET_FETCH)
-    wanted = None
+    wanted: dict[str, list[int]] | None = None
     if partitions is not None:
+        partitions = list(partitions)  # read twice: for the request and for the answer
         wanted = {}
         for tp in partitions:
             wanted.setdefault(tp[0], []).append(tp[1])
@@ -216,7 +230,7 @@ async def fetch_offsets(conn, group_id, partitions=None, require_stable=False):
         code, topics = resp.error_code, resp.topics
     if code:
         raise KafkaError(code, f"fetching offsets of group {group_id!r}")
-    out = {}
+    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
     for t in topics:
         for p in t.partitions:
             if p.error_code:

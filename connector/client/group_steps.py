@@ -10,7 +10,11 @@ takes it to the thread that calls poll (`take_callbacks`, run, `finish_callbacks
 code never runs on the event-loop thread. `ready` (a threading.Event) says something waits.
 """
 import asyncio
+import collections
 import logging
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 log = logging.getLogger("minilog.client.group")
 
@@ -20,7 +24,10 @@ class _Pending:
     `fn(*args)` (in the poll thread), then `post()` (on the loop); `future` is set after."""
     __slots__ = ("args", "fn", "future", "kind", "post", "pre")
 
-    def __init__(self, kind, fn, args, future, pre=None, post=None):
+    def __init__(self, kind: str, fn: Callable[..., Any] | None, args: Sequence[Any],
+                 future: asyncio.Future[None],
+                 pre: Callable[[], Awaitable[None]] | None = None,
+                 post: Callable[[], None] | None = None) -> None:
         self.kind, self.fn, self.args, self.future = kind, fn, args, future
         self.pre, self.post = pre, post
 
@@ -28,26 +35,35 @@ class _Pending:
 class PollSteps:
     """Queue of steps for the poll caller (see the module docstring)."""
 
-    def take_callbacks(self):
+    # GroupMembership's, which this mixin serves
+    group_id: str
+    owner: Any  # the consumer (the `Owner` seam of group.py)
+    ready: threading.Event
+    _pending: collections.deque[_Pending]
+    _errors: list[BaseException]
+    _closed: bool
+    poll: Callable[[], None]
+
+    def take_callbacks(self) -> list[_Pending]:
         items = list(self._pending)
         self._pending.clear()
         self.ready.clear()
         return items
 
-    def finish_callbacks(self, items):
+    def finish_callbacks(self, items: Sequence[_Pending]) -> None:
         for item in items:
             if item.post is not None:
                 item.post()
             if not item.future.done():
                 item.future.set_result(None)
 
-    async def serve(self):
+    async def serve(self) -> None:
         """Run the queued steps here (the asyncio consumer's poll); raise a callback's error."""
         for item in self.take_callbacks():
             await self._run_item(item)
         self.poll()
 
-    async def _run_item(self, item):
+    async def _run_item(self, item: _Pending) -> None:
         try:
             if item.pre is not None:
                 await item.pre()
@@ -61,14 +77,18 @@ class PollSteps:
         finally:
             self.finish_callbacks([item])
 
-    def _enqueue(self, kind, fn, args, pre=None, post=None):
+    def _enqueue(self, kind: str, fn: Callable[..., Any] | None, args: Sequence[Any],
+                 pre: Callable[[], Awaitable[None]] | None = None,
+                 post: Callable[[], None] | None = None) -> _Pending:
         item = _Pending(kind, fn, args, asyncio.get_running_loop().create_future(), pre, post)
         self._pending.append(item)
         self.ready.set()
         self.owner.group_notify()
         return item
 
-    async def _at_poll(self, kind, fn, args, pre=None, post=None, wait=True):
+    async def _at_poll(self, kind: str, fn: Callable[..., Any] | None, args: Sequence[Any],
+                       pre: Callable[[], Awaitable[None]] | None = None,
+                       post: Callable[[], None] | None = None, wait: bool = True) -> None:
         """Queue a step for the poll caller and (unless `wait` is false) wait until it ran.
         Closing an asyncio consumer runs it at once: close is the caller then."""
         if self._closed and not self.owner.group_defer_callbacks:

@@ -19,7 +19,7 @@ PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
-def parse_jaas(text: str) -> tuple[str, dict]:
+def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
     """(login module class name, {option: value}) of one JAAS entry; ConfigError otherwise."""
     match = _ENTRY.fullmatch(text.strip() if text.strip().endswith(";") else text.strip() + ";")
     if match is None:
@@ -44,7 +44,7 @@ def client_credentials(text: str) -> tuple[str, str]:
         raise ConfigError(f"sasl.jaas.config: {module} needs {e.args[0]}=\"...\"") from None
 
 
-def plain_users(text: str) -> dict:
+def plain_users(text: str) -> dict[str, str]:
     """{user: password} from a broker's PlainLoginModule entry (`user_alice="secret"`)."""
     _, options = parse_jaas(text)
     return {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}

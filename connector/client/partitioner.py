@@ -11,13 +11,17 @@ every partition, which is what makes linger/batching effective for keyless traff
 """
 import random
 import struct
+from collections.abc import Callable, Sequence
+
+# A user's partitioner: (topic, key, partitions, available) -> partition.
+PartitionerFn = Callable[[str, bytes | None, Sequence[int], Sequence[int]], int]
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 _SEED = 0x9747B28C
 
 
-def murmur2(data):
+def murmur2(data: bytes | bytearray | memoryview) -> int:
     """Kafka's murmur2 (Java `Utils.murmur2`) of `data`, as a signed 32-bit int."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
@@ -43,11 +47,11 @@ def murmur2(data):
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def to_positive(n):
+def to_positive(n: int) -> int:
     return n & 0x7FFFFFFF
 
 
-def murmur2_partition(key, num_partitions):
+def murmur2_partition(key: bytes, num_partitions: int) -> int:
     return to_positive(murmur2(key)) % num_partitions
 
 
@@ -63,12 +67,14 @@ class Partitioner:
     where `partitions` is the sorted list of partition ids and `available` those with a leader.
     """
 
-    def __init__(self, strategy="murmur2_random"):
+    def __init__(self, strategy: str | PartitionerFn = "murmur2_random") -> None:
         self.strategy = strategy
-        self._sticky = {}  # topic -> partition
-        self._next = {}    # round_robin: topic -> how many records it has placed
+        self._sticky: dict[str, int] = {}  # topic -> partition
+        self._next: dict[str, int] = {}    # round_robin: how many records it has placed
+        # by topic
 
-    def partition(self, topic, key, partitions, available):
+    def partition(self, topic: str, key: bytes | None, partitions: Sequence[int],
+                  available: Sequence[int]) -> int:
         if callable(self.strategy):
             return self.strategy(topic, key, partitions, available)
         n = len(partitions)
@@ -87,13 +93,13 @@ class Partitioner:
             p = self._sticky[topic] = random.choice(available or partitions)
         return p
 
-    def sticky_partitions(self):
+    def sticky_partitions(self) -> dict[str, int] | None:
         """The {topic: partition} that keyless records currently go to, or None when keyless
         records are not sticky (another strategy). The producer's hand-over reads it directly
         (valid only if that partition still exists: it checks); only this class writes it."""
         return self._sticky if self.strategy in ("murmur2_random", "uniform_sticky") else None
 
-    def batch_sent(self, topic, partition, available):
+    def batch_sent(self, topic: str, partition: int, available: Sequence[int]) -> None:
         """A batch of `topic`/`partition` left the accumulator: keyless records move on."""
         if self._sticky.get(topic) != partition:
             return

@@ -11,8 +11,12 @@ v1 (the mechanism), then one SaslAuthenticate per token of the exchange. It retu
 lifetime the broker gave (KIP-368's `session_lifetime_ms`, 0 for none): the connection runs the
 same exchange again before it ends (`connection.py`).
 """
+from __future__ import annotations
+
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from scramp import ScramClient, ScramException
 
@@ -20,7 +24,14 @@ from minilog.connector.pem_files import PemFileError, load_ca, load_key_and_chai
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .jaas import client_credentials
-from .types import ConfigError
+from .types import ConfigError, Message
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .connection import BrokerConnection
+
+# How a request is sent during authentication: `BrokerConnection.send`'s shape.
+Send = Callable[..., Awaitable[Message]]
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -42,7 +53,7 @@ class ClientSecurity:
         return self.mechanism is not None
 
 
-def client_security(config) -> ClientSecurity | None:
+def client_security(config: Config) -> ClientSecurity | None:
     """What `config` asks of connections; None for plaintext (nothing to do per connection)."""
     protocol = config["security.protocol"]
     if protocol == "plaintext":
@@ -65,7 +76,7 @@ def client_security(config) -> ClientSecurity | None:
     return ClientSecurity(tls, check, mechanism, username, password)
 
 
-def _tls_context(config) -> tuple:
+def _tls_context(config: Config) -> tuple[ssl.SSLContext, bool]:
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
         kind = (config[key] or "PEM").upper()
         if kind != "PEM":
@@ -92,7 +103,8 @@ def _tls_context(config) -> tuple:
     return ctx, check
 
 
-async def authenticate(conn, security: ClientSecurity, send=None) -> int:
+async def authenticate(conn: BrokerConnection, security: ClientSecurity,
+                       send: Send | None = None) -> int:
     """SaslHandshake then SaslAuthenticate rounds on `conn` (through `send`, `conn.send` by
     default); AuthenticationError on refusal. Returns the session lifetime in ms (0: none)."""
     send = send or conn.send
@@ -103,10 +115,12 @@ async def authenticate(conn, security: ClientSecurity, send=None) -> int:
         raise AuthenticationError(hs.error_code, f"{conn.address} does not accept SASL "
                                                  f"mechanism {security.mechanism} "
                                                  f"(it offers {offered})")
+    username, password = security.username or "", security.password or ""
     if security.mechanism == "PLAIN":
-        token = b"\0" + security.username.encode() + b"\0" + security.password.encode()
-        return (await _round(conn, send, token)).session_lifetime_ms or 0
-    scram = ScramClient([security.mechanism], security.username, security.password)
+        token = b"\0" + username.encode() + b"\0" + password.encode()
+        lifetime: int = (await _round(conn, send, token)).session_lifetime_ms or 0
+        return lifetime
+    scram = ScramClient([security.mechanism], username, password)
     server_first = await _round(conn, send, scram.get_client_first().encode())
     try:
         scram.set_server_first(bytes(server_first.auth_bytes).decode())
@@ -115,10 +129,11 @@ async def authenticate(conn, security: ClientSecurity, send=None) -> int:
     except ScramException as e:
         raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED,
                                   f"SCRAM exchange with {conn.address} failed: {e}") from None
-    return server_final.session_lifetime_ms or 0
+    lifetime = server_final.session_lifetime_ms or 0
+    return lifetime
 
 
-async def _round(conn, send, token: bytes):
+async def _round(conn: BrokerConnection, send: Send, token: bytes) -> Message:
     """One SaslAuthenticate: the broker's response, AuthenticationError if it refused."""
     body = request(ApiKey.SASL_AUTHENTICATE).cls(auth_bytes=token)
     resp = await send(ApiKey.SASL_AUTHENTICATE, body)

@@ -28,17 +28,13 @@ from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .cluster import STALE_METADATA, Cluster
 from .connection import message_class, wait_set
-from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
+from .delivery import complete_futures, fail_futures
 from .partitioner import Partitioner
+from .producer_batch import ProducerBatch
 from .sequences import MAX_EPOCH, SEQUENCE_ERRORS, PartitionState
 from .transactions import Transactions
 from .tasks import spawn
-from .types import (
-    KafkaConnectionError,
-    KafkaTimeoutError,
-    RecordMetadata,
-    TopicPartition,
-)
+from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
 
 log = logging.getLogger("minilog.client")
 
@@ -50,44 +46,6 @@ _FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCE
                      ErrorCode.PRODUCER_FENCED})
 
 _first = itemgetter(0)
-_new_tuple = tuple.__new__
-
-
-class _Batch:
-    __slots__ = (
-        "attempts",
-        "base_offset",
-        "base_sequence",
-        "created",
-        "data",
-        "deadline",
-        "epoch",
-        "futures",
-        "last_error",
-        "log_append_time",
-        "open",
-        "parts",
-        "pid",
-        "records",
-        "retry_at",
-        "size",
-        "timestamps",
-        "tp",
-    )
-
-    def __init__(self, tp, now, deadline, parts):
-        self.tp, self.created, self.deadline, self.parts = tp, now, deadline, parts
-        self.records, self.futures = [], []
-        self.size, self.open, self.attempts, self.retry_at = 0, True, 0, 0.0
-        self.data = self.base_sequence = self.pid = self.epoch = self.last_error = None
-        self.base_offset, self.log_append_time, self.timestamps = -1, None, None
-
-    def metadata(self, index):
-        """RecordMetadata of the `index`th record of this completed batch."""
-        lat = self.log_append_time
-        return _new_tuple(RecordMetadata, (
-            self.tp[0], self.tp[1], self.base_offset + index if self.base_offset >= 0 else -1,
-            lat if lat is not None and lat >= 0 else self.timestamps[index]))
 
 
 class ProducerCore:
@@ -101,7 +59,7 @@ class ProducerCore:
         self._partitioner = Partitioner(cfg["partitioner"])
         self._codec = CODECS[cfg["compression.type"]]
         self._key_ser, self._value_ser = cfg["key.serializer"], cfg["value.serializer"]
-        self._queues = {}                      # TopicPartition -> deque of _Batch
+        self._queues = {}                      # TopicPartition -> deque of ProducerBatch
         self._parts = collections.defaultdict(PartitionState)
         self._waiting = collections.defaultdict(list)  # topic -> [(partition, record, fut, size, deadline)]
         self._node_in_flight = collections.Counter()
@@ -210,7 +168,7 @@ class ProducerCore:
             if q is None:
                 q = self._queues[tp] = collections.deque()
             now = time.monotonic()
-            b = self._open[key] = _Batch(tp, now, now + self._delivery_timeout, partitions)
+            b = self._open[key] = ProducerBatch(tp, now, now + self._delivery_timeout, partitions)
             q.append(b)
             self._wakeup.set()
         else:
@@ -549,11 +507,8 @@ class ProducerCore:
 
     # ---- completion ----------------------------------------------------------------------
     def _complete(self, b, base_offset, log_append_time):
-        """The batch is written: every record's future succeeds, all in one pass.
-
-        A DeliveryFuture gets the batch and its index (it builds its RecordMetadata only if
-        asked); other futures (asyncio's, from AsyncProducer) get their RecordMetadata now.
-        """
+        """The batch is written: every record's future succeeds, all in one pass
+        (`delivery.complete_futures`)."""
         records, futures = b.records, b.futures
         b.base_offset, b.log_append_time = base_offset, log_append_time
         self._told_unreachable = False  # delivered: the next outage is news again
@@ -563,35 +518,13 @@ class ProducerCore:
             b.timestamps = list(map(_first, records))
         # the futures may outlive the batch: keep only what RecordMetadata needs
         b.records = b.futures = b.data = None
-        for i, fut in enumerate(futures):
-            if fut.__class__ is _SentFuture:  # not done before: a batch completes once
-                fut._index = i
-                fut._batch = b  # the outcome, written after what it points to
-                if fut._watch is not None:
-                    fut._run_watchers()
-            elif fut.__class__ is BulkDelivery:
-                fut._settle(1)
-            elif isinstance(fut, DeliveryFuture):
-                if not fut.done():
-                    fut._index = i
-                    fut._batch = b
-                    fut._run_watchers()
-            elif not fut.done():
-                fut.set_result(b.metadata(i))
+        complete_futures(futures, b)
         self._finished(len(records), b.size)
 
     def _fail(self, futures, exc, size, n=1):
         if self._txn is not None:
             self._txn.failed(exc)
-        for fut in futures:
-            if fut.__class__ is _SentFuture:
-                fut._exc = exc
-                if fut._watch is not None:
-                    fut._run_watchers()
-            elif fut.__class__ is BulkDelivery:
-                fut._settle(1, exc)
-            elif not fut.done():
-                fut.set_exception(exc)
+        fail_futures(futures, exc)
         self._finished(n, size)
 
     def _finished(self, n, size):

@@ -13,7 +13,11 @@ epoch. Other partitions move to the new epoch once their own in-flight batches a
 The sender (`sender.py`) owns the batches and queues; this module owns the numbers and the
 decisions, and knows nothing of connections.
 """
+from collections.abc import Iterable
+
 from minilog.connector.protocol import ErrorCode
+
+from .producer_batch import ProducerBatch
 
 SEQ_WRAP = 1 << 31
 MAX_EPOCH = 32767
@@ -21,9 +25,9 @@ SEQUENCE_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                              ErrorCode.UNKNOWN_PRODUCER_ID})
 
 
-def _after(batch):
+def _after(batch: ProducerBatch) -> int:
     """The sequence number that follows `batch`."""
-    return (batch.base_sequence + len(batch.records)) % SEQ_WRAP
+    return ((batch.base_sequence or 0) + len(batch.records or ())) % SEQ_WRAP
 
 
 class PartitionState:
@@ -36,36 +40,38 @@ class PartitionState:
     __slots__ = ("epoch", "in_flight", "last_acked", "next_sequence", "restart", "retry",
                  "unresolved")
 
-    def __init__(self):
-        self.in_flight, self.retry = 0, []
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.retry: list[ProducerBatch] = []
         self.reset(None)
 
-    def reset(self, epoch):
+    def reset(self, epoch: int | None) -> None:
         """Number from 0 in `epoch` (a new producer id or epoch)."""
         self.epoch, self.next_sequence, self.last_acked = epoch, 0, -1
-        self.unresolved, self.restart = None, False
+        self.unresolved: int | None = None
+        self.restart = False
 
-    def take(self, n):
+    def take(self, n: int) -> int:
         """The base sequence of a batch of `n` records, sent for the first time."""
         base = self.next_sequence
         self.next_sequence = (base + n) % SEQ_WRAP
         return base
 
-    def _counts(self, batch):
+    def _counts(self, batch: ProducerBatch) -> bool:
         """Whether `batch` was numbered in this partition's current epoch."""
         return batch.base_sequence is not None and batch.epoch == self.epoch
 
-    def acked(self, batch):
+    def acked(self, batch: ProducerBatch) -> None:
         if self._counts(batch):
             self.last_acked = (_after(batch) - 1) % SEQ_WRAP
 
-    def lost(self, batch):
+    def lost(self, batch: ProducerBatch) -> None:
         """`batch` failed after it was sent: whether its sequences were written is unknown."""
         if self._counts(batch):
             end = _after(batch)
             self.unresolved = end if self.unresolved is None else max(self.unresolved, end)
 
-    def retry_sequence_error(self, code, batch):
+    def retry_sequence_error(self, code: int, batch: ProducerBatch) -> bool:
         """Java's canRetry for OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID: always
         retried; a restart is asked when the broker lost our state, or when the batch is the
         very next one expected (nothing earlier of ours is missing: the gap is real). A batch
@@ -81,7 +87,7 @@ class PartitionState:
             self.restart = True
         return True
 
-    def settle(self, head, epoch):
+    def settle(self, head: ProducerBatch, epoch: int) -> bool:
         """Before the head batch of the partition's queue is sent: True if it may go now.
         False while answers in flight are awaited, or when `restart` is set: the sender then
         bumps the producer epoch and calls `start_over`."""
@@ -101,7 +107,7 @@ class PartitionState:
             self.reset(epoch)
         return True
 
-    def start_over(self, epoch, queue):
+    def start_over(self, epoch: int, queue: Iterable[ProducerBatch]) -> None:
         """Number the partition's queued batches from 0 in the bumped `epoch` (nothing of it
         is in flight): the already numbered ones, at the front, are encoded again."""
         for b in queue:

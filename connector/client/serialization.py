@@ -12,6 +12,7 @@ Without one, values are bare Avro binary.
 import io
 import json
 import struct
+from typing import Any
 
 import fastavro
 
@@ -26,11 +27,11 @@ class SerializationError(ValueError):
 class JSONSerializer:
     """Objects to UTF-8 JSON; `json.dumps` keyword arguments are passed through."""
 
-    def __init__(self, **dumps_kwargs):
+    def __init__(self, **dumps_kwargs: Any) -> None:
         dumps_kwargs.setdefault("separators", (",", ":"))
         self._kwargs = dumps_kwargs
 
-    def __call__(self, obj, topic=None):
+    def __call__(self, obj: Any, topic: str | None = None) -> bytes | None:
         if obj is None:
             return None
         try:
@@ -40,10 +41,10 @@ class JSONSerializer:
 
 
 class JSONDeserializer:
-    def __init__(self, **loads_kwargs):
+    def __init__(self, **loads_kwargs: Any) -> None:
         self._kwargs = loads_kwargs
 
-    def __call__(self, data, topic=None):
+    def __call__(self, data: bytes | None, topic: str | None = None) -> Any:
         if data is None:
             return None
         try:
@@ -52,7 +53,7 @@ class JSONDeserializer:
             raise SerializationError(f"not JSON: {e}") from None
 
 
-def _parse(schema):
+def _parse(schema: Any) -> Any:
     try:
         if isinstance(schema, str):
             schema = json.loads(schema)
@@ -67,12 +68,12 @@ class AvroSerializer:
     `schema_id` (the id a schema registry gave this schema) turns on the Confluent framing.
     """
 
-    def __init__(self, schema, schema_id=None):
+    def __init__(self, schema: Any, schema_id: int | None = None) -> None:
         self.schema = _parse(schema)
         self.schema_id = schema_id
         self._prefix = b"" if schema_id is None else _FRAME.pack(_MAGIC, schema_id)
 
-    def __call__(self, obj, topic=None):
+    def __call__(self, obj: Any, topic: str | None = None) -> bytes | None:
         if obj is None:
             return None
         out = io.BytesIO()
@@ -93,7 +94,8 @@ class AvroDeserializer:
     given, else False); `reader_schema`: optional schema to resolve into (schema evolution).
     """
 
-    def __init__(self, schema=None, schemas=None, framed=None, reader_schema=None):
+    def __init__(self, schema: Any = None, schemas: dict[int, Any] | None = None,
+                 framed: bool | None = None, reader_schema: Any = None) -> None:
         if schema is None and not schemas:
             raise SerializationError("AvroDeserializer needs a schema or {schema_id: schema}")
         self._schema = None if schema is None else _parse(schema)
@@ -101,7 +103,7 @@ class AvroDeserializer:
         self.framed = bool(schemas) if framed is None else framed
         self._reader = None if reader_schema is None else _parse(reader_schema)
 
-    def __call__(self, data, topic=None):
+    def __call__(self, data: bytes | None, topic: str | None = None) -> Any:
         if data is None:
             return None
         buf = io.BytesIO(data)
@@ -114,6 +116,8 @@ class AvroDeserializer:
             writer = self._schemas.get(schema_id, self._schema if not self._schemas else None)
             if writer is None:
                 raise SerializationError(f"unknown Avro schema id {schema_id}")
+        if writer is None:  # bare Avro with only {schema_id: schema}: no writer schema
+            raise SerializationError("bare Avro (framed=False) needs `schema`, the writer schema")
         try:
             return fastavro.schemaless_reader(buf, writer, self._reader)
         except (ValueError, TypeError, EOFError, IndexError, KeyError) as e:

@@ -14,7 +14,7 @@ from typing import Any
 log = logging.getLogger("minilog.client")
 
 
-def spawn(coro: Coroutine[Any, Any, Any], tasks: set[asyncio.Task]) -> asyncio.Task:
+def spawn(coro: Coroutine[Any, Any, Any], tasks: set[asyncio.Task[Any]]) -> asyncio.Task[Any]:
     """Run `coro` in the background, held in `tasks` until it ends, its failure logged."""
     task = asyncio.get_running_loop().create_task(coro)
     tasks.add(task)
@@ -23,13 +23,14 @@ def spawn(coro: Coroutine[Any, Any, Any], tasks: set[asyncio.Task]) -> asyncio.T
     return task
 
 
-def log_failure(task: asyncio.Task) -> None:
+def log_failure(task: asyncio.Task[Any]) -> None:
     """Retrieve `task`'s exception and log it: nobody awaits a background task."""
     if not task.cancelled() and (e := task.exception()) is not None:
-        log.error("background task %s failed", task.get_coro().__qualname__, exc_info=e)
+        name = getattr(task.get_coro(), "__qualname__", task.get_name())
+        log.error("background task %s failed", name, exc_info=e)
 
 
-def retrieve_exception(task: asyncio.Task) -> None:
+def retrieve_exception(task: asyncio.Task[Any]) -> None:
     """Mark `task`'s exception retrieved: for a shared task whose awaiters (through
     `asyncio.shield`) each receive it, and which may end after all of them gave up."""
     if not task.cancelled():

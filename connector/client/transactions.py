@@ -23,12 +23,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
 
-from .group_api import TXN_KEY_TYPE, Coordinator, _m, as_offsets
+from .connection import BrokerConnection
+from .group_api import TXN_KEY_TYPE, Coordinator, OffsetAndMetadata, _m, as_offsets
 from .types import KafkaTimeoutError, TopicPartition
+
+T = TypeVar("T")
 
 log = logging.getLogger("minilog.client")
 
@@ -66,7 +71,8 @@ class TransactionError(KafkaError):
     """A transaction call failed: `fatal` (make a new producer) or `txn_requires_abort`
     (call abort_transaction, then begin again), as confluent-kafka's KafkaError says."""
 
-    def __init__(self, code, message=None, *, fatal=False, abortable=False):
+    def __init__(self, code: int, message: str | None = None, *, fatal: bool = False,
+                 abortable: bool = False) -> None:
         super().__init__(code, message)
         self.fatal, self.txn_requires_abort = fatal, abortable
 
@@ -79,7 +85,10 @@ def classify(e: KafkaError, what: str) -> TransactionError:
 
 
 class Transactions:
-    def __init__(self, core, transactional_id: str, timeout_ms: int, two_phase: bool = False):
+    # `core`: the producer's ProducerCore (sender.py, which imports this module): its ids,
+    # cluster, config, flush and wake-up
+    def __init__(self, core: Any, transactional_id: str, timeout_ms: int,
+                 two_phase: bool = False) -> None:
         self.core, self.transactional_id, self.timeout_ms = core, transactional_id, timeout_ms
         self.two_phase = two_phase  # KIP-939: transactions that never time out
         self.kept: PreparedTxnState | None = None  # the open transaction init kept
@@ -88,14 +97,14 @@ class Transactions:
         self.error: TransactionError | None = None
         self.added: set[TopicPartition] = set()
         self._adding: set[TopicPartition] = set()
-        self._add_task = None
+        self._add_task: asyncio.Future[None] | None = None
         self._offsets_sent = False  # the coordinator knows of the transaction without partitions
 
     # -- the sender's side ----------------------------------------------------------------------
     def check_send(self) -> None:
         """Raise unless records may be sent now (inside a transaction, no error)."""
         if self.state == FATAL or self.state == ABORTABLE:
-            raise self.error
+            raise self._failure()
         if self.state != IN_TRANSACTION:
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"send outside a transaction (state: {self.state}); "
@@ -117,6 +126,12 @@ class Transactions:
         """A record of the transaction failed: only aborting can end it now."""
         if self.state == IN_TRANSACTION or self.state == COMMITTING:
             self._set_error(classify(exc, "a record of the transaction failed"))
+
+    def _failure(self) -> TransactionError:
+        """The error that put the transaction in the ABORTABLE or FATAL state."""
+        if self.error is None:  # those states are entered only through `_set_error`
+            return TransactionError(ErrorCode.INVALID_TXN_STATE, f"state {self.state}")
+        return self.error
 
     def _set_error(self, err: TransactionError) -> None:
         self.error = err
@@ -140,7 +155,8 @@ class Transactions:
             self._add_task = None
             self.core._wakeup.set()
 
-    async def _add_partitions_once(self, conn, tps) -> None:
+    async def _add_partitions_once(self, conn: BrokerConnection,
+                                   tps: Iterable[TopicPartition]) -> None:
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)
@@ -158,7 +174,8 @@ class Transactions:
             raise KafkaError(code, "AddPartitionsToTxn")
 
     # -- calls to the coordinators --------------------------------------------------------------
-    async def _call(self, fn, deadline: float, what: str, coordinator: Coordinator | None = None):
+    async def _call(self, fn: Callable[[BrokerConnection], Awaitable[T]], deadline: float,
+                    what: str, coordinator: Coordinator | None = None) -> T:
         """`fn(conn)` against the coordinator, retried (RETRIED codes too) until `deadline`."""
         coordinator = coordinator or self.coordinator
         backoff = self.core.config.seconds("retry.backoff.ms")
@@ -172,7 +189,7 @@ class Transactions:
                           what, e)
                 await asyncio.sleep(backoff)
 
-    async def _init_once(self, conn,
+    async def _init_once(self, conn: BrokerConnection,
                          keep_prepared: bool) -> tuple[int, int, PreparedTxnState | None]:
         Req = _m(ApiKey.INIT_PRODUCER_ID)
         version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
@@ -188,9 +205,11 @@ class Transactions:
         kept = None
         if keep_prepared and resp.ongoing_txn_producer_id >= 0:
             kept = PreparedTxnState(resp.ongoing_txn_producer_id, resp.ongoing_txn_producer_epoch)
-        return resp.producer_id, resp.producer_epoch, kept
+        pid: int = resp.producer_id
+        epoch: int = resp.producer_epoch
+        return pid, epoch, kept
 
-    async def _end_once(self, conn, commit: bool) -> None:
+    async def _end_once(self, conn: BrokerConnection, commit: bool) -> None:
         resp = await conn.send(ApiKey.END_TXN, _m(ApiKey.END_TXN)(
             transactional_id=self.transactional_id, producer_id=self.core._pid,
             producer_epoch=self.core._epoch, committed=commit),
@@ -198,17 +217,19 @@ class Transactions:
         if resp.error_code:
             raise KafkaError(resp.error_code, "EndTxn")
 
-    async def _add_offsets_once(self, conn, group_id: str) -> None:
+    async def _add_offsets_once(self, conn: BrokerConnection, group_id: str) -> None:
         resp = await conn.send(ApiKey.ADD_OFFSETS_TO_TXN, _m(ApiKey.ADD_OFFSETS_TO_TXN)(
             transactional_id=self.transactional_id, producer_id=self.core._pid,
             producer_epoch=self.core._epoch, group_id=group_id))
         if resp.error_code:
             raise KafkaError(resp.error_code, "AddOffsetsToTxn")
 
-    async def _txn_offset_commit_once(self, conn, group, offsets) -> None:
-        T = _m(ApiKey.TXN_OFFSET_COMMIT, "topics")
+    async def _txn_offset_commit_once(
+            self, conn: BrokerConnection, group: GroupMetadata,
+            offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        Topic = _m(ApiKey.TXN_OFFSET_COMMIT, "topics")
         P = _m(ApiKey.TXN_OFFSET_COMMIT, "topics", "partitions")
-        topics: dict[str, list] = {}
+        topics: dict[str, list[Any]] = {}
         for tp, om in offsets.items():
             topics.setdefault(tp.topic, []).append(P(
                 partition_index=tp.partition, committed_offset=om.offset,
@@ -218,7 +239,7 @@ class Transactions:
             producer_id=self.core._pid, producer_epoch=self.core._epoch,
             generation_id=group.generation_id, member_id=group.member_id,
             group_instance_id=group.group_instance_id,
-            topics=[T(name=t, partitions=ps) for t, ps in topics.items()]))
+            topics=[Topic(name=t, partitions=ps) for t, ps in topics.items()]))
         code = next((p.error_code for t in resp.topics for p in t.partitions if p.error_code), 0)
         if code:
             raise KafkaError(code, "TxnOffsetCommit")
@@ -260,12 +281,13 @@ class Transactions:
         await self.init_transactions(max(0.0, deadline - time.monotonic()))
     def begin_transaction(self) -> None:
         if self.state != READY:
-            raise self.error if self.state == FATAL else TransactionError(
+            raise self._failure() if self.state == FATAL else TransactionError(
                 ErrorCode.INVALID_TXN_STATE, f"begin_transaction in state {self.state}")
         self.added.clear()
         self.state = IN_TRANSACTION
 
-    async def send_offsets_to_transaction(self, offsets, group_metadata, timeout: float) -> None:
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any,
+                                          timeout: float) -> None:
         """Commit the consumer's `offsets` ({tp: offset}) with this transaction."""
         self.check_send()
         group = as_group_metadata(group_metadata)
@@ -281,7 +303,7 @@ class Transactions:
             raise
         except KafkaError as e:
             self._set_error(classify(e, "send_offsets_to_transaction"))
-            raise self.error from None
+            raise self._failure() from None
 
     async def prepare_transaction(self, timeout: float) -> PreparedTxnState:
         """The first phase of a two-phase commit: every record of the transaction is
@@ -289,7 +311,7 @@ class Transactions:
         completes it (this producer's commit/abort_transaction, or another process's
         `AdminClient.complete_transaction`)."""
         if self.state == ABORTABLE or self.state == FATAL:
-            raise self.error
+            raise self._failure()
         if self.state != IN_TRANSACTION:
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"prepare_transaction in state {self.state}")
@@ -310,7 +332,7 @@ class Transactions:
 
     async def commit_transaction(self, timeout: float) -> None:
         if self.state == ABORTABLE or self.state == FATAL:
-            raise self.error
+            raise self._failure()
         if self.state == PREPARED:
             await self._end(True, time.monotonic() + timeout)
             return
@@ -323,7 +345,7 @@ class Transactions:
 
     async def abort_transaction(self, timeout: float) -> None:
         if self.state == FATAL:
-            raise self.error
+            raise self._failure()
         if self.state not in (IN_TRANSACTION, ABORTABLE, ABORTING, PREPARED):
             raise TransactionError(ErrorCode.INVALID_TXN_STATE,
                                    f"abort_transaction in state {self.state}")
@@ -358,12 +380,12 @@ class GroupMetadata:
     """What TxnOffsetCommit needs of the consumer (KIP-447's fencing by generation)."""
 
     def __init__(self, group_id: str, generation_id: int = -1, member_id: str = "",
-                 group_instance_id: str | None = None):
+                 group_instance_id: str | None = None) -> None:
         self.group_id, self.generation_id = group_id, generation_id
         self.member_id, self.group_instance_id = member_id, group_instance_id
 
 
-def as_group_metadata(m) -> GroupMetadata:
+def as_group_metadata(m: Any) -> GroupMetadata:
     """A group id, a GroupMetadata, or anything with the same attributes."""
     if isinstance(m, str):
         return GroupMetadata(m)

@@ -4,11 +4,14 @@ They are plain NamedTuples so they hash, compare and print well, and cost little
 Client-side failures are `KafkaError`s too (with the code Kafka's clients use for them), so a
 caller catches one exception type and branches on `.code` / `.name` / `.retriable`.
 """
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from minilog.connector.protocol import ErrorCode, KafkaError
 from minilog.connector.protocol.consumer_protocol import TopicPartition
 
+# A decoded request or response (or one of its structs): the codec builds its classes from the
+# schemas at import time, with the schema's field names as attributes, so they are typed by use.
+Message = Any
 
 class RecordMetadata(NamedTuple):
     """Where a produced record landed. `offset` is -1 with acks=0 (the broker does not answer)."""
@@ -35,9 +38,9 @@ class PartitionInfo(NamedTuple):
     partition: int
     leader: int
     leader_epoch: int
-    replicas: tuple
-    isr: tuple
-    offline_replicas: tuple = ()
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
     error: str | None = None
 
 
@@ -45,13 +48,13 @@ class TopicDescription(NamedTuple):
     name: str
     topic_id: object  # uuid.UUID; all zeros when the broker has no topic ids
     internal: bool
-    partitions: tuple  # of PartitionInfo, sorted by partition
+    partitions: tuple[PartitionInfo, ...]  # sorted by partition
 
 
 class ClusterDescription(NamedTuple):
     cluster_id: str | None
     controller_id: int
-    brokers: tuple  # of BrokerInfo
+    brokers: tuple[BrokerInfo, ...]
 
 
 class ConfigEntry(NamedTuple):
@@ -62,7 +65,7 @@ class ConfigEntry(NamedTuple):
     sensitive: bool = False
 
     @property
-    def is_default(self):
+    def is_default(self) -> bool:
         return self.source == 5
 
 
@@ -70,14 +73,14 @@ class NewTopic(NamedTuple):
     name: str
     num_partitions: int = 1
     replication_factor: int = -1  # -1: the broker's default.replication.factor
-    config: dict | None = None
+    config: dict[str, str] | None = None
 
 
 class KafkaConnectionError(KafkaError):
     """A broker could not be reached, or the connection to it broke. `refused`: nothing
     listens at its address (its process is gone, or not started yet)."""
 
-    def __init__(self, message, refused=False):
+    def __init__(self, message: str, refused: bool = False) -> None:
         super().__init__(ErrorCode.NETWORK_EXCEPTION, message)
         self.detail = message
         self.refused = refused
@@ -86,7 +89,7 @@ class KafkaConnectionError(KafkaError):
 class KafkaTimeoutError(KafkaError):
     """No answer in time (connect, request, delivery or an API deadline)."""
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
 
 

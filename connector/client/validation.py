@@ -12,11 +12,14 @@ leader does not know the epoch at all); with `none`, raise `LogTruncationError`.
 This module is the request and the decision; `consumer.py` owns the partition states.
 """
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .admin import by_leader
-from .connection import message_class
+from .cluster import Cluster
+from .connection import BrokerConnection, message_class
 from .group_api import OffsetAndMetadata
 from .types import TopicPartition
 
@@ -35,7 +38,8 @@ class LogTruncationError(KafkaError):
     of the first offset known to diverge and its epoch, or None when the leader does not know
     the position's epoch at all. Seek to continue."""
 
-    def __init__(self, partition, offset, divergent_offset):
+    def __init__(self, partition: TopicPartition, offset: int,
+                 divergent_offset: OffsetAndMetadata | None) -> None:
         where = (f"the log diverged at offset {divergent_offset.offset} (leader epoch "
                  f"{divergent_offset.leader_epoch})" if divergent_offset is not None
                  else "the leader does not know the position's leader epoch")
@@ -45,14 +49,21 @@ class LogTruncationError(KafkaError):
         self.partition, self.offset, self.divergent_offset = partition, offset, divergent_offset
 
 
-async def end_offsets_for_epochs(cluster, epochs, deadline):
+# (end epoch, end offset, current leader epoch asked under)
+EpochEnd = tuple[int, int, int]
+
+
+async def end_offsets_for_epochs(cluster: Cluster, epochs: Mapping[TopicPartition, int],
+                                 deadline: float) -> dict[TopicPartition, EpochEnd]:
     """{tp: leader epoch} -> {tp: (end epoch, end offset, current leader epoch asked under)}:
     where each epoch ends in the leader's log, stale leaders retried until `deadline`.
     A leader too old to validate (no OffsetForLeaderEpoch v2) answers (-2, -2, -2)."""
-    async def send(conn, tps):
+    async def send(conn: BrokerConnection, tps: list[TopicPartition]
+                   ) -> dict[TopicPartition, tuple[int, EpochEnd]]:
         if not conn.supports(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2):  # before Kafka 2.3: skip
             return {tp: (0, (UNDEFINED, UNDEFINED, UNDEFINED)) for tp in tps}
-        topics, asked = {}, {}
+        topics: dict[str, list[Any]] = {}
+        asked: dict[TopicPartition, int] = {}
         for tp in tps:
             asked[tp] = cluster.leader_epoch(*tp)
             topics.setdefault(tp.topic, []).append(_Part(
@@ -60,7 +71,7 @@ async def end_offsets_for_epochs(cluster, epochs, deadline):
         resp = await conn.send(ApiKey.OFFSET_FOR_LEADER_EPOCH, _Req(
             replica_id=-1, topics=[_Topic(topic=t, partitions=p) for t, p in topics.items()]),
             conn.version_for(ApiKey.OFFSET_FOR_LEADER_EPOCH))
-        out = {}
+        out: dict[TopicPartition, tuple[int, EpochEnd]] = {}
         for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition)
@@ -70,7 +81,13 @@ async def end_offsets_for_epochs(cluster, epochs, deadline):
     return await by_leader(cluster, list(epochs), send, deadline, "OffsetForLeaderEpoch")
 
 
-def judge(tp, position, end_epoch, end_offset, policy):
+# What a position's check found: None (valid), ("reset", None), ("seek", (offset, epoch)) or
+# ("raise", LogTruncationError).
+Verdict = tuple[str, Any] | None
+
+
+def judge(tp: TopicPartition, position: int, end_epoch: int, end_offset: int,
+          policy: str) -> Verdict:
     """What the answer for a position means, as Java decides it:
     None (valid), ("reset", None) (reset by `policy`), ("seek", (offset, epoch)) (continue at
     the divergence point), or ("raise", LogTruncationError) when `policy` is none."""

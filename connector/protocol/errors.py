@@ -140,7 +140,8 @@ RETRIABLE = frozenset({
 class KafkaError(Exception):
     """An error a broker answered with, or one a client met, named as Kafka names it."""
 
-    def __init__(self, code, message=None):
+    def __init__(self, code: int, message: str | None = None) -> None:
+        self.code: int
         try:
             self.code = ErrorCode(code)
         except ValueError:  # a code newer than this table: keep the number, name it generically
@@ -154,7 +155,7 @@ class CorruptMessage(Exception):
     """Bytes that do not decode as the message they claim to be."""
 
 
-def check(code, message=None):
+def check(code: int, message: str | None = None) -> None:
     """Raise KafkaError for a non-zero error code."""
     if code:
         raise KafkaError(code, message)

@@ -2,9 +2,11 @@
 the ACLs there, DESCRIBE on the cluster among them; `bob` nearly nothing; `admin` a super user;
 PLAINTEXT clients are `User:ANONYMOUS`, allowed nothing): DescribeLogDirs needs DESCRIBE on the
 cluster, ListTransactions lists only the transactional ids the caller may describe, a KIP-848
-heartbeat subscribing to a topic the member may not describe is refused (Kafka 4), and Metadata
-for a missing topic the caller may describe but not create answers TOPIC_AUTHORIZATION_FAILED."""
+heartbeat subscribing to a topic the member may not describe is refused (Kafka 4) and a regex
+subscription leaves such topics out, WriteTxnMarkers needs CLUSTER_ACTION, and Metadata for a
+missing topic the caller may describe but not create answers TOPIC_AUTHORIZATION_FAILED."""
 import contextlib
+import uuid
 
 import pytest
 from confluent_kafka import Producer as CKProducer
@@ -21,6 +23,8 @@ from test_acls import (  # noqa: F401 - acl_broker is the fixture
     _done,
     acl_broker,
 )
+from txntools import raw_write_marker
+from waiting import wait_until
 from wire import RawConnection
 
 from minilog.connector.client import AdminClient as MinilogAdmin
@@ -89,6 +93,58 @@ def test_a_consumer_group_heartbeat_needs_describe_on_every_subscribed_topic(acl
         assert refused.assignment is None
         joined = _heartbeat(conn, [SHARED])
         assert joined.error_code == 0 and joined.member_id
+
+
+def _topic_ids(broker, names):
+    meta = request(ApiKey.METADATA)
+    with _logged_in(broker, "admin") as conn:
+        answer = conn.call(ApiKey.METADATA, 12, meta.cls(
+            topics=[meta.make("topics", name=n) for n in names],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return {t.name: t.topic_id for t in answer.topics}
+
+
+def _regex_heartbeat(conn, group, member_id, epoch):
+    hb = request(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    joining = epoch == 0
+    return conn.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, hb.cls(
+        group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=30000 if joining else -1, subscribed_topic_names=None,
+        subscribed_topic_regex="s.*" if joining else None, server_assignor=None,
+        topic_partitions=[] if joining else None))
+
+
+def test_a_regex_subscription_leaves_out_the_topics_the_member_may_not_describe(acl_broker):
+    """`s.*` matches shared and secret; alice may describe only shared: she is assigned shared
+    alone, with no error (Kafka 4 resolves the regex with the member's principal)."""
+    regex_group = "alice-regex-group"
+    admin = _admin(acl_broker, "admin")
+    _done(admin.create_acls([_allow(ResourceType.GROUP, regex_group, AclOperation.READ)]))
+    ids = _topic_ids(acl_broker, [SHARED, SECRET])
+    member = {"id": uuid.uuid4().hex, "epoch": 0}
+    with _logged_in(acl_broker, "alice") as conn:
+        def assignment(epoch=None):
+            answer = _regex_heartbeat(conn, regex_group, member["id"],
+                                      member["epoch"] if epoch is None else epoch)
+            assert answer.error_code == 0, answer.error_message
+            member["epoch"] = answer.member_epoch
+            parts = answer.assignment.topic_partitions if answer.assignment else None
+            return {t.topic_id: t.partitions for t in parts} if parts else None
+        assigned = wait_until(assignment, 60, "alice's assignment")
+        assignment(-1)  # leaves the group
+    assert assigned == {ids[SHARED]: [0]}
+
+
+def test_write_txn_markers_needs_cluster_action(acl_broker):
+    """alice may write to shared and use her transactional id, but only a cluster member
+    (CLUSTER_ACTION on the cluster) may write markers: nothing is appended for her."""
+    with _logged_in(acl_broker, "alice") as conn:
+        codes = raw_write_marker(conn, 4242, 0, 0, False, SHARED, [0])
+    assert codes == {0: ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    with _logged_in(acl_broker, "admin") as conn:  # a super user passes the check (and
+        # learns that the topic does not exist: no marker lands anywhere)
+        assert raw_write_marker(conn, 4242, 0, 0, False, "no-such-topic", [0]) == \
+            {0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
 
 def test_metadata_for_a_missing_topic_one_may_describe_but_not_create(acl_broker):

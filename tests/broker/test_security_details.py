@@ -2,12 +2,15 @@
 (the channel-binding flag must be `n`, an authorization id is accepted when it is the username
 and refused otherwise, as Kafka's ScramSaslServer does), Envelope served on the controller's
 listener only (a combined node's broker listener closes the connection, as Kafka's does for an
-API its listener does not enable), and nodes whose certificates their peers refuse say why."""
+API its listener does not enable, and its ApiVersions does not list it), and nodes whose
+certificates their peers refuse say why."""
 import base64
 import contextlib
 import hashlib
 import hmac
 
+import kafka
+import pytest
 import trustme
 from brokers import MinilogBroker, free_port, wait_for_port
 from security_tools import PASSWORD, USER
@@ -60,27 +63,51 @@ def test_scram_refuses_another_authorization_id_and_channel_binding_flags(secure
             ErrorCode.SASL_AUTHENTICATION_FAILED, header
 
 
-def test_envelope_is_served_on_the_controller_listener_only():
-    """One combined node: PLAINTEXT for clients, CONTROLLER for the quorum."""
+@pytest.fixture(scope="module")
+def combined_node():
+    """One combined node: PLAINTEXT for clients, CONTROLLER for the quorum; (node, the
+    controller listener's port)."""
     controller = free_port()
     node = MinilogBroker(extra=["-o", f"controller.quorum.voters=1@127.0.0.1:{controller}"])
     node.more_listeners = f"CONTROLLER://127.0.0.1:{controller}"
     node.start()
     try:
         wait_for_port(controller, 60, node.proc)
-        create = request(ApiKey.CREATE_TOPICS)
-        body = create.cls(timeout_ms=5000, validate_only=False, topics=[create.make(
-            "topics", name="enveloped", num_partitions=1, replication_factor=1, assignments=[],
-            configs=[])])
-        envelope = wrap(ApiKey.CREATE_TOPICS, 7, "raw", body, "User:ANONYMOUS", "127.0.0.1")
-        with contextlib.closing(RawConnection(node.bootstrap)) as conn:
-            conn.send_raw(b"".join(_frame(envelope)))
-            assert conn.closed_by_peer_within(30)
-        with contextlib.closing(RawConnection(f"127.0.0.1:{controller}")) as conn:
-            answer = conn.call(ApiKey.ENVELOPE, 0, envelope)
-        assert answer.error_code in (0, ErrorCode.NOT_CONTROLLER)  # served, not closed
+        yield node, controller
     finally:
         node.cleanup()
+
+
+def test_envelope_is_served_on_the_controller_listener_only(combined_node):
+    node, controller = combined_node
+    create = request(ApiKey.CREATE_TOPICS)
+    body = create.cls(timeout_ms=5000, validate_only=False, topics=[create.make(
+        "topics", name="enveloped", num_partitions=1, replication_factor=1, assignments=[],
+        configs=[])])
+    envelope = wrap(ApiKey.CREATE_TOPICS, 7, "raw", body, "User:ANONYMOUS", "127.0.0.1")
+    with contextlib.closing(RawConnection(node.bootstrap)) as conn:
+        conn.send_raw(b"".join(_frame(envelope)))
+        assert conn.closed_by_peer_within(30)
+    with contextlib.closing(RawConnection(f"127.0.0.1:{controller}")) as conn:
+        answer = conn.call(ApiKey.ENVELOPE, 0, envelope)
+    assert answer.error_code in (0, ErrorCode.NOT_CONTROLLER)  # served, not closed
+
+
+def test_api_versions_lists_envelope_on_the_controller_listener_only(combined_node):
+    """What each listener advertises is what it serves: kafka-python's admin client, on the
+    client listener, is not offered Envelope; the controller listener lists it."""
+    node, controller = combined_node
+    admin = kafka.KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=30000)
+    try:
+        client_side = {int(k) for k in admin.api_versions()}
+    finally:
+        admin.close()
+    assert ApiKey.FETCH in client_side and ApiKey.ENVELOPE not in client_side
+    with contextlib.closing(RawConnection(f"127.0.0.1:{controller}")) as conn:
+        answer = conn.call(ApiKey.API_VERSIONS, 3, request(ApiKey.API_VERSIONS).cls(
+            client_software_name="probe", client_software_version="1"))
+    assert answer.error_code == 0
+    assert ApiKey.ENVELOPE in {k.api_key for k in answer.api_keys}
 
 
 def _frame(envelope):

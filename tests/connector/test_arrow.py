@@ -21,14 +21,6 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 T0 = 1_700_000_000_000
 
 
-@pytest.fixture(params=["python", pytest.param("c", marks=pytest.mark.skipif(
-    _kernel.c is None, reason="C record kernel not built"))])
-def kernel(request):
-    previous = _kernel.use(request.param)
-    yield request.param
-    _kernel.use(previous)
-
-
 def edge_records(n=60):
     rng = random.Random(3)
     recs = [

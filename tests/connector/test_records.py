@@ -39,14 +39,6 @@ CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-captures"
 T0 = 1_700_000_000_000
 
 
-@pytest.fixture(params=["python", pytest.param("c", marks=pytest.mark.skipif(
-    _kernel.c is None, reason="C record kernel not built"))])
-def kernel(request):
-    previous = _kernel.use(request.param)
-    yield request.param
-    _kernel.use(previous)
-
-
 @pytest.fixture(autouse=True)
 def python_snappy(monkeypatch):
     """kafka-python's snappy framing on cramjam's raw snappy (python-snappy is absent)."""

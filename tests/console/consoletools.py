@@ -49,6 +49,11 @@ def headless_chromium():
     return driver
 
 
-def text_of(browser, css):
+def text_of(browser, css, timeout=60):
+    """The text of the element CSS selects, waiting for it to appear: a click that submits a
+    form returns before the next page is there, and on a busy machine it can take seconds."""
     from selenium.webdriver.common.by import By
-    return browser.find_element(By.CSS_SELECTOR, css).text
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+    return WebDriverWait(browser, timeout).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))).text

@@ -144,7 +144,8 @@ def test_creating_a_topic_asks_for_confirmation_first(cluster, console, browser,
     assert "invoices" not in AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics()
     browser.find_element(By.ID, "confirm").click()
     wait_for(lambda: "/topics/invoices" in browser.current_url, "the new topic's page")
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tr[id^=partition-]")) == 2
+    wait_for(lambda: len(browser.find_elements(
+        By.CSS_SELECTOR, "#partitions tr[id^=partition-]")) == 2, "the new topic's 2 partitions")
 
 
 def test_a_killed_broker_shows_as_down_and_its_partitions_as_under_replicated(

@@ -1,15 +1,17 @@
 """The console's security rules over plain HTTP, as an attacker's page or script would send
 requests: the Host allow-list, the origin and CSRF token of every change, the login against
-the cluster's own SASL users (each acting with its own ACLs), read-only mode, and no open
-console beyond loopback."""
+the cluster's own SASL users (each acting with its own ACLs, the lag sampler too), read-only
+mode, and no open console beyond loopback."""
+import re
 import subprocess
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from consolehttp import Visitor
 from consoletools import console_argv
 from security_tools import SecureBroker, make_certificates
+from waiting import wait_until
 
 from minilog.connector.client import AdminClient as MinilogAdmin
 from minilog.connector.client import NewTopic as MinilogTopic
@@ -170,6 +172,46 @@ def test_a_session_cookie_fixed_before_login_does_not_carry_it(login_console):
     attacker = Visitor(login_console.port)
     attacker.cookies = planted
     assert attacker.get("/topics").status == 303
+
+
+# -- lag history with logins ---------------------------------------------------------------------
+SAMPLES = re.compile(r"(\d+) samples</text>")
+
+
+def _committed_group(broker, group):
+    """`group` with offset 0 committed on payments (one record behind), as admin."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_for("SASL_PLAINTEXT"),
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                         "sasl.username": "admin", "sasl.password": PASSWORDS["admin"],
+                         "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("payments", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_lag_is_sampled_as_each_logged_in_user_between_page_views(acl_broker, start_console):
+    """With logins the background sampler acts as each live session's user: admin's group page
+    shows more samples than it was viewed (the page records one per view); carol, with no
+    ACL, is refused the page and gets no history of the group."""
+    _committed_group(acl_broker, "payments-auditors")
+    console = start_console(acl_broker.bootstrap_for("SASL_PLAINTEXT"), "--lag-interval", "0.2",
+                            options=SASL)
+    admin = Visitor(console.port)
+    assert admin.log_in("admin", "admin-secret").status == 303
+    views = []
+
+    def sampled_between_views():
+        page = admin.get("/groups/payments-auditors")
+        assert page.status == 200, page.body
+        views.append(int(SAMPLES.search(page.body).group(1)))
+        return views[-1] - len(views) >= 2
+    wait_until(sampled_between_views, 30, "samples taken between admin's page views",
+               interval=0.5)
+    carol = Visitor(console.port)
+    assert carol.log_in("carol", "carol-secret").status == 303
+    refused = carol.get("/groups/payments-auditors")
+    assert refused.status == 403 and "samples" not in refused.body
 
 
 # -- where it listens ---------------------------------------------------------------------------

@@ -3,9 +3,10 @@
 Each test runs the streaming copy job (`eos_copy_job.py`, its own driver process) and stops its
 driver at a named point of the commit of micro-batch 1 (`MINILOG_SINK_HALT`: the decision is
 recorded and n of the batch's transactions are committed; the committing process writes a
-file and waits), kills every process of the job with SIGKILL, restarts it from its checkpoint
-with another number of writing tasks (`minPartitions`), and counts the output with a
-read_committed confluent-kafka consumer. The sink's prepared transactions use KIP-939's
+file and waits; `prepared`: the tasks prepared, the decision not recorded), kills every
+process of the job with SIGKILL, restarts it from its checkpoint with another number of
+writing tasks (`minPartitions`), and counts the output with a read_committed confluent-kafka
+consumer. The sink's prepared transactions use KIP-939's
 two-phase commit: they wait for the restarted driver, however long it takes to start."""
 import os
 import signal
@@ -21,6 +22,7 @@ from txntools import SMALL, read_all
 from waiting import wait_until
 
 from brokers import MinilogBroker
+from minilog.connector.client import AdminClient
 
 JOB = Path(__file__).with_name("eos_copy_job.py")
 RECORDS = 100  # per input partition; micro-batches of 40 offsets
@@ -58,7 +60,8 @@ class Job:
                                     stdout=out, stderr=subprocess.STDOUT)
 
     def halt_and_kill(self, min_partitions, committed):
-        """Run until the named point of batch 1's commit, then kill the driver there."""
+        """Run until the named point of batch 1's commit (`committed` transactions committed,
+        or "prepared"), then kill the driver there."""
         job = self.start(min_partitions, committed)
         try:
             wait_until(lambda: self.halted.exists() or job.poll() is not None, 300,
@@ -115,7 +118,9 @@ def test_killed_after_some_commits_and_replayed_with_fewer_tasks_writes_once(bro
     source, out = topics(broker)
     job = Job(broker, source, out, tmp_path, "q")
     job.halt_and_kill(min_partitions=4, committed=2)
-    assert len(committed_rows(broker, out, 60)) == 60  # batch 0, half of batch 1
+    # batch 0, and the part of batch 1's two committed transactions below the first record
+    # of the two still prepared (the last stable offset)
+    assert 40 <= len(committed_rows(broker, out, 40)) <= 60
     assert job.finish(min_partitions=2) == 0, job.tail()
     assert sorted(committed_rows(broker, out, len(INPUT))) == INPUT
 
@@ -133,3 +138,24 @@ def test_a_prefix_used_by_another_query_is_refused(broker, tmp_path):
     assert f"transactionalIdPrefix '{prefix}' is used by the query" in b.tail(20000), b.tail()
     assert a.finish(min_partitions=4) == 0, a.tail()
     assert sorted(committed_rows(broker, out, len(INPUT))) == INPUT
+
+
+@pytest.mark.timeout(900)
+def test_killed_before_the_decision_the_orphans_are_aborted_on_restart(broker, tmp_path):
+    """Batch 1's two tasks prepared, the driver killed before recording the decision: their
+    transactions (two-phase: no timeout) hold every read_committed reader at batch 0 until
+    the restarted query aborts them and writes batch 1 again."""
+    source, out = topics(broker)
+    prefix = unique("orphans")
+    job = Job(broker, source, out, tmp_path, "q", prefix)
+    job.halt_and_kill(min_partitions=2, committed="prepared")
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        orphans = [t.transactional_id for t in admin.list_transactions(states=["Ongoing"])
+                   if t.transactional_id.startswith(f"{prefix}-")]
+    assert len(orphans) == 2, orphans
+    assert len(committed_rows(broker, out, 40)) == 40  # batch 0; batch 1 is held back
+    assert job.finish(min_partitions=4) == 0, job.tail()
+    assert sorted(committed_rows(broker, out, len(INPUT))) == INPUT
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        states = {t: d.state for t, d in admin.describe_transactions(orphans).items()}
+    assert set(states.values()) == {"CompleteAbort"}, states

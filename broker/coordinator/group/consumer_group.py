@@ -12,8 +12,13 @@ A member may speak the classic protocol (KIP-848's online migration): it keeps i
 protocols in `classic`, is reconciled only when it rejoins (it reports what it owns in its
 subscription), and is told to rejoin by its Heartbeat (`must_rejoin`).
 """
+from __future__ import annotations
+
+import asyncio
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 from uuid import UUID
 
 from minilog.connector.protocol import ErrorCode
@@ -70,9 +75,22 @@ class ConsumerMember:
     pending_revocation: Partitions = field(default_factory=dict)
     epoch_before_leave: int = 0      # a static member that left with epoch -2 comes back here
     classic: ClassicMetadata | None = None  # set for a member speaking the classic protocol
-    session_timer: object = None     # asyncio handles, owned by the coordinator
-    rebalance_timer: object = None
-    classic_timer: object = None     # a classic member's join or sync deadline
+    session_timer: asyncio.TimerHandle | None = None  # owned by the coordinator
+    rebalance_timer: asyncio.TimerHandle | None = None
+    classic_timer: asyncio.TimerHandle | None = None  # a classic member's join/sync deadline
+    # Which topics its regex may resolve to: those its principal may DESCRIBE (Kafka 4
+    # resolves a SubscribedTopicRegex with the heartbeat's principal and silently leaves out
+    # the rest). Not persisted: the coordinator sets it on every heartbeat and on a reload;
+    # None (groups built without a broker) leaves nothing out.
+    describes: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
+
+    def regex_matches(self, names) -> list[str]:
+        """The topics of `names` its regex subscription resolves to (none without a regex)."""
+        if not self.subscribed_topic_regex:
+            return []
+        pattern = compile_regex(self.subscribed_topic_regex)
+        visible = self.describes
+        return [n for n in names if pattern.fullmatch(n) and (visible is None or visible(n))]
 
     def owns_any(self, partitions: Partitions) -> bool:
         return any(p in self.assigned.get(t, ()) or p in self.pending_revocation.get(t, ())
@@ -83,7 +101,7 @@ def _copy(parts: Partitions) -> Partitions:
     return {t: set(ps) for t, ps in parts.items() if ps}
 
 
-def to_partitions(topic_partitions) -> Partitions | None:
+def to_partitions(topic_partitions: Any) -> Partitions | None:
     """The request's [(topic_id, partitions)] as {topic id: set}, None when not sent."""
     if topic_partitions is None:
         return None
@@ -99,7 +117,7 @@ def _owns_revoked(owned: Partitions | None, revoked: Partitions) -> bool:
 class ConsumerGroup:
     """Duck-types the classic `Group` where offsets code needs it (state, offsets, members)."""
     protocol_type = CONSUMER_PROTOCOL_TYPE
-    pending_members: frozenset = frozenset()
+    pending_members: frozenset[str] = frozenset()
 
     def __init__(self, group_id: str, now_ms: int):
         self.group_id = group_id
@@ -111,8 +129,8 @@ class ConsumerGroup:
         self.owners: dict[tuple[UUID, int], str] = {}  # partition -> member holding it
         self.topics: dict[str, tuple[UUID, int]] = {}  # subscribed topic -> (id, partitions)
         self.preferred_assignor: str | None = None
-        self.offsets: dict = {}
-        self.offsets_written_at: dict = {}
+        self.offsets: dict[tuple[str, int], Any] = {}
+        self.offsets_written_at: dict[tuple[str, int], int] = {}
         self.persisted = False
         self.dead = False
         self.state_timestamp = now_ms
@@ -142,7 +160,7 @@ class ConsumerGroup:
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return topic in self.topics
 
-    def expired_offsets(self, now_ms: int, retention_ms: int) -> list:
+    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """Kafka's rule for consumer groups: an empty group's offsets expire counting from
         their commit (or the group's emptiness); a live group keeps those it subscribes to."""
         keep = set(self.topics) if self.members else set()
@@ -159,15 +177,40 @@ class ConsumerGroup:
 
     def remove_member(self, member_id: str) -> ConsumerMember | None:
         """Drop a member and free its partitions; the group epoch rises."""
+        member = self.drop_member(member_id)
+        if member is not None:
+            self.group_epoch += 1
+        return member
+
+    def drop_member(self, member_id: str) -> ConsumerMember | None:
+        """Forget a member and free its partitions (its records were tombstoned)."""
         member = self.members.pop(member_id, None)
         if member is None:
             return None
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
-        self._release(member)
+        self.release(member)
         self.target.pop(member_id, None)
-        self.group_epoch += 1
         return member
+
+    def copy(self) -> ConsumerGroup:
+        """A scratch copy to decide an operation on: the caller derives records from it, and
+        only their replay changes this group. Timers are not copied; offsets are shared (a
+        heartbeat never changes them)."""
+        other = ConsumerGroup(self.group_id, self.state_timestamp)
+        other.group_epoch, other.assignment_epoch = self.group_epoch, self.assignment_epoch
+        other.members = {mid: replace(
+            m, subscribed_topic_names=list(m.subscribed_topic_names), assigned=_copy(m.assigned),
+            pending_revocation=_copy(m.pending_revocation), session_timer=None,
+            rebalance_timer=None, classic_timer=None) for mid, m in self.members.items()}
+        other.static_members = dict(self.static_members)
+        other.target = {mid: _copy(parts) for mid, parts in self.target.items()}
+        other.owners = dict(self.owners)
+        other.topics = dict(self.topics)
+        other.preferred_assignor = self.preferred_assignor
+        other.offsets, other.offsets_written_at = self.offsets, self.offsets_written_at
+        other.persisted, other.dead = self.persisted, self.dead
+        return other
 
     def replace_static_member(self, old: ConsumerMember, new_id: str) -> ConsumerMember:
         """A static member back under a new id takes over its predecessor's place and
@@ -175,13 +218,13 @@ class ConsumerGroup:
         self.members.pop(old.member_id)
         member = ConsumerMember(new_id, old.instance_id, assigned=_copy(old.assigned),
                                 member_epoch=old.epoch_before_leave)
-        self._release(old)
+        self.release(old)
         self.target[new_id] = self.target.pop(old.member_id, {})
         self.add_member(member)
         self.hold(member)
         return member
 
-    def _release(self, member: ConsumerMember) -> None:
+    def release(self, member: ConsumerMember) -> None:
         for parts in (member.assigned, member.pending_revocation):
             for t, ps in parts.items():
                 for p in ps:
@@ -204,9 +247,7 @@ class ConsumerGroup:
             for name in m.subscribed_topic_names:
                 if name in topic_ids:
                     out[name] = topic_ids[name]
-            if m.subscribed_topic_regex:
-                pattern = compile_regex(m.subscribed_topic_regex)
-                out.update({n: v for n, v in topic_ids.items() if pattern.fullmatch(n)})
+            out.update({n: topic_ids[n] for n in m.regex_matches(topic_ids)})
         return out
 
     def refresh_topics(self, topic_ids: dict[str, tuple[UUID, int]]) -> bool:
@@ -220,9 +261,7 @@ class ConsumerGroup:
 
     def member_topic_ids(self, member: ConsumerMember) -> frozenset[UUID]:
         ids = {self.topics[n][0] for n in member.subscribed_topic_names if n in self.topics}
-        if member.subscribed_topic_regex:
-            pattern = compile_regex(member.subscribed_topic_regex)
-            ids |= {tid for n, (tid, _) in self.topics.items() if pattern.fullmatch(n)}
+        ids |= {self.topics[n][0] for n in member.regex_matches(self.topics)}
         return frozenset(ids)
 
     def assignor_name(self, configured: list[str]) -> str:
@@ -233,7 +272,7 @@ class ConsumerGroup:
             if m.server_assignor:
                 votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
         if votes:
-            return max(sorted(votes), key=votes.get)
+            return max(sorted(votes), key=lambda name: votes[name])
         return configured[0]
 
     def compute_target(self, assignor: str) -> None:
@@ -273,7 +312,7 @@ class ConsumerGroup:
                 revoking[t] = give
             if free:
                 adding[t] = free
-        self._release(member)
+        self.release(member)
         if revoking and _owns_revoked(owned, revoking):
             member.state, member.assigned, member.pending_revocation = M_UNREVOKED, assigned, revoking
             self._set_epoch(member, epoch)
@@ -343,16 +382,16 @@ class ConsumerGroup:
         """OffsetCommit/OffsetFetch with member epochs (KIP-848): 0 or the error code."""
         member = self.members.get(member_id)
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return int(ErrorCode.UNKNOWN_MEMBER_ID)
         if epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return int(ErrorCode.STALE_MEMBER_EPOCH)
         return 0
 
 
-_REGEX_CACHE: dict[str, re.Pattern] = {}
+_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
 
 
-def compile_regex(pattern: str) -> re.Pattern:
+def compile_regex(pattern: str) -> re.Pattern[str]:
     """A subscription regex. Kafka uses RE2/J; Python's `re` with `fullmatch` agrees on the
     common syntax (classes, alternation, quantifiers, anchors); RE2 refuses backreferences and
     lookaround, which `re` accepts."""

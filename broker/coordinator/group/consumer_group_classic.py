@@ -12,13 +12,17 @@ classic member gives partitions up only by rejoining, and the consumer group han
 to its next owner only once nobody holds it, so no partition is ever owned twice. When the last
 consumer-protocol member leaves, the group becomes classic again (`downgrade`) and rebalances.
 """
+from __future__ import annotations
+
 import logging
 import uuid
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from minilog.connector.protocol import ErrorCode
 from minilog.connector.protocol.consumer_protocol import decode_subscription
 
+from . import consumer_group_changes as changes
 from . import group as g
 from .consumer_group import M_UNREVOKED, ConsumerGroup, ConsumerMember
 from .group import Group, JoinResult, SyncResult
@@ -31,8 +35,13 @@ from .group_migration import (
     consumer_from_classic,
     to_ids,
 )
-from .group_records import group_key
-from .group_store import now_ms
+from .group_records import group_key, group_record
+from ..partition_writer import now_ms
+from ..runtime import Record
+
+if TYPE_CHECKING:
+    from .consumer_group_coordinator import ConsumerGroupProtocol
+    from .group_coordinator import GroupCoordinator
 
 log = logging.getLogger("minilog.broker.groups")
 
@@ -41,12 +50,12 @@ class ClassicMembers:
     """The classic protocol's requests on consumer groups, and the conversions between kinds
     (composed into `GroupCoordinator`, beside its `consumer` protocol)."""
 
-    def __init__(self, coordinator, policy: str):
+    def __init__(self, coordinator: GroupCoordinator, policy: str) -> None:
         self.coordinator = coordinator
         self.policy = MigrationPolicy(policy)
 
     @property
-    def _protocol(self):
+    def _protocol(self) -> ConsumerGroupProtocol:
         return self.coordinator.consumer
 
     def _topic_ids(self) -> dict[str, UUID]:
@@ -56,9 +65,10 @@ class ClassicMembers:
         return {tid: ts.name for tid, ts in self.coordinator.broker.metadata.by_id.items()}
 
     # -- conversions ----------------------------------------------------------------------------
-    def upgrade(self, group: Group) -> tuple[ConsumerGroup, list] | None:
-        """Convert a live classic group for a joining consumer-protocol member: the consumer
-        group and the records that replace the classic one, or None when not allowed."""
+    def upgrade(self, group: Group) -> tuple[ConsumerGroup, list[Record]] | None:
+        """Convert a live classic group for a joining consumer-protocol member: a scratch
+        consumer group and the records that replace the classic one (their replay makes the
+        live group), or None when not allowed."""
         if not self.policy.upgrade or not can_upgrade(group):
             return None
         try:
@@ -68,27 +78,20 @@ class ClassicMembers:
             return None
         # Parked JoinGroups and SyncGroups learn of the rebalance and rejoin the consumer group.
         self.coordinator.stop_classic(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self.coordinator.groups[group.group_id] = converted
-        for member in converted.members.values():
-            self._protocol.schedule_session(converted, member)
-        log.info("classic group %s (generation %d, %d member(s)) became a consumer group",
+        log.info("classic group %s (generation %d, %d member(s)) becomes a consumer group",
                  group.group_id, group.generation_id, len(converted.members))
-        return converted, [(group_key(group.group_id), None)] + self._protocol.full_records(converted)
+        return converted, [(group_key(group.group_id), None)] + changes.full_records(converted)
 
-    def maybe_downgrade(self, group: ConsumerGroup) -> list | None:
-        """When only classic members remain: make the group classic again and start its
-        rebalance; the records replacing the consumer group's, or None."""
+    def maybe_downgrade(self, group: ConsumerGroup) -> list[Record] | None:
+        """When only classic members remain in the scratch `group`: the records replacing the
+        consumer group with a classic one (the caller starts its rebalance once they are
+        written), or None."""
         if not self.policy.downgrade or not group.can_become_classic():
             return None
         classic = classic_from_consumer(group, self._topic_names(), now_ms())
-        entries = self._protocol.all_tombstones(group) + [self.coordinator.group_entry(classic)]
-        self._protocol.unload(group)
-        group.transition(g.DEAD, now_ms())
-        self.coordinator.groups[group.group_id] = classic
-        log.info("consumer group %s (epoch %d) has only classic members: it is classic again",
+        log.info("consumer group %s (epoch %d) has only classic members: it becomes classic",
                  group.group_id, group.group_epoch)
-        self.coordinator.adopt_classic(classic, f"downgrade of group {group.group_id} to classic")
-        return entries
+        return changes.all_tombstones(group) + [group_record(classic)]
 
     # -- the classic requests -------------------------------------------------------------------
     async def join(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
@@ -112,6 +115,7 @@ class ClassicMembers:
             member_id = joining.member_id = uuid.uuid4().hex
             if instance_id is None and require_known_member_id:
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        live, group = group, group.copy()
         changed: set[str] = {member_id}
         epoch_before = group.group_epoch
         member = group.members.get(member_id)
@@ -122,8 +126,6 @@ class ClassicMembers:
             if current is not None and current != member_id:
                 if not unknown:
                     return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id)
-                replaced = group.members[current]
-                self._protocol.cancel_timers(replaced)
                 group.remove_member(current)
                 changed.add(current)
         if member is None:
@@ -137,10 +139,14 @@ class ClassicMembers:
             for name in ("client_id", "client_host", "rack_id", "rebalance_timeout_ms",
                          "subscribed_topic_names", "classic"):
                 setattr(member, name, getattr(joining, name))
-        error, _ = await self._protocol.advance(group, member, changed, epoch_before, owned)
+        entries, _ = self._protocol.advance(group, member, changed, epoch_before, owned)
+        error = await self._protocol.write(group.group_id, entries)
+        self._protocol.arm(group.group_id, member_id)
         if error:
             return JoinResult(error, member_id)
-        self._deadline(group, member, "did not sync in time")
+        joined = live.members.get(member_id)
+        if joined is not None:
+            self._deadline(live, joined, "did not sync in time")
         return JoinResult(0, member_id, member.member_epoch, g.CONSUMER_PROTOCOL_TYPE,
                           member.classic.protocol_name, "")
 
@@ -204,7 +210,7 @@ class ClassicMembers:
             member.classic_timer = None
         if reason is not None:
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else 300000
-            member.classic_timer = self.coordinator._loop.call_later(
+            member.classic_timer = self.coordinator.loop.call_later(
                 timeout / 1000, self._protocol.expire, group, member, reason)
 
     async def leave(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> int:
@@ -212,4 +218,4 @@ class ClassicMembers:
         if member_id == "" and instance_id is not None:  # an admin removing a static member
             member_id = group.static_members.get(instance_id, "")
         member, error = self._member(group, member_id, instance_id)
-        return error or await self._protocol.remove(group, member, "left the group")
+        return error or await self._protocol.remove(group.group_id, member_id, "left the group")

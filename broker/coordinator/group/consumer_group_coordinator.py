@@ -6,32 +6,40 @@ epoch -1 (or -2, a static member that will come back). The group's rules are in
 `consumer_group.py`; here are the request checks, the timers (session timeout: no heartbeat
 for `group.consumer.session.timeout.ms` removes the member; rebalance timeout: a member that
 does not revoke in time is fenced), and persistence: each heartbeat that changes the group
-writes Kafka's records (`consumer_group_records.py`) as one batch to `__consumer_offsets` and
-answers once the in-sync replicas have it, so a new coordinator resumes the group after a
-failover. A group is classic or consumer in the coordinator's one `groups` map; a consumer group
+is decided on a scratch copy of the group (`ConsumerGroup.copy`); the records of the difference
+(`consumer_group_changes.py`) go to the coordinator runtime, which replays them into the live
+group (`consumer_group_replay.py`, the same replay that loads it), writes them as one batch to
+`__consumer_offsets`, reverts them if the write fails, and answers once the in-sync replicas
+have them, so a new coordinator resumes the group after a failover. A group is classic or consumer in the coordinator's one `groups` map; a consumer group
 may hold classic members (`consumer_group_classic.py`), and a live classic group converts when
 a member of this protocol joins it.
 """
+from __future__ import annotations
+
 import asyncio
 import logging
 import uuid
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from minilog.connector.protocol import ErrorCode
 
-from . import consumer_group_records as rec
+from . import consumer_group_changes as changes
 from .consumer_group import (
     LEAVE_EPOCH,
     M_UNREVOKED,
     STATIC_LEAVE_EPOCH,
-    ClassicMetadata,
     ConsumerGroup,
     ConsumerMember,
     FencedError,
     Partitions,
     compile_regex,
 )
-from .group_store import now_ms
+from ..partition_writer import now_ms
+from ..runtime import Record
+
+if TYPE_CHECKING:
+    from .group_coordinator import GroupCoordinator
 
 log = logging.getLogger("minilog.broker.groups")
 
@@ -50,6 +58,7 @@ class HeartbeatRequest(NamedTuple):
     client_id: str
     client_host: str
     version: int
+    describes: Callable[[str], bool] | None = None  # may its principal DESCRIBE a topic?
 
 
 class HeartbeatResult(NamedTuple):
@@ -64,7 +73,7 @@ class HeartbeatResult(NamedTuple):
 class ConsumerGroupProtocol:
     """The KIP-848 half of the group coordinator (composed into `GroupCoordinator`)."""
 
-    def __init__(self, coordinator, config):
+    def __init__(self, coordinator: GroupCoordinator, config: Any) -> None:
         self.coordinator = coordinator
         self.session_timeout_ms: int = config["group.consumer.session.timeout.ms"]
         self.heartbeat_interval_ms: int = config["group.consumer.heartbeat.interval.ms"]
@@ -74,8 +83,14 @@ class ConsumerGroupProtocol:
         self.enabled: bool = "consumer" in {p.strip() for p in protocols.split(",")}
 
     @property
-    def _loop(self):
-        return self.coordinator._loop
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        assert self.coordinator.loop is not None, "the coordinator has started"
+        return self.coordinator.loop
+
+    def cluster_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """{topic: (id, partition count)} of the cluster's topics a group may subscribe to."""
+        return {name: (ts.topic_id, len(ts.partitions))
+                for name, ts in self.coordinator.broker.metadata.topics.items() if not ts.internal}
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------
     async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
@@ -128,14 +143,14 @@ class ConsumerGroupProtocol:
                 return ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex: {e}"
         return None
 
-    def _group_for(self, req: HeartbeatRequest) -> tuple[ConsumerGroup, list]:
-        """The consumer group, and the records of its creation if it was classic: created on a
-        join; an empty classic group converts keeping its offsets, a live one keeping its
-        members too where `group.consumer.migration.policy` allows (else GROUP_ID_NOT_FOUND)."""
-        groups = self.coordinator.groups
-        group = groups.get(req.group_id)
+    def _group_for(self, req: HeartbeatRequest) -> tuple[ConsumerGroup, list[Record]]:
+        """A scratch copy of the consumer group, and the records of its creation if it was
+        classic: created on a join; an empty classic group converts keeping its offsets, a live
+        one keeping its members too where `group.consumer.migration.policy` allows (else
+        GROUP_ID_NOT_FOUND)."""
+        group = self.coordinator.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):
-            return group, []
+            return group.copy(), []
         if group is None and req.member_epoch != 0:
             raise FencedError(ErrorCode.UNKNOWN_MEMBER_ID,
                               f"Group {req.group_id} has no member {req.member_id}.")
@@ -149,12 +164,11 @@ class ConsumerGroupProtocol:
         converted = ConsumerGroup(req.group_id, now_ms())
         if group is not None:
             converted.offsets, converted.offsets_written_at = group.offsets, group.offsets_written_at
-            converted.persisted = group.persisted
-        groups[req.group_id] = converted
         return converted, []
 
     async def _heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest,
-                         created: list) -> HeartbeatResult:
+                         created: list[Record]) -> HeartbeatResult:
+        live = self.coordinator.groups.get(req.group_id)
         changed: set[str] = set()
         epoch_before = group.group_epoch
         member = self._member_for(group, req, changed)
@@ -164,8 +178,10 @@ class ConsumerGroupProtocol:
             changed.add(member.member_id)
         if member.member_id in changed:
             group.group_epoch = max(group.group_epoch, epoch_before + 1)
-        error, assigned_changed = await self.advance(group, member, changed, epoch_before,
-                                                     req.owned, created)
+        entries, assigned_changed = self.advance(group, member, changed, epoch_before, req.owned,
+                                                 _metadata_changed(live, group, member))
+        error = await self.write(group.group_id, list(created) + entries, scratch=group)
+        self.arm(group.group_id, *(group.members if created else [member.member_id]))
         if error:
             return HeartbeatResult(error)
         # Kafka's "full request" (a client recovering from an error): the assignment is sent
@@ -177,14 +193,15 @@ class ConsumerGroupProtocol:
                                self.heartbeat_interval_ms,
                                member.assigned if full or assigned_changed else None)
 
-    async def advance(self, group: ConsumerGroup, member: ConsumerMember, changed: set[str],
-                      epoch_before: int, owned: Partitions | None,
-                      created: list = ()) -> tuple[int, bool]:
-        """One step of the group for `member`'s heartbeat (or a classic member's JoinGroup):
-        new topics raise the epoch, a new epoch gets a target assignment, the member is
-        reconciled, and the records of it all are written after `created`. Returns (error,
-        whether the member's assigned partitions changed)."""
-        if group.refresh_topics(self._cluster_topics()):  # one new epoch for all of it
+    def advance(self, group: ConsumerGroup, member: ConsumerMember, changed: set[str],
+                epoch_before: int, owned: Partitions | None,
+                metadata: set[str] | frozenset[str] = frozenset()) -> tuple[list[Record], bool]:
+        """One step of the scratch `group` for `member`'s heartbeat (or a classic member's
+        JoinGroup): new topics raise the epoch, a new epoch gets a target assignment, the
+        member is reconciled. Returns the records of it all (`changed` members and those whose
+        `metadata` alone changed included) and whether the member's assigned partitions
+        changed."""
+        if group.refresh_topics(self.cluster_topics()):  # one new epoch for all of it
             group.group_epoch = max(group.group_epoch, epoch_before + 1)
         target_changed = group.assignment_epoch < group.group_epoch
         if target_changed:
@@ -194,13 +211,22 @@ class ConsumerGroupProtocol:
         group.reconcile(member, owned)
         after = (member.member_epoch, member.state, _frozen(member.assigned),
                  _frozen(member.pending_revocation))
-        self.schedule_session(group, member)
-        self._schedule_rebalance(group, member)
-        entries = self._records(group, changed, assignment_changed=before != after,
-                                member=member, epoch_changed=group.group_epoch != epoch_before,
-                                target_changed=target_changed)
-        error = await self._write(group, list(created) + entries)
-        return error, before[2] != after[2]
+        entries = changes.changes(group, changed | set(metadata),
+                                  assignment_changed=before != after, member=member,
+                                  epoch_changed=group.group_epoch != epoch_before,
+                                  target_changed=target_changed)
+        return entries, before[2] != after[2]
+
+    def arm(self, group_id: str, *member_ids: str) -> None:
+        """Start the session (and, while revoking, rebalance) timers of live members."""
+        group = self.coordinator.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return
+        for member_id in member_ids:
+            member = group.members.get(member_id)
+            if member is not None:
+                self.schedule_session(group, member)
+                self.schedule_rebalance(group, member)
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest,
                     changed: set[str]) -> ConsumerMember:
@@ -239,6 +265,8 @@ class ConsumerGroupProtocol:
         changed, which needs a new target assignment."""
         member.client_id, member.client_host = req.client_id, req.client_host
         member.classic = None  # a classic member heartbeating this way has upgraded itself
+        if req.describes is not None:
+            member.describes = req.describes
         if req.rack_id is not None:
             member.rack_id = req.rack_id
         if req.rebalance_timeout_ms != -1:
@@ -254,10 +282,6 @@ class ConsumerGroupProtocol:
         return before != (member.subscribed_topic_names, member.subscribed_topic_regex,
                           member.server_assignor)
 
-    def _cluster_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
-        return {name: (ts.topic_id, len(ts.partitions))
-                for name, ts in self.coordinator.broker.metadata.topics.items() if not ts.internal}
-
     async def _leave(self, group: ConsumerGroup, req: HeartbeatRequest) -> HeartbeatResult:
         member = group.members.get(req.member_id)
         if member is None:
@@ -266,15 +290,17 @@ class ConsumerGroupProtocol:
         if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # KIP-848: a static member leaving temporarily keeps its partitions until it comes
             # back under the same instance id or its session times out.
-            member.epoch_before_leave = max(member.member_epoch, 0)
             member.previous_member_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
-            self.schedule_session(group, member)
-            if member.rebalance_timer:
-                member.rebalance_timer.cancel()
-                member.rebalance_timer = None
-            error = await self._write(group, [self._current_assignment(group, member)])
+            error = await self.write(group.group_id, [changes.current_assignment(group, member)])
+            live = self.coordinator.groups.get(group.group_id)
+            left = live.members.get(member.member_id) if isinstance(live, ConsumerGroup) else None
+            if isinstance(live, ConsumerGroup) and left is not None:
+                self.schedule_session(live, left)
+                if left.rebalance_timer:
+                    left.rebalance_timer.cancel()
+                    left.rebalance_timer = None
             return HeartbeatResult(error, None, member.member_id, STATIC_LEAVE_EPOCH)
-        error = await self.remove(group, member, "left the group")
+        error = await self.remove(group.group_id, member.member_id, "left the group")
         return HeartbeatResult(error, None, member.member_id, LEAVE_EPOCH)
 
     # -- timers ---------------------------------------------------------------------------------
@@ -285,7 +311,7 @@ class ConsumerGroupProtocol:
         member.session_timer = self._loop.call_later(
             timeout_ms / 1000, self.expire, group, member, "session timed out")
 
-    def _schedule_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def schedule_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """Kafka's rebalance timeout: started when a member is asked to revoke, cancelled once
         it has; a member still holding revoked partitions when it fires is fenced."""
         if member.state != M_UNREVOKED:
@@ -308,157 +334,59 @@ class ConsumerGroupProtocol:
     def expire(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         if group.members.get(member.member_id) is not member or group.dead:
             return
-        asyncio.ensure_future(self.remove(group, member, reason))
+        asyncio.ensure_future(self.remove(group.group_id, member.member_id, reason))
 
-    async def remove(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> int:
-        """Remove a member (its partitions become free; the group epoch rises)."""
-        self.cancel_timers(member)
-        group.remove_member(member.member_id)
-        log.info("member %s of consumer group %s %s (group epoch %d)", member.member_id,
-                 group.group_id, reason, group.group_epoch)
-        entries = self._member_tombstones(group, member.member_id)
+    async def remove(self, group_id: str, member_id: str, reason: str) -> int:
+        """Remove a member (its partitions become free; the group epoch rises); when only
+        classic members remain the group becomes classic and rebalances."""
+        live = self.coordinator.groups.get(group_id)
+        if not isinstance(live, ConsumerGroup) or member_id not in live.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        group = live.copy()
+        group.remove_member(member_id)
+        log.info("member %s of consumer group %s %s (group epoch %d)", member_id, group_id,
+                 reason, group.group_epoch)
+        entries = changes.member_tombstones(group, member_id)
         downgraded = self.coordinator.classic_members.maybe_downgrade(group)
-        return await self._write(group, entries + (downgraded or [self._group_epoch(group)]))
+        error = await self.write(group_id, entries + (downgraded or [changes.group_epoch(group)]))
+        classic = self.coordinator.groups.get(group_id)
+        if downgraded and not error and classic is not None:
+            self.coordinator.adopt_classic(classic, f"downgrade of group {group_id} to classic")
+        return error
 
-    # -- persistence ----------------------------------------------------------------------------
-    def _records(self, group: ConsumerGroup, changed: set[str], assignment_changed: bool,
-                 member: ConsumerMember, epoch_changed: bool, target_changed: bool) -> list:
-        """The records that bring `__consumer_offsets` up to the group's new state, in Kafka's
-        order: members, group epoch, target assignment, then the current assignment."""
-        entries = []
-        for member_id in sorted(changed):
-            m = group.members.get(member_id)
-            entries += self._member_tombstones(group, member_id) if m is None \
-                else [self._member_metadata(group, m)]
-        if epoch_changed:
-            entries.append(self._group_epoch(group))
-        if target_changed:
-            entries += self._target_records(group)
-        if assignment_changed or member.member_id in changed:
-            entries.append(self._current_assignment(group, member))
-        return entries
+    async def write(self, group_id: str, entries: list[Record],
+                    scratch: ConsumerGroup | None = None) -> int:
+        """Replay `entries` into the live group and write them (acks=all): 0 or the error.
+        What the records do not hold (which topics a member's principal may describe) is
+        taken from the `scratch` copy the operation was decided on, as soon as the replay
+        made its members live, so that no other member's operation copies them without it."""
+        acked = self.coordinator.write_records(group_id, entries) if entries else None
+        live = self.coordinator.groups.get(group_id)
+        if scratch is not None and isinstance(live, ConsumerGroup):
+            for member_id, member in scratch.members.items():
+                if member.describes is not None and member_id in live.members:
+                    live.members[member_id].describes = member.describes
+        return 0 if acked is None else await acked
 
-    @staticmethod
-    def _target_records(group: ConsumerGroup) -> list:
-        """The target assignment of every member, then its epoch."""
-        return [(rec.consumer_key(rec.TARGET_MEMBER, group.group_id, mid), rec.encode_value(
-            rec.TARGET_MEMBER, topic_partitions=rec.topic_partitions(
-                rec.TARGET_MEMBER, "topic_partitions", group.target.get(mid, {}))))
-            for mid in sorted(group.members)] + [
-            (rec.consumer_key(rec.TARGET_EPOCH, group.group_id),
-             rec.encode_value(rec.TARGET_EPOCH, assignment_epoch=group.assignment_epoch))]
-
-    @staticmethod
-    def _group_epoch(group: ConsumerGroup):
-        return (rec.consumer_key(rec.GROUP_EPOCH, group.group_id),
-                rec.encode_value(rec.GROUP_EPOCH, epoch=group.group_epoch))
-
-    @staticmethod
-    def _member_metadata(group: ConsumerGroup, m: ConsumerMember):
-        return (rec.consumer_key(rec.MEMBER, group.group_id, m.member_id), rec.encode_value(
-            rec.MEMBER, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
-            client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
-            subscribed_topic_regex=m.subscribed_topic_regex,
-            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-            classic_member_metadata=rec.classic_metadata(m.classic)))
-
-    def full_records(self, group: ConsumerGroup) -> list:
-        """Every record of the group as it stands (a classic group just converted)."""
-        target = self._target_records(group)
-        return ([self._member_metadata(group, m) for m in group.members.values()]
-                + [self._group_epoch(group)] + target
-                + [self._current_assignment(group, m) for m in group.members.values()])
-
-    def all_tombstones(self, group: ConsumerGroup) -> list:
-        """Every record of the group and its members, deleted (it became classic)."""
-        return [e for mid in group.members for e in self._member_tombstones(group, mid)] \
-            + self.tombstones(group)
-
-    @staticmethod
-    def _current_assignment(group: ConsumerGroup, m: ConsumerMember):
-        kind = rec.CURRENT_ASSIGNMENT
-        return (rec.consumer_key(kind, group.group_id, m.member_id), rec.encode_value(
-            kind, member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
-            state=m.state,
-            assigned_partitions=rec.topic_partitions(kind, "assigned_partitions", m.assigned),
-            partitions_pending_revocation=rec.topic_partitions(
-                kind, "partitions_pending_revocation", m.pending_revocation)))
-
-    @staticmethod
-    def _member_tombstones(group: ConsumerGroup, member_id: str) -> list:
-        return [(rec.consumer_key(kind, group.group_id, member_id), None)
-                for kind in (rec.CURRENT_ASSIGNMENT, rec.TARGET_MEMBER, rec.MEMBER)]
-
-    async def _write(self, group: ConsumerGroup, entries: list) -> int:
-        if not entries:
-            return 0
-        store = self.coordinator.store
-        written = store.write(store.partition_for(group.group_id), entries)
-        group.persisted = True
-        return (await written)[0]
-
-    def tombstones(self, group: ConsumerGroup) -> list:
-        """Every record of the group, deleted (DeleteGroups of an empty group)."""
-        return [(rec.consumer_key(kind, group.group_id), None)
-                for kind in (rec.TARGET_EPOCH, rec.GROUP_EPOCH)]
-
-    # -- loading --------------------------------------------------------------------------------
-    def restore(self, group_id: str, records: list, offsets: dict) -> ConsumerGroup | None:
-        """Rebuild a group from its records [(ConsumerKey, value or None)] in log order; its
-        members must heartbeat within a session timeout to stay."""
-        state: dict = {}
-        for key, value in records:
-            slot = (key.kind, key.member_id)
-            if value is None:
-                state.pop(slot, None)
-            else:
-                state[slot] = rec.decode_value(key.kind, value)
-        if (rec.GROUP_EPOCH, None) not in state:
-            return None
-        group = ConsumerGroup(group_id, -1)
-        group.group_epoch = state[(rec.GROUP_EPOCH, None)].epoch
-        target = state.get((rec.TARGET_EPOCH, None))
-        group.assignment_epoch = target.assignment_epoch if target else 0
-        group.offsets, group.persisted = offsets, True
-        for (kind, member_id), v in sorted(state.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-            if kind == rec.MEMBER:
-                group.add_member(ConsumerMember(
-                    member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
-                    list(v.subscribed_topic_names), v.subscribed_topic_regex, v.server_assignor,
-                    v.rebalance_timeout_ms,
-                    classic=_classic(v.classic_member_metadata)))
-        for (kind, member_id), v in state.items():
-            member = group.members.get(member_id)
-            if member is None:
-                continue
-            if kind == rec.TARGET_MEMBER:
-                group.target[member_id] = rec.from_topic_partitions(v.topic_partitions)
-            elif kind == rec.CURRENT_ASSIGNMENT:
-                member.member_epoch, member.previous_member_epoch = v.member_epoch, \
-                    v.previous_member_epoch
-                member.state = v.state
-                member.assigned = rec.from_topic_partitions(v.assigned_partitions)
-                member.pending_revocation = rec.from_topic_partitions(
-                    v.partitions_pending_revocation)
-                if member.member_epoch == STATIC_LEAVE_EPOCH:
-                    member.epoch_before_leave = max(member.previous_member_epoch, 0)
-        for member in group.members.values():
-            group.hold(member)
-        group.topics = group.subscribed_topics(self._cluster_topics())
-        for member in group.members.values():
-            self.schedule_session(group, member)
-            self._schedule_rebalance(group, member)
-        return group
+    def describes_until_heartbeat(self, topic: str) -> bool:
+        """A reloaded member's principal is not in the records: with ACLs on, its regex
+        resolves to nothing until its next heartbeat says who it is (never to more)."""
+        return self.coordinator.broker.authorizer is None
 
     def unload(self, group: ConsumerGroup) -> None:
         for member in group.members.values():
             self.cancel_timers(member)
 
 
-def _classic(value) -> ClassicMetadata | None:
-    decoded = rec.from_classic_metadata(value)
-    return ClassicMetadata(*decoded) if decoded else None
+def _metadata_changed(live: Any, group: ConsumerGroup, member: ConsumerMember) -> set[str]:
+    """{member id} when the member's stored metadata (client id and host, rack, rebalance
+    timeout, protocol) changed without changing its subscription: a record, no new epoch."""
+    before = live.members.get(member.member_id) if isinstance(live, ConsumerGroup) else None
+    if before is None or changes.member_metadata(live, before) == \
+            changes.member_metadata(group, member):
+        return set()
+    return {member.member_id}
 
 
-def _frozen(parts: Partitions) -> frozenset:
+def _frozen(parts: Partitions) -> frozenset[tuple[uuid.UUID, int]]:
     return frozenset((t, p) for t, ps in parts.items() for p in ps)

@@ -5,7 +5,11 @@ MemberMetadata): state transitions, protocol selection by vote, leader choice, s
 bookkeeping, which members have rejoined, and which offsets have expired. Timers, futures
 resolution order and persistence live in `group_coordinator.py`.
 """
-from typing import NamedTuple
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from minilog.connector.protocol import ErrorCode
 
@@ -38,7 +42,7 @@ class JoinResult(NamedTuple):
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader_id: str = ""
-    members: tuple = ()          # (member id, group instance id, metadata) for the leader
+    members: tuple[tuple[str, str | None, bytes], ...] = ()  # (id, instance id, metadata): leader's
     skip_assignment: bool = False
 
 
@@ -52,8 +56,9 @@ class SyncResult(NamedTuple):
 class Member:
     """A member as the coordinator sees it; `join_future`/`sync_future` are its parked requests."""
 
-    def __init__(self, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                 session_timeout_ms, protocol_type, protocols):
+    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str,
+                 client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                 protocol_type: str | None, protocols: list[tuple[str, bytes]]) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id, self.client_host = client_id, client_host
@@ -62,73 +67,74 @@ class Member:
         self.protocol_type = protocol_type
         self.protocols = protocols            # [(name, metadata bytes)], in preference order
         self.assignment = b""
-        self.join_future = None
-        self.sync_future = None
-        self.heartbeat_timer = None
+        self.join_future: asyncio.Future[JoinResult] | None = None
+        self.sync_future: asyncio.Future[SyncResult] | None = None
+        self.heartbeat_timer: asyncio.TimerHandle | None = None
         self.is_new = False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Member({self.member_id!r}, instance={self.group_instance_id!r})"
 
-    def matches(self, protocols):
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
         return self.protocols == protocols
 
-    def metadata(self, protocol):
+    def metadata(self, protocol: str | None) -> bytes:
         for name, data in self.protocols:
             if name == protocol:
                 return data
         return b""
 
-    def vote(self, candidates):
+    def vote(self, candidates: list[str]) -> str:
         """This member's most preferred protocol among those every member supports."""
         return next(name for name, _ in self.protocols if name in candidates)
 
 
 class Group:
-    def __init__(self, group_id, now_ms, state=EMPTY):
+    def __init__(self, group_id: str, now_ms: int, state: str = EMPTY) -> None:
         self.group_id = group_id
         self.state = state
         self.state_timestamp = now_ms
         self.generation_id = 0
-        self.protocol_type = None
-        self.protocol_name = None
-        self.leader_id = None
-        self.members = {}                # member id -> Member, in join order
-        self.pending_members = set()     # ids handed out with MEMBER_ID_REQUIRED, not joined yet
-        self.static_members = {}         # group instance id -> member id
-        self.pending_sync = set()        # members of this generation that have not synced yet
-        self.offsets = {}                # (topic, partition) -> OffsetAndMetadata
-        self.offsets_written_at = {}     # (topic, partition) -> offset of the batch it came in
-        self.subscribed = None           # topics the members consume, None when unknown
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}   # in join order
+        self.pending_members: set[str] = set()  # ids handed out with MEMBER_ID_REQUIRED
+        self.static_members: dict[str, str] = {}  # group instance id -> member id
+        self.pending_sync: set[str] = set()  # members of this generation not synced yet
+        self.offsets: dict[tuple[str, int], Any] = {}  # -> OffsetAndMetadata
+        self.offsets_written_at: dict[tuple[str, int], int] = {}
+        self.subscribed: set[str] | None = None  # topics the members consume, None if unknown
         self.new_member_added = False    # a member joined during the initial rebalance delay
         self.initial_join = False        # the pending join completes on the initial-delay timer
         self.persisted = False           # a metadata record for this group may be in the log
-        self.join_timer = self.sync_timer = None
-        self.pending_timers = {}         # pending member id -> timer
+        self.join_timer: asyncio.TimerHandle | None = None
+        self.sync_timer: asyncio.TimerHandle | None = None
+        self.pending_timers: dict[str, asyncio.TimerHandle] = {}  # pending member id -> timer
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Group({self.group_id!r}, {self.state}, generation={self.generation_id})"
 
     # -- state ----------------------------------------------------------------------------------
-    def transition(self, state, now_ms):
+    def transition(self, state: str, now_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[state]:
             raise RuntimeError(f"group {self.group_id}: cannot go from {self.state} to {state}")
         self.state = state
         self.state_timestamp = now_ms
 
     @property
-    def can_rebalance(self):
+    def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[PREPARING_REBALANCE]
 
-    def is_leader(self, member_id):
+    def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
     @property
-    def rebalance_timeout_ms(self):
+    def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     # -- membership -----------------------------------------------------------------------------
-    def add(self, member, join_future):
+    def add(self, member: Member, join_future: asyncio.Future[JoinResult] | None) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
@@ -139,7 +145,7 @@ class Group:
         member.join_future = join_future
         self.pending_members.discard(member.member_id)
 
-    def remove(self, member_id):
+    def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
         if member is not None and member.group_instance_id is not None:
             self.static_members.pop(member.group_instance_id, None)
@@ -149,7 +155,7 @@ class Group:
         self.pending_sync.discard(member_id)
         return member
 
-    def replace_static_member(self, instance_id, old_id, new_id):
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
         """Give a static member its new member id; requests parked under the old id are fenced."""
         member = self.members.pop(old_id)
         invoke_join(member, JoinResult(FENCED_INSTANCE_ID, old_id))
@@ -161,21 +167,21 @@ class Group:
         self.static_members[instance_id] = new_id
         return member
 
-    def validate_member(self, member_id, instance_id):
+    def validate_member(self, member_id: str, instance_id: str | None) -> int:
         """Kafka's validateCurrentMember: an error code, or 0 for a current member."""
         if instance_id is not None:
             current = self.static_members.get(instance_id)
             if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
+                return int(ErrorCode.UNKNOWN_MEMBER_ID)
             if current != member_id:
-                return FENCED_INSTANCE_ID
-        return 0 if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
+                return int(FENCED_INSTANCE_ID)
+        return 0 if member_id in self.members else int(ErrorCode.UNKNOWN_MEMBER_ID)
 
-    def has_all_members_joined(self):
+    def has_all_members_joined(self) -> bool:
         return not self.pending_members and all(m.join_future is not None
                                                 for m in self.members.values())
 
-    def maybe_elect_new_joined_leader(self):
+    def maybe_elect_new_joined_leader(self) -> bool:
         """Keep a leader that rejoined, else pick any member that did; False when none did."""
         if self.leader_id is None:
             return False
@@ -188,7 +194,7 @@ class Group:
         return False
 
     # -- protocols ------------------------------------------------------------------------------
-    def supports_protocols(self, protocol_type, names):
+    def supports_protocols(self, protocol_type: str | None, names: list[str]) -> bool:
         if not self.members:
             return bool(protocol_type) and bool(names)
         if protocol_type != self.protocol_type:
@@ -196,18 +202,18 @@ class Group:
         return any(all(any(n == name for n, _ in m.protocols) for m in self.members.values())
                    for name in names)
 
-    def select_protocol(self):
+    def select_protocol(self) -> str:
         """The protocol every member supports that most members prefer (Kafka's vote)."""
         members = list(self.members.values())
         candidates = [name for name, _ in members[0].protocols
                       if all(any(n == name for n, _ in m.protocols) for m in members[1:])]
-        votes = {}
+        votes: dict[str, int] = {}
         for m in members:
             choice = m.vote(candidates)
             votes[choice] = votes.get(choice, 0) + 1
-        return max(votes, key=votes.get)
+        return max(votes, key=lambda name: votes[name])
 
-    def init_next_generation(self, now_ms):
+    def init_next_generation(self, now_ms: int) -> None:
         self.generation_id += 1
         if self.members:
             self.protocol_name = self.select_protocol()
@@ -218,15 +224,15 @@ class Group:
         self.subscribed = self.subscribed_topics()
         self.pending_sync.clear()
 
-    def current_member_metadata(self):
+    def current_member_metadata(self) -> tuple[tuple[str, str | None, bytes], ...]:
         return tuple((m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
                      for m in self.members.values())
 
-    def subscribed_topics(self):
+    def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to (consumer protocol only; None when unknown)."""
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return None
-        topics = set()
+        topics: set[str] = set()
         for m in self.members.values():
             data = m.metadata(self.protocol_name)
             found = subscription_topics(data) if data else set()
@@ -235,11 +241,11 @@ class Group:
             topics |= found
         return topics
 
-    def is_subscribed_to_topic(self, topic):
+    def is_subscribed_to_topic(self, topic: str) -> bool:
         return self.subscribed is not None and topic in self.subscribed
 
     # -- offsets --------------------------------------------------------------------------------
-    def expired_offsets(self, now_ms, retention_ms):
+    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
         """Offsets past retention, as Kafka decides (GroupMetadata.removeExpiredOffsets).
 
         Empty group: retention counts from when it became empty (or the commit, for groups
@@ -249,24 +255,26 @@ class Group:
         v2-4) win over all of these.
         """
         if self.protocol_type is not None and self.state == EMPTY:
-            def base(om):
+            def base(om: Any) -> int:
                 return self.state_timestamp if self.state_timestamp >= 0 else om.commit_timestamp
-            keep_topics = set()
+            keep_topics: set[str] = set()
         elif (self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed is not None
               and self.state == STABLE):
-            def base(om):
-                return om.commit_timestamp
+            def base(om: Any) -> int:
+                return int(om.commit_timestamp)
             keep_topics = self.subscribed
         elif self.protocol_type is None:
-            def base(om):
-                return om.commit_timestamp
+            def base(om: Any) -> int:
+                return int(om.commit_timestamp)
             keep_topics = set()
         else:
             return []
         return offsets_past_retention(self.offsets, keep_topics, base, now_ms, retention_ms)
 
 
-def offsets_past_retention(offsets, keep_topics, base, now_ms, retention_ms):
+def offsets_past_retention(offsets: Mapping[tuple[str, int], Any], keep_topics: set[str],
+                           base: Callable[[Any], int], now_ms: int,
+                           retention_ms: int) -> list[tuple[str, int]]:
     """The (topic, partition)s of `offsets` to expire: not of `keep_topics`, and past their
     explicit expire timestamp or `retention_ms` after `base(offset)`."""
     expired = []
@@ -281,7 +289,7 @@ def offsets_past_retention(offsets, keep_topics, base, now_ms, retention_ms):
     return expired
 
 
-def invoke_join(member, result):
+def invoke_join(member: Member, result: JoinResult) -> bool:
     """Answer the member's parked JoinGroup, if any; True if there was one."""
     fut, member.join_future = member.join_future, None
     if fut is not None and not fut.done():
@@ -290,7 +298,7 @@ def invoke_join(member, result):
     return fut is not None
 
 
-def invoke_sync(member, result):
+def invoke_sync(member: Member, result: SyncResult) -> bool:
     fut, member.sync_future = member.sync_future, None
     if fut is not None and not fut.done():
         fut.set_result(result)

@@ -6,13 +6,18 @@ its member, and timers (`loop.call_later`) stand in for Kafka's purgatories: ses
 expire members, the rebalance timeout ends a join or sync phase, and
 `group.initial.rebalance.delay.ms` lets a new group gather members before its first generation.
 Everything runs on the event loop, so no locks are needed; each change that must survive a
-restart is one record batch in `__consumer_offsets` (see `group_store.py`), written before the
-request is answered. Offset and administrative operations are in `group_offsets.py`; a
+restart is one record batch in `__consumer_offsets`, written through the coordinator runtime
+(`runtime.py`; one `GroupShard` per partition led here holds its groups) before the request is
+answered. Offset and administrative operations are in `group_offsets.py`; a
 consumer (KIP-848) group's classic members are served by `consumer_group_classic.py`.
 """
+from __future__ import annotations
+
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable
+from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
@@ -23,21 +28,28 @@ from .consumer_group_coordinator import ConsumerGroupProtocol
 from .group import Group, JoinResult, Member, SyncResult, invoke_join, invoke_sync
 from .group_metrics import GroupMetrics
 from .group_offsets import GroupOffsets
-from .group_records import GroupRecord, MemberRecord, group_key, group_value
-from .group_store import OffsetsTopic, now_ms
+from .group_records import group_record
+from .group_shard import GroupShard
+from .group_store import OFFSETS_TOPIC, OffsetsTopic
 from .txn_offsets import PendingTxnOffsets
+from ..partition_writer import TOO_LARGE, LogPartitionWriter, now_ms, sized
+from ..runtime import CoordinatorRuntime, Producer, Record
+from ..shard_view import ShardStateView
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: bounds a new member's parked JoinGroup
 
 log = logging.getLogger("minilog.broker.groups")
 
 
-class GroupCoordinator(GroupOffsets):
-    def __init__(self, broker):
+class GroupCoordinator:
+    def __init__(self, broker: Any, runtime: CoordinatorRuntime | None = None) -> None:
         cfg = broker.config
         self.broker = broker
         self.store = OffsetsTopic(broker)
-        self.groups = {}
+        self.runtime = runtime or CoordinatorRuntime(
+            LogPartitionWriter(broker, cfg["offsets.commit.timeout.ms"]))
+        self.runtime.register(OFFSETS_TOPIC, lambda index: GroupShard(self, index))
+        self.groups = ShardStateView(self.runtime, OFFSETS_TOPIC, self.store.partition_for, "groups")
         self.min_session_ms = cfg["group.min.session.timeout.ms"]
         self.max_session_ms = cfg["group.max.session.timeout.ms"]
         self.initial_delay_ms = cfg["group.initial.rebalance.delay.ms"]
@@ -46,40 +58,76 @@ class GroupCoordinator(GroupOffsets):
         self.txn_offsets = PendingTxnOffsets()  # TxnOffsetCommits awaiting their marker
         self.consumer = ConsumerGroupProtocol(self, cfg)  # KIP-848 groups, in `groups` too
         self.classic_members = ClassicMembers(self, cfg["group.consumer.migration.policy"])
-        self._owned = set()    # __consumer_offsets partitions loaded and coordinated here
-        self._loading = set()
+        self.offsets = GroupOffsets(self)  # offsets and administration (Kafka's OffsetMetadataManager)
         self._active = False
-        self._task = None
-        self._loop = None
+        self._task: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         broker.metrics.register(GroupMetrics(self.groups, broker.partition))
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self):
+    def start(self) -> GroupCoordinator:
         """Create `__consumer_offsets` if needed and load the partitions this broker leads."""
-        self._loop = asyncio.get_running_loop()
         self.store.ensure()
-        for index in self.store.led_partitions():
+        return self.serve(self.store.led_partitions())
+
+    def serve(self, partitions: list[int]) -> GroupCoordinator:
+        """Load `partitions` (led here) and start serving requests and expiring offsets."""
+        self.loop = asyncio.get_running_loop()
+        for index in partitions:
             self.load_partition(index)
         self._active = True
-        self._task = asyncio.create_task(self._expire_offsets_periodically())
+        self._task = asyncio.create_task(self.offsets.expire_periodically())
         return self
 
-    async def stop(self):
+    async def stop(self) -> None:
         self._active = False
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for group in list(self.groups.values()):
-            self._unload(group)
-        self.groups.clear()
-        self._owned.clear()
+        self.runtime.unload_all()
 
     @property
-    def active(self):
+    def active(self) -> bool:
         return self._active
 
-    def _unload(self, group):
-        """Kafka's onGroupUnloaded: parked requests learn this broker no longer coordinates."""
+    def load_partition(self, index: int) -> None:
+        """Coordinate the groups of `__consumer_offsets` partition `index`, now led here: its
+        records replayed into a new shard, fenced by the partition's leader epoch."""
+        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        self.runtime.load(OFFSETS_TOPIC, index, partition.leader_epoch if partition else -1)
+
+    def unload_partition(self, index: int) -> None:
+        """This broker stops coordinating the groups of partition `index` (Kafka's
+        onResignation): their parked requests get NOT_COORDINATOR and clients look again."""
+        self.runtime.unload(OFFSETS_TOPIC, index)
+
+    def write_records(self, group_id: str, entries: list[Record], replay: bool = True,
+                      producer: Producer | None = None,
+                      for_commit: bool = False) -> Awaitable[int]:
+        """Records of `group_id` through the runtime (replayed unless the caller changed the
+        state itself): an awaitable of 0 once acknowledged, or the error code to answer."""
+        _, acked = self.runtime.append(OFFSETS_TOPIC, self.store.partition_for(group_id),
+                                       entries, producer, replay)
+        return sized(acked, ErrorCode.INVALID_COMMIT_OFFSET_SIZE if for_commit
+                      else ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    def write_now(self, group_id: str, entries: list[Record]) -> int:
+        """`write_records` answered once appended (expiry's and deletion's tombstones)."""
+        code, acked = self.runtime.append(OFFSETS_TOPIC, self.store.partition_for(group_id),
+                                          entries)
+        asyncio.ensure_future(acked)
+        return ErrorCode.UNKNOWN_SERVER_ERROR if code in TOO_LARGE else code
+
+    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> int:
+        """Kafka's onPartitionsDeleted (the replica manager and the topic manager call it)."""
+        return self.offsets.on_partitions_deleted(partitions)
+
+    def txn_marker_written(self, index: int, producer_id: int, commit: bool) -> None:
+        """A commit or abort marker landed in `__consumer_offsets` partition `index`."""
+        self.runtime.replay_marker(OFFSETS_TOPIC, index, producer_id, commit)
+
+    def retire(self, group: Any) -> None:
+        """Kafka's onGroupUnloaded: parked requests learn it is no longer coordinated here."""
         if isinstance(group, ConsumerGroup):
             group.transition(g.DEAD, now_ms())
             self.consumer.unload(group)
@@ -87,7 +135,7 @@ class GroupCoordinator(GroupOffsets):
         self.stop_classic(group, ErrorCode.NOT_COORDINATOR)
 
     @staticmethod
-    def stop_classic(group, error):
+    def stop_classic(group: Group, error: int) -> None:
         """The classic group is no longer served here (unloaded, or now a consumer group): its
         timers stop and parked requests are answered with `error`."""
         for timer in (group.join_timer, group.sync_timer, *group.pending_timers.values()):
@@ -100,14 +148,14 @@ class GroupCoordinator(GroupOffsets):
             if member.heartbeat_timer:
                 member.heartbeat_timer.cancel()
 
-    def adopt_classic(self, group, reason):
+    def adopt_classic(self, group: Group, reason: str) -> None:
         """A classic group made from a consumer group: its members' sessions start and it
         rebalances (Kafka's convertToClassicGroup)."""
         for member in group.members.values():
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
         self._prepare_rebalance(group, reason)
 
-    def validate(self, group_id, allow_empty=False, offsets=False):
+    def validate(self, group_id: str | None, allow_empty: bool = False, offsets: bool = False) -> int:
         """Kafka's validateGroupStatus: 0, or why this broker cannot serve the group now.
 
         With `offsets` (OffsetCommit, OffsetFetch) also COORDINATOR_LOAD_IN_PROGRESS while this
@@ -117,16 +165,14 @@ class GroupCoordinator(GroupOffsets):
         and librdkafka answers NOT_COORDINATOR by dropping the coordinator and its heartbeats
         with it, so repeated failovers time its session out and the group rebalances without
         end; a loading coordinator is retried in place. Once this broker learns it was deposed,
-        the partition is no longer `_owned` and the answer is NOT_COORDINATOR."""
+        its shard is unloaded and the answer is NOT_COORDINATOR."""
         if group_id is None or (not allow_empty and group_id == ""):
             return ErrorCode.INVALID_GROUP_ID
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        index = self.store.partition_for(group_id)
-        if index in self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if index not in self._owned:
-            return ErrorCode.NOT_COORDINATOR
+        error = self.runtime.status(OFFSETS_TOPIC, self.store.partition_for(group_id))
+        if error:
+            return error
         lifecycle = getattr(self.broker, "lifecycle", None)
         if offsets and lifecycle is not None and not lifecycle.serving:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -137,20 +183,22 @@ class GroupCoordinator(GroupOffsets):
         (keeping its offsets), as Kafka 4 converts it; a live one stays what it is."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.members:
-            classic = self._add_group(group_id)
+            classic = self.add_group(group_id)
             classic.offsets, classic.offsets_written_at = group.offsets, group.offsets_written_at
             classic.persisted = group.persisted
             return classic
         return group
 
-    def _add_group(self, group_id):
+    def add_group(self, group_id: str) -> Group:
         group = self.groups[group_id] = Group(group_id, now_ms())
         return group
 
     # -- JoinGroup ------------------------------------------------------------------------------
-    async def join_group(self, group_id, member_id, instance_id, client_id, client_host,
-                         rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                         require_known_member_id, supports_skip_assignment):
+    async def join_group(self, group_id: str, member_id: str, instance_id: str | None,
+                         client_id: str, client_host: str, rebalance_timeout_ms: int,
+                         session_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                         supports_skip_assignment: bool) -> JoinResult:
         error = self.validate(group_id)
         if error:
             return JoinResult(error, member_id)
@@ -165,8 +213,8 @@ class GroupCoordinator(GroupOffsets):
         if group is None:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-            group = self._add_group(group_id)
-        fut = self._loop.create_future()
+            group = self.add_group(group_id)
+        fut = self.loop.create_future()
         names = [name for name, _ in protocols]
         args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
                 protocols)
@@ -181,7 +229,7 @@ class GroupCoordinator(GroupOffsets):
                                            instance_id, args, fut, supports_skip_assignment)
             elif instance_id is None and require_known_member_id:
                 group.pending_members.add(new_id)
-                group.pending_timers[new_id] = self._loop.call_later(
+                group.pending_timers[new_id] = self.loop.call_later(
                     session_timeout_ms / 1000, self._expire_pending_member, group, new_id)
                 fut.set_result(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id))
             else:
@@ -238,7 +286,7 @@ class GroupCoordinator(GroupOffsets):
             timer.cancel()
         group.add(member, fut)
         # A new member cannot heartbeat while its JoinGroup is parked; bound its wait instead.
-        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(group, f"adding member {member_id}")
 
     def _update_member(self, member, args, fut):
@@ -255,7 +303,7 @@ class GroupCoordinator(GroupOffsets):
         """A static member back under a new member id keeps its place (and its assignment)."""
         old_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_id, new_id)
-        self._schedule_heartbeat(group, member)
+        self.schedule_heartbeat(group, member)
         self._update_member(member, args, fut)
         if group.state == g.STABLE:
             if group.protocol_name != group.select_protocol():
@@ -311,10 +359,10 @@ class GroupCoordinator(GroupOffsets):
         if initial:
             delay = self.initial_delay_ms
             remaining = max(group.rebalance_timeout_ms - delay, 0)
-            group.join_timer = self._loop.call_later(delay / 1000, self._initial_join_expired,
+            group.join_timer = self.loop.call_later(delay / 1000, self._initial_join_expired,
                                                      group, delay, remaining)
         else:
-            group.join_timer = self._loop.call_later(group.rebalance_timeout_ms / 1000,
+            group.join_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000,
                                                      self._complete_join, group)
             self._try_complete_join(group)
 
@@ -323,7 +371,7 @@ class GroupCoordinator(GroupOffsets):
         group.join_timer = None
         if group.new_member_added and remaining:
             group.new_member_added = False
-            group.join_timer = self._loop.call_later(
+            group.join_timer = self.loop.call_later(
                 min(delay, remaining) / 1000, self._initial_join_expired, group, delay,
                 max(remaining - delay, 0))
         else:
@@ -348,7 +396,7 @@ class GroupCoordinator(GroupOffsets):
                 self._cancel_heartbeat(member)
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait for their sessions.
-            group.join_timer = self._loop.call_later(group.rebalance_timeout_ms / 1000,
+            group.join_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000,
                                                      self._complete_join, group)
             return
         group.init_next_generation(now_ms())
@@ -361,10 +409,10 @@ class GroupCoordinator(GroupOffsets):
         for member in group.members.values():
             invoke_join(member, self._generation_result(
                 group, member.member_id, with_members=group.is_leader(member.member_id)))
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
-        group.sync_timer = self._loop.call_later(group.rebalance_timeout_ms / 1000,
+        group.sync_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000,
                                                  self._sync_expired, group, group.generation_id)
 
     def _sync_expired(self, group, generation):
@@ -379,8 +427,9 @@ class GroupCoordinator(GroupOffsets):
         self._prepare_rebalance(group, f"members {missing} did not sync")
 
     # -- SyncGroup ------------------------------------------------------------------------------
-    async def sync_group(self, group_id, generation_id, member_id, instance_id, protocol_type,
-                         protocol_name, assignments):
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         instance_id: str | None, protocol_type: str | None,
+                         protocol_name: str | None, assignments: dict[str, bytes]) -> SyncResult:
         error = self.validate(group_id)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)  # the rebalance must restart
@@ -409,9 +458,9 @@ class GroupCoordinator(GroupOffsets):
         member = group.members[member_id]
         self._remove_pending_sync(group, member_id)
         if group.state == g.STABLE:
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
             return SyncResult(0, member.assignment, group.protocol_type, group.protocol_name)
-        fut = self._loop.create_future()
+        fut = self.loop.create_future()
         invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))  # a stale parked one
         member.sync_future = fut
         if group.is_leader(member_id):
@@ -443,10 +492,11 @@ class GroupCoordinator(GroupOffsets):
             else:
                 result = SyncResult(0, member.assignment, group.protocol_type, group.protocol_name)
             if invoke_sync(member, result):
-                self._schedule_heartbeat(group, member)
+                self.schedule_heartbeat(group, member)
 
     # -- Heartbeat, LeaveGroup, session timeouts ------------------------------------------------
-    def heartbeat(self, group_id, generation_id, member_id, instance_id):
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  instance_id: str | None) -> int:
         error = self.validate(group_id)
         if error:
             return 0 if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
@@ -464,10 +514,11 @@ class GroupCoordinator(GroupOffsets):
             return ErrorCode.ILLEGAL_GENERATION
         if group.state == g.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._schedule_heartbeat(group, group.members[member_id])
+        self.schedule_heartbeat(group, group.members[member_id])
         return ErrorCode.REBALANCE_IN_PROGRESS if group.state == g.PREPARING_REBALANCE else 0
 
-    async def leave_group(self, group_id, leaving):
+    async def leave_group(self, group_id: str,
+                          leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """`leaving` is [(member id, group instance id)]; returns (error, [per-member error])."""
         error = self.validate(group_id)
         if error:
@@ -517,10 +568,10 @@ class GroupCoordinator(GroupOffsets):
         elif group.state == g.PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def _schedule_heartbeat(self, group, member, timeout_ms=None):
+    def schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
         self._cancel_heartbeat(member)
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.heartbeat_timer = self._loop.call_later(timeout / 1000, self._session_expired,
+        member.heartbeat_timer = self.loop.call_later(timeout / 1000, self._session_expired,
                                                        group, member)
 
     @staticmethod
@@ -538,27 +589,10 @@ class GroupCoordinator(GroupOffsets):
         self._remove_member_and_update_group(group, member, "session timed out")
 
     # -- persistence ----------------------------------------------------------------------------
-    @staticmethod
-    def group_entry(group, assignment=None):
-        """The group's metadata record (key, value), with `assignment` {member id: bytes} or
-        the members' own."""
-        if assignment is None:
-            assignment = {mid: m.assignment for mid, m in group.members.items()}
-        members = [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                m.rebalance_timeout_ms, m.session_timeout_ms,
-                                m.metadata(group.protocol_name), assignment.get(mid, b""))
-                   for mid, m in group.members.items()]
-        record = GroupRecord(group.protocol_type or "", group.generation_id, group.protocol_name,
-                             group.leader_id, group.state_timestamp, members)
-        return group_key(group.group_id), group_value(record)
-
     def _store_group(self, group, assignment=None):
         """Write the group's metadata record (Kafka's storeGroup): appended at once, then an
-        awaitable of the error code, 0 once the in-sync replicas have it."""
-        written = self.store.write(self.store.partition_for(group.group_id),
-                                   [self.group_entry(group, assignment)])
+        awaitable of the error code, 0 once the in-sync replicas have it. The classic
+        rebalance changed the group itself: the record is not replayed (nor in Kafka)."""
         group.persisted = True  # in the log now, whether or not the replicas get it
-
-        async def acknowledged():
-            return (await written)[0]
-        return acknowledged()
+        return self.write_records(group.group_id, [group_record(group, assignment)],
+                                  replay=False)

@@ -3,39 +3,49 @@
 OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, ListGroups and DescribeGroups, loading a
 `__consumer_offsets` partition into groups and offsets, and the periodic expiry of offsets
 after `offsets.retention.minutes` (Kafka's semantics: for an empty group the clock starts when
-it became empty). A mixin of `GroupCoordinator`, which owns the groups, the store and timers.
+it became empty). Composed into `GroupCoordinator`, which owns the groups and their timers;
+every change here is records written through the coordinator runtime and replayed into the
+group shard (`group_shard.py`): offsets commits, their tombstones, and group tombstones.
 """
+from __future__ import annotations
+
 import asyncio
 import logging
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from minilog.connector.protocol import ErrorCode
-from minilog.connector.records import CONTROL_COMMIT
 
+from . import consumer_group_changes as changes
 from . import group as g
 from .consumer_group import ConsumerGroup
-from .consumer_group_records import ConsumerKey
-from .group import Group, Member
+from .group import Group
 from .group_records import (
     OffsetKey,
     group_key,
     offset_key,
     offset_value,
-    parse_group_value,
+    parse_key,
     parse_offset_value,
 )
-from .group_store import Marker, Producer, now_ms
-from .txn_offsets import PendingTxnOffsets
+from .group_store import OFFSETS_TOPIC
+from ..partition_writer import now_ms
+from ..runtime import Producer
+
+if TYPE_CHECKING:
+    from .group_coordinator import GroupCoordinator
 
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, Any]  # -> OffsetAndMetadata
 
 log = logging.getLogger("minilog.broker.groups")
 
 
-GROUP_EPOCH_KIND = 3  # ConsumerGroupMetadataKey: the latest of it and a classic record wins
 
 
-def _validate_consumer_commit(group, member_id, member_epoch, api_version):
+def _validate_consumer_commit(group: ConsumerGroup, member_id: str, member_epoch: int,
+                              api_version: int | None) -> int:
     """Kafka 4's ConsumerGroup.validateOffsetCommit: anyone with epoch -1 while the group is
     empty (admin tools, `assign()` consumers); otherwise a current member at its epoch, with
     OffsetCommit v9+ (TxnOffsetCommit, `api_version` None, at any version). A classic member
@@ -71,29 +81,37 @@ class GroupSummary(NamedTuple):
     state: str
     protocol_type: str
     protocol: str
-    members: list
+    members: list[MemberSummary]
 
 
 DEAD_GROUP = GroupSummary(g.DEAD, "", "", [])
 
 
 class GroupOffsets:
+    """Offsets and administration for the groups of `coordinator` (composed into it, as
+    Kafka's OffsetMetadataManager is beside its GroupMetadataManager)."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+
     # -- OffsetCommit ---------------------------------------------------------------------------
-    async def commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets,
-                             api_version=9):
+    async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation_id: int, offsets: Offsets,
+                             api_version: int | None = 9) -> dict[TopicPartition, int]:
         """Store {(topic, partition): OffsetAndMetadata}; returns {(topic, partition): error}.
         For a consumer (KIP-848) group `generation_id` is the member epoch.
 
-        The answer waits until the in-sync replicas have the commit (see `OffsetsTopic.write`);
-        only then do OffsetFetches see it, as in Kafka."""
-        error = self.validate(group_id, allow_empty=True, offsets=True)
+        The commit is replayed into the group at once, and answered once the in-sync replicas
+        have it; OffsetFetch sees it only then (`_committed`), as in Kafka."""
+        error = self.coordinator.validate(group_id, allow_empty=True, offsets=True)
         if error:
             return dict.fromkeys(offsets, error)
-        group = self.groups.get(group_id)
+        group = self.coordinator.groups.get(group_id)
         if group is None:
             if generation_id >= 0:  # a member of a generation this coordinator never saw
                 return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
-            group = self._add_group(group_id)  # a group using Kafka only to store offsets
+            # A group using Kafka only to store offsets: its commit's replay creates it.
+            group = Group(group_id, now_ms())
         if isinstance(group, ConsumerGroup):
             error = _validate_consumer_commit(group, member_id, generation_id, api_version)
         else:
@@ -103,24 +121,20 @@ class GroupOffsets:
         member = group.members.get(member_id)
         if (member is not None and not isinstance(group, ConsumerGroup)
                 and group.state in (g.STABLE, g.PREPARING_REBALANCE)):
-            self._schedule_heartbeat(group, member)
+            self.coordinator.schedule_heartbeat(group, member)
         results, valid = self._checked_offsets(offsets)
         if valid:
-            error, at = await self.store.write(
-                self.store.partition_for(group_id),
+            error = await self.coordinator.write_records(
+                group_id,
                 [(offset_key(group_id, t, p), offset_value(om)) for (t, p), om in valid.items()],
                 for_commit=True)
-            if not error and group.state != g.DEAD:
-                for tp, om in valid.items():  # a later commit acknowledged first stays
-                    if group.offsets_written_at.get(tp, -1) < at:
-                        group.offsets[tp], group.offsets_written_at[tp] = om, at
             results.update(dict.fromkeys(valid, error))
         return results
 
-    def _checked_offsets(self, offsets):
+    def _checked_offsets(self, offsets: Offsets) -> tuple[dict[TopicPartition, int], Offsets]:
         """({tp: error} for the offsets refused, {tp: offset} for those to write)."""
         results, valid = {}, {}
-        topics = self.broker.metadata.topics
+        topics = self.coordinator.broker.metadata.topics
         for tp, om in offsets.items():
             ts = topics.get(tp[0])
             if ts is None or tp[1] not in ts.partitions:
@@ -132,7 +146,8 @@ class GroupOffsets:
         return results, valid
 
     @staticmethod
-    def _validate_commit(group, member_id, instance_id, generation_id):
+    def _validate_commit(group: Group, member_id: str, instance_id: str | None,
+                         generation_id: int) -> int:
         """Kafka's validateOffsetCommit: members of the current generation, or anyone (admin
         tools, `assign()` consumers) with generation -1 while the group is empty."""
         if group.state == g.DEAD:
@@ -152,35 +167,56 @@ class GroupOffsets:
         return 0
 
     # -- OffsetFetch, OffsetDelete --------------------------------------------------------------
-    def fetch_offsets(self, group_id, partitions=None, member_id=None, member_epoch=-1):
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None = None,
+                      member_id: str | None = None, member_epoch: int = -1,
+                      ) -> tuple[int, list[tuple[TopicPartition, Any]]]:
         """(error, [((topic, partition), OffsetAndMetadata or None)]); all when `partitions` is None.
 
         Offsets waiting for their transaction are not among them (see `txn_offsets`). A member
         of a consumer (KIP-848) group fetching with its id and epoch (OffsetFetch v9) must be
         current: UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH otherwise, as in Kafka 4.
         """
-        error = self.validate(group_id, allow_empty=True, offsets=True)
+        error = self.coordinator.validate(group_id, allow_empty=True, offsets=True)
         if error:
             return error, []
-        group = self.groups.get(group_id)
+        group = self.coordinator.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and (member_id is not None or member_epoch >= 0):
             error = group.check_commit_epoch(member_id or "", member_epoch)
             if error:
                 return error, []
-        offsets = group.offsets if group is not None else {}
+        offsets = self._committed(group_id, group.offsets if group is not None else {})
         if partitions is None:
             return 0, sorted(offsets.items())
         return 0, [(tp, offsets.get(tp)) for tp in partitions]
 
+    def _committed(self, group_id: str, offsets: Offsets) -> Offsets:
+        """`offsets` as of the last acknowledged write (Kafka reads at the last committed
+        offset): the commits still waiting for their acknowledgement are not seen yet."""
+        before = self.coordinator.runtime.committed_values(
+            OFFSETS_TOPIC, self.coordinator.store.partition_for(group_id))
+        if not before:
+            return offsets
+        seen = dict(offsets)
+        for key, value in before.items():
+            parsed = parse_key(key)
+            if isinstance(parsed, OffsetKey) and parsed.group == group_id:
+                tp = (parsed.topic, parsed.partition)
+                if value is None:
+                    seen.pop(tp, None)
+                else:
+                    seen[tp] = parse_offset_value(value)
+        return seen
+
     # -- TxnOffsetCommit and markers ------------------------------------------------------------
-    async def commit_txn_offsets(self, group_id, producer_id, producer_epoch, member_id,
-                                 instance_id, generation_id, offsets):
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 member_id: str, instance_id: str | None, generation_id: int,
+                                 offsets: Offsets) -> dict[TopicPartition, int]:
         """TxnOffsetCommit: write {(topic, partition): OffsetAndMetadata} in the producer's
         transaction; they count once its commit marker arrives. {(topic, partition): error}."""
-        error = self.validate(group_id, allow_empty=True)
+        error = self.coordinator.validate(group_id, allow_empty=True)
         if error:
             return dict.fromkeys(offsets, error)
-        group = self.groups.get(group_id) or self._add_group(group_id)
+        group = self.coordinator.groups.get(group_id) or Group(group_id, now_ms())
         if isinstance(group, ConsumerGroup):
             error = _validate_consumer_commit(group, member_id, generation_id, None)
             if error:
@@ -191,29 +227,20 @@ class GroupOffsets:
                 return dict.fromkeys(offsets, error)
         results, valid = self._checked_offsets(offsets)
         if valid:
-            error, _ = await self.store.write(
-                self.store.partition_for(group_id),
+            error = await self.coordinator.write_records(
+                group_id,
                 [(offset_key(group_id, t, p), offset_value(om)) for (t, p), om in valid.items()],
                 for_commit=True, producer=Producer(producer_id, producer_epoch))
-            if not error:
-                self.txn_offsets.add(producer_id, group_id, valid)
             results.update(dict.fromkeys(valid, error))
         return results
 
-    def txn_marker_written(self, index, producer_id, commit):
-        """A commit or abort marker landed in `__consumer_offsets` partition `index`."""
-        done = self.txn_offsets.complete(
-            producer_id, commit, lambda group_id: self.store.partition_for(group_id) == index)
-        for group_id, offsets in done.items():
-            group = self.groups.get(group_id) or self._add_group(group_id)
-            group.offsets.update(offsets)
-
-    def delete_offsets(self, group_id, partitions):
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                       ) -> tuple[int, dict[TopicPartition, int]]:
         """OffsetDelete: (group error, {(topic, partition): error})."""
-        error = self.validate(group_id)
+        error = self.coordinator.validate(group_id)
         if error:
             return error, {}
-        group = self.groups.get(group_id)
+        group = self.coordinator.groups.get(group_id)
         if group is None or group.state == g.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         results = {}
@@ -226,23 +253,20 @@ class GroupOffsets:
             return ErrorCode.NON_EMPTY_GROUP, {}
         if eligible:
             doomed = [tp for tp in eligible if tp in group.offsets]
-            error = self.store.append(self.store.partition_for(group_id),
-                                      [(offset_key(group_id, t, p), None) for t, p in doomed]) \
-                if doomed else 0
+            error = self.coordinator.write_now(group_id, [(offset_key(group_id, t, p), None)
+                                                          for t, p in doomed]) if doomed else 0
             if error:
                 return error, {}
-            for tp in doomed:
-                del group.offsets[tp]
             results.update(dict.fromkeys(eligible, 0))
         return 0, results
 
     # -- DeleteGroups, ListGroups, DescribeGroups -----------------------------------------------
-    def delete_groups(self, group_ids):
+    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         """{group id: error}: only empty groups go, with tombstones for them and their offsets."""
         results = {}
         for group_id in group_ids:
-            error = self.validate(group_id, allow_empty=True)
-            group = self.groups.get(group_id)
+            error = self.coordinator.validate(group_id, allow_empty=True)
+            group = self.coordinator.groups.get(group_id)
             if error:
                 results[group_id] = error
             elif group is None or group.state == g.DEAD:
@@ -253,39 +277,34 @@ class GroupOffsets:
                 results[group_id] = self._remove_group(group, list(group.offsets))
         return results
 
-    def _remove_group(self, group, offsets):
-        """Write tombstones for `offsets` and the group, then forget the group."""
+    def _remove_group(self, group: Any, offsets: Iterable[TopicPartition]) -> int:
+        """Write tombstones for `offsets` and the group: their replay forgets the group."""
         entries = [(offset_key(group.group_id, t, p), None) for t, p in offsets]
-        entries += self.consumer.tombstones(group) if isinstance(group, ConsumerGroup) \
+        entries += changes.group_tombstones(group) if isinstance(group, ConsumerGroup) \
             else [(group_key(group.group_id), None)]
-        error = self.store.append(self.store.partition_for(group.group_id), entries)
-        if error:
-            return error
-        group.transition(g.DEAD, now_ms())
-        self._unload(group)
-        self.groups.pop(group.group_id, None)
-        return 0
+        return self.coordinator.write_now(group.group_id, entries)
 
-    def list_groups(self, states=(), types=()):
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = (),
+                    ) -> tuple[int, list[tuple[str, str, str, str]]]:
         """(error, [(group id, protocol type, state, group type)]); filters are
         case-insensitive; the group type is "classic" or "consumer" (KIP-848)."""
-        if not self._active:
+        if not self.coordinator.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         wanted = {s.lower() for s in states}
         kinds = {t.lower() for t in types}
         found = []
-        for gr in self.groups.values():
+        for gr in self.coordinator.groups.values():
             kind = "consumer" if isinstance(gr, ConsumerGroup) else "classic"
             if (not wanted or gr.state.lower() in wanted) and (not kinds or kind in kinds):
                 found.append((gr.group_id, gr.protocol_type or "", gr.state, kind))
         return 0, found
 
-    def describe_group(self, group_id):
+    def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
         """(error, GroupSummary): metadata and assignments only once the group is stable."""
-        error = self.validate(group_id, allow_empty=True)
+        error = self.coordinator.validate(group_id, allow_empty=True)
         if error:
             return error, GroupSummary("", "", "", [])
-        group = self.groups.get(group_id)
+        group = self.coordinator.groups.get(group_id)
         if group is None or isinstance(group, ConsumerGroup):
             return 0, DEAD_GROUP  # Kafka 4 before DescribeGroups v6: "not a classic group"
         stable = group.state == g.STABLE
@@ -296,125 +315,34 @@ class GroupOffsets:
         return 0, GroupSummary(group.state, group.protocol_type or "",
                                (group.protocol_name or "") if stable else "", members)
 
-    # -- loading and expiry ---------------------------------------------------------------------
-    def load_partition(self, index):
-        """Rebuild the groups of one `__consumer_offsets` partition from its records."""
-        self._loading.add(index)
-        offsets, records, pending, consumer = {}, {}, PendingTxnOffsets(), {}
-        try:
-            for item in self.store.replay(index):
-                if isinstance(item, Marker):
-                    done = pending.complete(item.producer_id, item.kind == CONTROL_COMMIT)
-                    for group_id, group_offsets in done.items():
-                        offsets.setdefault(group_id, {}).update(group_offsets)
-                    continue
-                key, value, producer = item
-                try:
-                    if producer is not None and isinstance(key, OffsetKey) and value is not None:
-                        pending.add(producer.producer_id, key.group,
-                                    {(key.topic, key.partition): parse_offset_value(value)})
-                    elif isinstance(key, ConsumerKey):
-                        consumer.setdefault(key.group, []).append((key, value))
-                        if key.kind == GROUP_EPOCH_KIND and value is not None:
-                            records.pop(key.group, None)  # the group became a consumer group
-                    elif isinstance(key, OffsetKey):
-                        group_offsets = offsets.setdefault(key.group, {})
-                        tp = (key.topic, key.partition)
-                        if value is None:
-                            group_offsets.pop(tp, None)
-                        else:
-                            group_offsets[tp] = parse_offset_value(value)
-                    else:
-                        records[key.group] = None if value is None else parse_group_value(value)
-                        if value is not None:
-                            consumer.pop(key.group, None)  # the group became a classic group
-                except Exception as e:  # noqa: BLE001 - one bad record must not lose the rest
-                    log.warning("skipping unreadable record for %s in partition %d: %s",
-                                key, index, e)
-            for group_id in set(offsets) | set(records) | set(consumer):
-                record, group_offsets = records.get(group_id), offsets.get(group_id, {})
-                restored = None
-                if group_id in consumer and record is None:
-                    restored = self.consumer.restore(group_id, consumer[group_id], group_offsets)
-                if restored is not None:
-                    self.groups[group_id] = restored
-                elif record is not None:
-                    self._restore_group(group_id, record, group_offsets)
-                elif group_offsets:
-                    group = Group(group_id, -1)
-                    group.offsets = group_offsets
-                    self.groups[group_id] = group
-            self.txn_offsets.merge(pending)  # transactions still open
-        finally:
-            self._loading.discard(index)
-        self._owned.add(index)
-        if offsets or records:
-            log.debug("loaded %d group(s) from partition %d", len(set(offsets) | set(records)),
-                      index)
-
-    def unload_partition(self, index):
-        """This broker stops coordinating the groups of partition `index` (Kafka's
-        onResignation): their parked requests get NOT_COORDINATOR and clients look again."""
-        self._owned.discard(index)
-        self.txn_offsets.forget(lambda group_id: self.store.partition_for(group_id) == index)
-        for group in [gr for gr in self.groups.values()
-                      if self.store.partition_for(gr.group_id) == index]:
-            self._unload(group)
-            del self.groups[group.group_id]
-
-    def _restore_group(self, group_id, record, offsets):
-        """A group as loaded from its metadata record; members must heartbeat to stay."""
-        group = Group(group_id, record.current_state_timestamp,
-                      g.STABLE if record.members else g.EMPTY)
-        group.generation_id = record.generation
-        group.protocol_type = record.protocol_type or None
-        group.protocol_name = record.protocol
-        group.leader_id = record.leader
-        group.persisted = True
-        for m in record.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                            m.rebalance_timeout_ms, m.session_timeout_ms, group.protocol_type,
-                            [(record.protocol, m.subscription)])
-            member.assignment = m.assignment
-            group.members[m.member_id] = member
-            if m.group_instance_id is not None:
-                group.static_members[m.group_instance_id] = m.member_id
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members), None)
-        group.subscribed = group.subscribed_topics()
-        group.offsets = offsets
-        self.groups[group_id] = group
-        for member in group.members.values():
-            self._schedule_heartbeat(group, member)
-        return group
-
-    async def _expire_offsets_periodically(self):
+    # -- expiry ---------------------------------------------------------------------------------
+    async def expire_periodically(self) -> None:
         while True:
-            await asyncio.sleep(self.retention_check_ms / 1000)
+            await asyncio.sleep(self.coordinator.retention_check_ms / 1000)
             try:
                 self.expire_offsets()
             except Exception:
                 log.exception("offset expiry failed")
 
-    def expire_offsets(self, now=None):
+    def expire_offsets(self, now: int | None = None) -> int:
         """Tombstone offsets past retention, and those of topics no longer in the metadata;
         empty groups left without offsets die. Returns the number of offsets removed."""
         now = now_ms() if now is None else now
-        topics = self.broker.metadata.topics
+        topics = self.coordinator.broker.metadata.topics
         removed = 0
-        for group in list(self.groups.values()):
-            expired = set(group.expired_offsets(now, self.retention_ms))
+        for group in list(self.coordinator.groups.values()):
+            expired = set(group.expired_offsets(now, self.coordinator.retention_ms))
             expired |= {tp for tp in group.offsets if tp[0] not in topics}
             removed += self._drop_offsets(group, expired, now)
         if removed:
             log.info("expired %d committed offset(s)", removed)
         return removed
 
-    def on_partitions_deleted(self, partitions):
+    def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> int:
         """Kafka's onPartitionsDeleted: every group forgets its offsets of deleted partitions
         at once, so a topic created again under the same name is read from its start."""
         doomed, now, removed = set(partitions), now_ms(), 0
-        for group in list(self.groups.values()):
+        for group in list(self.coordinator.groups.values()):
             hit = doomed & group.offsets.keys()
             if hit:
                 removed += self._drop_offsets(group, hit, now)
@@ -422,7 +350,7 @@ class GroupOffsets:
             log.info("removed %d committed offset(s) of deleted partitions", removed)
         return removed
 
-    def _drop_offsets(self, group, doomed, now):
+    def _drop_offsets(self, group: Any, doomed: set[TopicPartition], now: int) -> int:
         """Tombstone `doomed` offsets of `group`, removing an empty group left with none;
         returns how many offsets went (0 when the write failed)."""
         dead = (group.state == g.EMPTY and not group.members and not group.pending_members
@@ -431,14 +359,11 @@ class GroupOffsets:
             error = self._remove_group(group, doomed)
         elif dead:
             group.transition(g.DEAD, now)
-            self.groups.pop(group.group_id, None)
+            self.coordinator.groups.pop(group.group_id, None)
             error = 0
         elif doomed:
-            error = self.store.append(self.store.partition_for(group.group_id),
-                                      [(offset_key(group.group_id, t, p), None) for t, p in doomed])
-            if not error:
-                for tp in doomed:
-                    del group.offsets[tp]
+            error = self.coordinator.write_now(group.group_id, [
+                (offset_key(group.group_id, t, p), None) for t, p in doomed])
         else:
             return 0
         return 0 if error else len(doomed)

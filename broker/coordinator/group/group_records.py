@@ -6,7 +6,9 @@ group records (`consumer_group_records.py`); others are skipped on load. Values:
 OffsetCommitValue v0-4 and GroupMetadataValue v0-4 are read; v3 of both is written (v1 for offsets with an explicit expire timestamp),
 as Kafka does. A null value is a tombstone: the offset or the group is gone.
 """
-from typing import NamedTuple
+from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 from minilog.connector.protocol.primitives import (
     Reader,
@@ -16,7 +18,11 @@ from minilog.connector.protocol.primitives import (
     pack_string,
 )
 
-from .consumer_group_records import KEY_VERSIONS as CONSUMER_KEY_VERSIONS, parse_consumer_key
+from .consumer_group_records import (
+    KEY_VERSIONS as CONSUMER_KEY_VERSIONS,
+    ConsumerKey,
+    parse_consumer_key,
+)
 
 OFFSET_KEY_VERSIONS = (0, 1)
 GROUP_KEY_VERSION = 2
@@ -60,21 +66,21 @@ class GroupRecord(NamedTuple):
     protocol: str | None
     leader: str | None
     current_state_timestamp: int
-    members: list
+    members: list[MemberRecord]
 
 
 # -- keys -------------------------------------------------------------------------------------
 
-def offset_key(group, topic, partition):
+def offset_key(group: str, topic: str, partition: int) -> bytes:
     return (pack_int16(_OFFSET_KEY_WRITE) + pack_string(group) + pack_string(topic)
             + pack_int32(partition))
 
 
-def group_key(group):
+def group_key(group: str) -> bytes:
     return pack_int16(GROUP_KEY_VERSION) + pack_string(group)
 
 
-def parse_key(data):
+def parse_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey | None:
     """OffsetKey, GroupKey, ConsumerKey, or None for record types this coordinator does not
     keep."""
     r = Reader(data)
@@ -90,7 +96,7 @@ def parse_key(data):
 
 # -- values -----------------------------------------------------------------------------------
 
-def offset_value(om):
+def offset_value(om: OffsetAndMetadata) -> bytes:
     if om.expire_timestamp is not None:  # v1 carries the explicit expiry
         return b"".join((pack_int16(1), pack_int64(om.offset), pack_string(om.metadata or ""),
                          pack_int64(om.commit_timestamp), pack_int64(om.expire_timestamp)))
@@ -98,7 +104,7 @@ def offset_value(om):
                      pack_string(om.metadata or ""), pack_int64(om.commit_timestamp)))
 
 
-def parse_offset_value(data):
+def parse_offset_value(data: bytes) -> OffsetAndMetadata:
     r = Reader(data)
     version = r.int16()
     flex = version >= 4
@@ -111,11 +117,11 @@ def parse_offset_value(data):
                              None if expire_ts is None or expire_ts < 0 else expire_ts)
 
 
-def _bytes(b):
+def _bytes(b: bytes | None) -> bytes:
     return _NULL_BYTES if b is None else pack_int32(len(b)) + bytes(b)
 
 
-def group_value(rec):
+def group_value(rec: GroupRecord) -> bytes:
     out = [pack_int16(3), pack_string(rec.protocol_type), pack_int32(rec.generation),
            pack_string(rec.protocol), pack_string(rec.leader),
            pack_int64(rec.current_state_timestamp), pack_int32(len(rec.members))]
@@ -127,13 +133,13 @@ def group_value(rec):
     return b"".join(out)
 
 
-def _skip_tags(r):
+def _skip_tags(r: Reader) -> None:
     for _ in range(r.uvarint()):
         r.uvarint()
         r.raw(r.uvarint())
 
 
-def parse_group_value(data):
+def parse_group_value(data: bytes) -> GroupRecord:
     r = Reader(data)
     version = r.int16()
     flex = version >= 4
@@ -161,9 +167,23 @@ def parse_group_value(data):
     return GroupRecord(protocol_type, generation, protocol, leader, state_ts, members)
 
 
+def group_record(group: Any, assignment: dict[str, bytes] | None = None) -> tuple[bytes, bytes]:
+    """A classic group's metadata record (key, value), with `assignment` {member id: bytes}
+    or the members' own."""
+    if assignment is None:
+        assignment = {mid: m.assignment for mid, m in group.members.items()}
+    members = [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.rebalance_timeout_ms, m.session_timeout_ms,
+                            m.metadata(group.protocol_name), assignment.get(mid, b""))
+               for mid, m in group.members.items()]
+    record = GroupRecord(group.protocol_type or "", group.generation_id, group.protocol_name,
+                         group.leader_id, group.state_timestamp, members)
+    return group_key(group.group_id), group_value(record)
+
+
 # -- what a consumer's subscription says ------------------------------------------------------
 
-def subscription_topics(metadata):
+def subscription_topics(metadata: bytes) -> set[str] | None:
     """Topics of a ConsumerProtocolSubscription (any version), or None if it does not parse."""
     try:
         r = Reader(metadata)
@@ -173,7 +193,7 @@ def subscription_topics(metadata):
         return None
 
 
-def java_string_hash(s):
+def java_string_hash(s: str) -> int:
     """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
     data = s.encode("utf-16-be")
     h = 0
@@ -182,7 +202,7 @@ def java_string_hash(s):
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def partition_for(group_id, partitions):
+def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's `Utils.abs(groupId.hashCode) % partitions` (abs(Integer.MIN_VALUE) is 0)."""
     h = java_string_hash(group_id)
     return (0 if h == -(1 << 31) else abs(h)) % partitions

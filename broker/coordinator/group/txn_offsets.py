@@ -9,19 +9,21 @@ UNSTABLE_OFFSET_COMMIT. No clock or I/O: the coordinator feeds in writes and mar
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-TopicPartition = tuple  # (topic, partition)
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, Any]  # -> OffsetAndMetadata
 
 
 class PendingTxnOffsets:
     def __init__(self) -> None:
-        self._by_producer: dict[int, dict[str, dict[TopicPartition, object]]] = {}
+        self._by_producer: dict[int, dict[str, Offsets]] = {}
 
-    def add(self, producer_id: int, group_id: str, offsets: dict) -> None:
+    def add(self, producer_id: int, group_id: str, offsets: Offsets) -> None:
         self._by_producer.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
 
     def complete(self, producer_id: int, commit: bool,
-                 in_partition: Callable[[str], bool] = lambda _: True) -> dict[str, dict]:
+                 in_partition: Callable[[str], bool] = lambda _: True) -> dict[str, Offsets]:
         """A marker for `producer_id` reached the partition holding the groups `in_partition`
         accepts: {group: {tp: offset}} to apply if `commit`, else {}; either way no longer
         pending."""
@@ -32,6 +34,15 @@ class PendingTxnOffsets:
         if not groups:
             self._by_producer.pop(producer_id, None)
         return done if commit else {}
+
+    def discard(self, producer_id: int, group_id: str, tp: TopicPartition) -> None:
+        """A pending offset whose write failed."""
+        groups = self._by_producer.get(producer_id, {})
+        groups.get(group_id, {}).pop(tp, None)
+        if group_id in groups and not groups[group_id]:
+            del groups[group_id]
+        if not groups:
+            self._by_producer.pop(producer_id, None)
 
     def is_pending(self, group_id: str, tp: TopicPartition) -> bool:
         return any(tp in groups.get(group_id, ()) for groups in self._by_producer.values())

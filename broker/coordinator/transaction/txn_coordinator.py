@@ -2,9 +2,10 @@
 
 The coordinator of a transactional id is the leader of partition `partition_for(id)` of
 `__transaction_state`, as a group's is for `__consumer_offsets`, and it loads and unloads those
-partitions as leadership moves (the replica manager tells it). Every state change is one record
-written there with acks=all before the request is answered (`txn_state.py` has the record and
-the rules). EndTxn writes PREPARE_COMMIT / PREPARE_ABORT and answers; the markers then go to
+partitions as leadership moves (the replica manager tells it): each is a `TransactionShard` of
+the coordinator runtime (`runtime.py`), whose state changes only by replaying its records. Every
+state change is one record written there with acks=all, replayed at once, reverted if the
+append fails, and answered once acknowledged (`txn_state.py` has the record and the rules). EndTxn writes PREPARE_COMMIT / PREPARE_ABORT and answers; the markers then go to
 every partition of the transaction (`txn_markers.py`), and COMPLETE_* is written once all have
 them. A coordinator that loads a partition finishes the transactions it finds prepared, and
 aborts those left open past their timeout (`transaction.abort.timed.out.transaction.cleanup.
@@ -16,17 +17,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import replace
+from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
 from ...metadata.producer_ids import ProducerIdsUnavailable
+from ..coordinator_topic import CoordinatorTopic
 from ..group.group_records import partition_for
-from ..group.group_store import OFFSETS_TOPIC, Marker, OffsetsTopic
+from ..group.group_store import OFFSETS_TOPIC
+from ..partition_writer import LogPartitionWriter
+from ..runtime import CoordinatorRuntime
+from ..shard_view import ShardStateView
 from . import txn_markers
 from . import txn_state as s
 from .txn_marker_channel import MarkerChannel
-from .txn_state import TxnMetadata, parse_txn_key, parse_txn_value, txn_key, txn_value
+from .txn_shard import TransactionShard
+from .txn_state import TxnMetadata, txn_key, txn_value
 from .txn_waiters import StateWaiters
 
 TRANSACTION_TOPIC = "__transaction_state"
@@ -37,20 +45,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class TransactionStateTopic(OffsetsTopic):
-    """`__transaction_state`: the coordinator's log, stored and replicated as offsets are."""
-
-    topic = TRANSACTION_TOPIC
-    num_partitions_key = "transaction.state.log.num.partitions"
-
-    def topic_configs(self, replication_factor: int) -> dict:
-        min_isr = self.broker.config["transaction.state.log.min.isr"]
-        if replication_factor > 0:
-            min_isr = min(min_isr, replication_factor)
-        return {**super().topic_configs(replication_factor), "min.insync.replicas": str(min_isr)}
-
-    def parse_key(self, key: bytes):
-        return parse_txn_key(key)
+def transaction_topic(broker: Any) -> CoordinatorTopic:
+    """`__transaction_state`: the coordinator's log, with its own partition count and
+    `transaction.state.log.min.isr`."""
+    return CoordinatorTopic(broker, TRANSACTION_TOPIC, "transaction.state.log.num.partitions",
+                            min_isr_key="transaction.state.log.min.isr")
 
 
 def create_transaction_topic(broker) -> tuple[int, str | None, object]:
@@ -67,7 +66,7 @@ def create_transaction_topic(broker) -> tuple[int, str | None, object]:
                 f"{TRANSACTION_TOPIC} needs {wanted} brokers", None)
     code, message, ts = broker.topics.create(
         TRANSACTION_TOPIC, broker.config["transaction.state.log.num.partitions"], wanted,
-        TransactionStateTopic(broker).topic_configs(wanted), internal=True)
+        transaction_topic(broker).topic_configs(wanted), internal=True)
     if code == 0:
         log.info("created %s with %d partitions", TRANSACTION_TOPIC, len(ts.partitions))
     return code, message, ts
@@ -78,18 +77,20 @@ TWO_PHASE_TIMEOUT_MS = 2**31 - 1
 
 
 class TransactionCoordinator:
-    def __init__(self, broker):
+    def __init__(self, broker: Any, runtime: CoordinatorRuntime | None = None) -> None:
         cfg = broker.config
         self.broker = broker
-        self.store = TransactionStateTopic(broker)
-        self.txns: dict[str, TxnMetadata] = {}
+        self.store = transaction_topic(broker)
+        self.runtime = runtime or CoordinatorRuntime(
+            LogPartitionWriter(broker, cfg["offsets.commit.timeout.ms"]))
+        self.runtime.register(TRANSACTION_TOPIC, lambda index: TransactionShard(self, index))
+        self.txns = ShardStateView(self.runtime, TRANSACTION_TOPIC, self.store.partition_for,
+                                   "txns")
         self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
         self.two_phase_enabled = cfg["transaction.two.phase.commit.enable"]
         self.expiration_ms = cfg["transactional.id.expiration.ms"]
         self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
-        self._owned: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch)
-        self._loading: set[int] = set()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.markers = MarkerChannel(broker)
         self.waiters = StateWaiters()  # AddPartitionsToTxn waiting for a completion
         self._timer = None
@@ -97,7 +98,11 @@ class TransactionCoordinator:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> TransactionCoordinator:
-        for index in self.store.led_partitions():
+        return self.serve(self.store.led_partitions())
+
+    def serve(self, partitions: list[int]) -> TransactionCoordinator:
+        """Load `partitions` (led here) and start serving and aborting timed-out transactions."""
+        for index in partitions:
             self.load_partition(index)
         self._active = True
         self._timer = asyncio.create_task(self._abort_timed_out_periodically())
@@ -111,8 +116,7 @@ class TransactionCoordinator:
         await asyncio.gather(*[t for t in [self._timer, *self._tasks] if t],
                              return_exceptions=True)
         await self.markers.close()
-        self._owned.clear()
-        self.txns.clear()
+        self.runtime.unload_all()
         self.waiters.changed_all()
 
     @property
@@ -135,39 +139,24 @@ class TransactionCoordinator:
         return False
 
     def load_partition(self, index: int) -> None:
-        """Rebuild the transactional ids of one partition and finish what was prepared."""
-        self._loading.add(index)
-        loaded: dict[str, TxnMetadata] = {}
-        try:
-            for item in self.store.replay(index):
-                if isinstance(item, Marker):
-                    continue
-                txn_id, value, _ = item
-                if value is None:
-                    loaded.pop(txn_id, None)
-                    continue
-                try:
-                    loaded[txn_id] = parse_txn_value(txn_id, value)
-                except Exception as e:  # noqa: BLE001 - one bad record must not lose the rest
-                    log.warning("skipping unreadable transaction record of %r: %s", txn_id, e)
-        finally:
-            self._loading.discard(index)
+        """Coordinate the transactional ids of partition `index`, now led here: its records
+        replayed into a new shard, fenced by the partition's leader epoch (the coordinator
+        epoch its markers carry)."""
         partition = self.broker.partition(TRANSACTION_TOPIC, index)
-        self._owned[index] = partition.leader_epoch if partition is not None else 0
-        self.txns.update(loaded)
-        for md in loaded.values():
+        self.runtime.load(TRANSACTION_TOPIC, index, partition.leader_epoch if partition else 0)
+
+    def resume(self, loaded: list[TxnMetadata]) -> None:
+        """A partition was loaded: finish the transactions the previous coordinator prepared."""
+        for md in loaded:
             if md.state in (s.PREPARE_COMMIT, s.PREPARE_ABORT):
                 log.info("finishing %s of %r left by the previous coordinator", md.state,
                          md.transactional_id)
                 self._spawn(self._complete(md))
 
     def unload_partition(self, index: int) -> None:
-        self._owned.pop(index, None)
-        for txn_id in [t for t in self.txns if self.store.partition_for(t) == index]:
-            del self.txns[txn_id]
-        self.waiters.changed_all()
+        self.runtime.unload(TRANSACTION_TOPIC, index)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -177,32 +166,31 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        index = self.store.partition_for(txn_id)
-        if index in self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if index not in self._owned:
-            return ErrorCode.NOT_COORDINATOR
-        return 0
+        return self.runtime.status(TRANSACTION_TOPIC, self.store.partition_for(txn_id))
 
-    def _still_owns(self, txn_id: str, epoch: int):
-        index = self.store.partition_for(txn_id)
-        return lambda: self._owned.get(index) == epoch
+    def _epoch(self, txn_id: str) -> int | None:
+        """The coordinator epoch of `txn_id`'s partition, None once it is not led here."""
+        return self.runtime.epoch(TRANSACTION_TOPIC, self.store.partition_for(txn_id))
+
+    def _still_owns(self, txn_id: str, epoch: int | None) -> Any:
+        return lambda: self._epoch(txn_id) == epoch
 
     async def _write(self, md: TxnMetadata) -> int:
-        """Store `md` (acks=all); 0 once written, when it becomes the state, or the error."""
-        index = self.store.partition_for(md.transactional_id)
-        current = self.txns.get(md.transactional_id)
-        if current is not None:
-            current.pending = md.state
-        try:
-            code, _ = await self.store.write(index, [(txn_key(md.transactional_id),
-                                                      txn_value(md))])
-        finally:
-            if current is not None:
-                current.pending = None
-        if code == 0 and index in self._owned:
-            self.txns[md.transactional_id] = md
-        self.waiters.changed(md.transactional_id)
+        """Store `md` (acks=all): replayed at once, so it is the state while the write is in
+        flight (`pending`: other requests of the id wait); 0 once acknowledged, or the error
+        (the state reverted)."""
+        return await self._store(md.transactional_id, txn_value(md), md.state)
+
+    async def _store(self, txn_id: str, value: bytes | None, pending: str) -> int:
+        code, acked = self.runtime.append(TRANSACTION_TOPIC, self.store.partition_for(txn_id),
+                                          [(txn_key(txn_id), value)])
+        live = None if code else self.txns.get(txn_id)
+        if live is not None:
+            live.pending = pending
+        code = await acked
+        if live is not None:
+            live.pending = None
+        self.waiters.changed(txn_id)
         return code
 
     # -- DescribeTransactions, ListTransactions -------------------------------------------------
@@ -376,15 +364,16 @@ class TransactionCoordinator:
         """Markers to every partition of a prepared transaction, then COMPLETE_*."""
         commit = prepared.state == s.PREPARE_COMMIT
         txn_id = prepared.transactional_id
-        index = self.store.partition_for(txn_id)
-        coordinator_epoch = self._owned.get(index, -1)
+        coordinator_epoch = self._epoch(txn_id)
+        if coordinator_epoch is None:
+            return  # no longer coordinated here: the next coordinator finishes it
         marker = txn_markers.TxnMarker(prepared.producer_id, prepared.producer_epoch,
                                        coordinator_epoch, commit, tuple(prepared.partitions))
         delivered = await txn_markers.deliver(self.broker, self.markers, marker,
                                               self._still_owns(txn_id, coordinator_epoch))
         if not delivered:
             return  # the next coordinator finishes it
-        while self._owned.get(index) == coordinator_epoch and not self.broker.stopping:
+        while self._epoch(txn_id) == coordinator_epoch and not self.broker.stopping:
             current = self.txns.get(txn_id)
             if current is None or current.state != prepared.state:
                 return
@@ -414,15 +403,8 @@ class TransactionCoordinator:
                     md.pending is not None or now - md.update_ms <= self.expiration_ms or \
                     self.validate(txn_id):
                 continue
-            md.pending = s.DEAD
-            try:
-                code, _ = await self.store.write(self.store.partition_for(txn_id),
-                                                 [(txn_key(txn_id), None)])
-            finally:
-                md.pending = None
-            if code == 0 and self.txns.get(txn_id) is md:
+            if await self._store(txn_id, None, s.DEAD) == 0:
                 log.info("transactional id %r expired", txn_id)
-                del self.txns[txn_id]
 
     async def abort_timed_out(self, now: int) -> None:
         """Abort every open transaction past its timeout, under a bumped epoch so that its

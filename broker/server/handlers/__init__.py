@@ -58,6 +58,18 @@ def served(broker):
     return {k: e for k, e in HANDLERS.items() if k in wanted}
 
 
+def listener_apis(broker, listener_name: str) -> dict:
+    """{api key: Entry} one listener of this node answers, and advertises in ApiVersions:
+    `served(broker)`, less Envelope unless it is the controller's listener. Kafka enables an
+    API per listener type (the `listeners` of its message definitions): Envelope is for
+    brokers forwarding to the controller, which reach it on the controller listener only."""
+    from minilog.connector.protocol import ApiKey
+    apis = served(broker)
+    if listener_name != broker.config.controller_listener.name:
+        apis = {k: e for k, e in apis.items() if k != ApiKey.ENVELOPE}
+    return apis
+
+
 def leader_partition(broker, topic, index, followers_too=False):
     """(partition, 0) for a partition this broker leads (or holds, with `followers_too`), else
     (None, UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER): what produce, ListOffsets and

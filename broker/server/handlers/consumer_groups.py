@@ -2,13 +2,15 @@
 
 Thin translations between the wire and `consumer_group_coordinator.py`; assignments travel as
 topic ids on the heartbeat, and as ids with names in a describe (v1 adds each member's type:
-classic or consumer, KIP-848's migration).
+classic or consumer, KIP-848's migration). As in Kafka 4, a subscribed topic name the member may
+not DESCRIBE is refused, and a topic its regex matches but it may not DESCRIBE is silently left
+out of its subscription.
 """
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
 from ...coordinator.group.consumer_group import ConsumerGroup, to_partitions
 from ...coordinator.group.consumer_group_coordinator import HeartbeatRequest
-from ...security.access import DESCRIBE, READ, TOPIC, allowed, group_refusal
+from ...security.access import DESCRIBE, READ, TOPIC, allowed, group_refusal, topic_describer
 from . import handles
 
 _HEARTBEAT = response(ApiKey.CONSUMER_GROUP_HEARTBEAT)
@@ -35,7 +37,8 @@ async def consumer_group_heartbeat(broker, header, req):
         req.rebalance_timeout_ms, req.subscribed_topic_names,
         req.subscribed_topic_regex if header.api_version >= 1 else None, req.server_assignor,
         to_partitions(req.topic_partitions), header.client_id or "",
-        f"/{header.client_host}" if header.client_host else "", header.api_version))
+        f"/{header.client_host}" if header.client_host else "", header.api_version,
+        topic_describer(broker, header)))
     assignment = None
     if result.assignment is not None:
         assignment = _HEARTBEAT.make("assignment", topic_partitions=[

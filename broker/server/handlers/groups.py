@@ -171,7 +171,7 @@ async def offset_commit(broker, header, req):
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
                 p.committed_metadata or "", commit_ts, now + retention if retention >= 0 else None)
-    results = await broker.groups.commit_offsets(
+    results = await broker.groups.offsets.commit_offsets(
         req.group_id, req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
         req.generation_id_or_member_epoch if v >= 1 else -1, offsets, api_version=v) \
         if offsets or not refused else {}
@@ -192,7 +192,7 @@ def _fetch_group(broker, header, group_id, topics, require_stable=False, member=
     if refused:
         return refused, {}
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-    code, found = broker.groups.fetch_offsets(group_id, wanted, *member)
+    code, found = broker.groups.offsets.fetch_offsets(group_id, wanted, *member)
     pending = broker.groups.txn_offsets.is_pending
     by_topic, hidden = {}, {}
     for (topic, partition), om in found:
@@ -247,7 +247,7 @@ async def offset_delete(broker, header, req):
               if not refused[t.name]]
     code = group_refusal(broker, header, DELETE, req.group_id)
     if not code:
-        code, results = broker.groups.delete_offsets(req.group_id, wanted)
+        code, results = broker.groups.offsets.delete_offsets(req.group_id, wanted)
         results.update({(t.name, p.partition_index): refused[t.name] for t in req.topics
                         for p in t.partitions if refused[t.name]})
     topics = [] if code else [_OFFSET_DELETE.make("topics", name=t.name, partitions=[
@@ -261,7 +261,7 @@ async def offset_delete(broker, header, req):
 @handles(ApiKey.LIST_GROUPS, 0, 5)
 async def list_groups(broker, header, req):
     v = header.api_version
-    code, groups = broker.groups.list_groups(req.states_filter if v >= 4 else (),
+    code, groups = broker.groups.offsets.list_groups(req.states_filter if v >= 4 else (),
                                              req.types_filter if v >= 5 else ())
     if not allowed(broker, header, DESCRIBE, CLUSTER):  # then only the groups it may describe
         groups = [g for g in groups if not group_refusal(broker, header, DESCRIBE, g[0])]
@@ -280,7 +280,7 @@ async def describe_groups(broker, header, req):
                                       group_state="", protocol_type="", protocol_data="",
                                       members=[], authorized_operations=NOT_REQUESTED))
             continue
-        code, s = broker.groups.describe_group(group_id)
+        code, s = broker.groups.offsets.describe_group(group_id)
         ops = authorized_operations(broker, header, GROUP, group_id) \
             if header.api_version >= 3 and req.include_authorized_operations else NOT_REQUESTED
         members = [_DESCRIBE.make("groups", "members", member_id=m.member_id,
@@ -297,7 +297,7 @@ async def describe_groups(broker, header, req):
 @handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(broker, header, req):
     refused = {g: group_refusal(broker, header, DELETE, g) for g in req.groups_names}
-    results = broker.groups.delete_groups([g for g in req.groups_names if not refused[g]])
+    results = broker.groups.offsets.delete_groups([g for g in req.groups_names if not refused[g]])
     results.update({g: code for g, code in refused.items() if code})
     return _DELETE.cls(throttle_time_ms=0, results=[
         _DELETE.make("results", group_id=gid, error_code=results[gid]) for gid in req.groups_names])

@@ -146,7 +146,7 @@ async def txn_offset_commit(broker, header, req):
     elif broker.groups is None:
         results = dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
-        results = await broker.groups.commit_txn_offsets(
+        results = await broker.groups.offsets.commit_txn_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
             req.generation_id if v >= 3 else -1, offsets)

@@ -9,6 +9,16 @@ import logging
 import pytest
 
 
+@pytest.fixture(scope="module")
+def gbroker():
+    """A broker of the consumer-group tests, one per module: rebalances without delay."""
+    from brokers import MinilogBroker
+    from grouptools import FAST
+    b = MinilogBroker(extra=FAST).start()
+    yield b
+    b.cleanup()
+
+
 @pytest.fixture(scope="module", params=["tansu", "minilog"])
 def cluster(request):
     """A running broker (`.bootstrap`); `.kind` says which one."""

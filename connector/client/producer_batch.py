@@ -1,0 +1,60 @@
+"""A producer batch: records of one partition queued, sent and answered together.
+
+Apart from the sender (`sender.py`) because it is the unit every part of the producer passes
+around (Kafka's ProducerBatch): the accumulator fills it, the sender seals and sends it, and
+completed futures keep it (only its offsets and timestamps) to build RecordMetadata when asked.
+"""
+from typing import Any
+
+from .types import RecordMetadata, TopicPartition
+
+_new_tuple = tuple.__new__
+
+
+class ProducerBatch:
+    """Records of one partition sent together, and what they became once answered."""
+
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "created",
+        "data",
+        "deadline",
+        "epoch",
+        "futures",
+        "last_error",
+        "log_append_time",
+        "open",
+        "parts",
+        "pid",
+        "records",
+        "retry_at",
+        "size",
+        "timestamps",
+        "tp",
+    )
+
+    def __init__(self, tp: TopicPartition, now: float, deadline: float,
+                 parts: list[int] | None) -> None:
+        self.tp, self.created, self.deadline, self.parts = tp, now, deadline, parts
+        # (timestamp, key, value, headers) records and their futures; None once completed
+        self.records: list[Any] | None = []
+        self.futures: list[Any] | None = []
+        self.size, self.open, self.attempts, self.retry_at = 0, True, 0, 0.0
+        self.data: Any = None  # the encoded batch, fixed at its first send
+        self.base_sequence: int | None = None
+        self.pid: int | None = None
+        self.epoch: int | None = None
+        self.last_error: BaseException | None = None
+        self.base_offset = -1
+        self.log_append_time: int | None = None
+        self.timestamps: list[int] | None = None
+
+    def metadata(self, index: int) -> RecordMetadata:
+        """RecordMetadata of the `index`th record of this completed batch."""
+        lat, timestamps = self.log_append_time, self.timestamps
+        ts = lat if lat is not None and lat >= 0 else timestamps[index] if timestamps else -1
+        return _new_tuple(RecordMetadata, (
+            self.tp[0], self.tp[1], self.base_offset + index if self.base_offset >= 0 else -1,
+            ts))

@@ -1,0 +1,80 @@
+"""The synchronous consumer: `AsyncConsumer`'s methods, blocking, for scripts.
+
+Apart from `consumer.py` because it holds no consumer logic of its own: it runs the asyncio
+core on a background loop thread (`LoopThread`) and waits for each call, except where the
+calling thread must take part (rebalance callbacks run in it: `polling`, `run_serving`).
+"""
+from .connection import LoopThread, add_blocking_methods
+from .consumer import AsyncConsumer
+from .consumer_group import polling, run_serving
+
+
+class Consumer:
+    """Synchronous consumer for scripts; the same methods as AsyncConsumer, blocking.
+
+    `poll(timeout=1.0, max_records=None)` -> list of ConsumerRecord (empty on timeout);
+    `poll_arrow(...)` -> list of pyarrow.RecordBatch; `fetch_range_arrow(tp, start, end)` ->
+    iterator of RecordBatch.
+    """
+
+    def __init__(self, config=None, **overrides):
+        self._core = AsyncConsumer(config, **overrides)
+        self._core.group_face, self._core.group_defer_callbacks = self, True
+        self._loop = LoopThread("minilog-consumer")
+        try:
+            self._loop.run(self._core.start())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    @property
+    def config(self):
+        return self._core.config
+
+    def poll(self, timeout=1.0, max_records=None):
+        return polling(self, lambda left: self._core.poll(left, max_records), timeout)
+
+    def poll_arrow(self, timeout=1.0, max_records=None, include_headers=True):
+        return polling(self, lambda left: self._core.poll_arrow(left, max_records,
+                                                                include_headers), timeout)
+
+    def unsubscribe(self):
+        """Leave the group (rebalance callbacks run here, in the calling thread)."""
+        run_serving(self, self._core.unsubscribe())
+
+    def fetch_range_arrow(self, tp, start, end, timeout=None, include_headers=True):
+        """Iterator of RecordBatches with the records of `tp` in [start, end)."""
+        agen = self._core.fetch_range_arrow(tp, start, end, timeout, include_headers)
+
+        async def step():
+            return await agen.__anext__()
+        try:
+            while True:
+                try:
+                    yield self._loop.run(step())
+                except StopAsyncIteration:
+                    return
+        finally:
+            if not self._loop.loop.is_closed():
+                self._loop.run(agen.aclose())
+
+    def close(self, timeout=None):
+        """Leave the group and stop, within `timeout` seconds (default 30)."""
+        if not self._loop.loop.is_closed():
+            try:
+                run_serving(self, self._core.close(timeout))  # on_revoke runs in this thread
+            finally:
+                self._loop.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+add_blocking_methods(Consumer, AsyncConsumer, (
+    "assign", "unassign", "assignment", "seek", "seek_to_beginning", "seek_to_end", "position",
+    "pause", "resume", "paused", "offsets_for_times", "beginning_offsets", "end_offsets",
+    "partitions_for", "subscribe", "commit", "committed", "memberid", "lag", "watermarks",
+    "consumer_group_metadata"))

@@ -1,0 +1,71 @@
+"""One flow `A->B` as a Spark Structured Streaming query: `format("minilog")` reading A's
+matching topics (read_committed, headers included, from the earliest offsets, its progress
+committed to the group `minilog-mirror-A-B` on A so that `minilog groups describe` shows the
+replication lag), into `format("minilog-mirror")` on B (sink.py), checkpointed in
+`<checkpoint root>/A-B`.
+
+The query subscribes by pattern (MM2's include and exclude lists, internal topics and, with the
+default policy, B's own copies left out), so a topic created on A is read from the micro-batch
+after it appears; the sink creates its copy first if the driver's refresh has not yet.
+"""
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from minilog.jobs.pipeline import checkpoint_token, start_query
+
+from .config import Flow
+from .policy import source_pattern
+from .sink import FORMAT, flow_to_json
+
+TRIGGER = "500 milliseconds"
+MAX_OFFSETS_PER_TRIGGER = 200_000  # one transaction per task and micro-batch: bounded in size
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+def progress_group(flow: Flow) -> str:
+    """The group on the source the copy commits its progress to (never checkpointed)."""
+    return f"minilog-mirror-{flow.ident}"
+
+
+def pattern(flow: Flow) -> str:
+    return source_pattern(flow.policy, flow.source, flow.target, flow.topics, flow.topics_exclude)
+
+
+def checkpoint_dir(root: str, flow: Flow) -> str:
+    return os.path.join(root, flow.ident)
+
+
+def transactional_id_prefix(checkpoint: str, flow: Flow) -> str:
+    """Stable for as long as the checkpoint lives (a restarted mirror fences its earlier self),
+    new with a new checkpoint, whose batch ids start again from 0."""
+    return f"minilog-mirror-{flow.ident}-{checkpoint_token(checkpoint)}"
+
+
+def _kafka(client: dict) -> dict[str, str]:
+    return {f"kafka.{k}": str(v) for k, v in client.items()}
+
+
+def start(spark: SparkSession, flow: Flow, checkpoint_root: str) -> StreamingQuery:
+    """The flow's query, started (returned once its source is initialized)."""
+    checkpoint = checkpoint_dir(checkpoint_root, flow)
+    records = (spark.readStream.format("minilog").options(**_kafka(flow.source_client))
+               .option("subscribePattern", pattern(flow))
+               .option("startingOffsets", "earliest")
+               .option("includeHeaders", "true")
+               .option("kafka.isolation.level", "read_committed")
+               .option("kafka.group.id", progress_group(flow))
+               .option("maxOffsetsPerTrigger", str(MAX_OFFSETS_PER_TRIGGER))
+               .load())
+    # the copy never makes the broker create a topic with its own defaults (topics.py does)
+    target = {**flow.target_client, "allow.auto.create.topics": "false"}
+    writer = (records.select(*COLUMNS).writeStream.format(FORMAT).options(**_kafka(target))
+              .option("mirror.flow", flow_to_json(flow))
+              .option("transactionalIdPrefix", transactional_id_prefix(checkpoint, flow))
+              .option("checkpointLocation", checkpoint)
+              .queryName(f"mirror_{flow.ident}".replace("-", "_"))
+              .trigger(processingTime=TRIGGER))
+    return start_query(writer)
