@@ -27,6 +27,8 @@ def connect_server(tmp_path_factory):
         proc = subprocess.Popen(
             [str(BIN / "spark-submit"), "--class", SERVER, "--name", "minilog-test-connect",
              "--master", "local[2,4]", "--conf", "spark.sql.shuffle.partitions=2",
+             # a short-lived server: C1's quick compiles, not C2's CPU-hungry ones
+             "--driver-java-options", "-XX:TieredStopAtLevel=1",
              "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
              "--conf", f"spark.connect.grpc.binding.port={port}",
              "--conf", "spark.ui.enabled=false"],
@@ -42,14 +44,12 @@ def connect_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def remote(connect_server):
+    """A Connect client session, the module's one (each new session costs the server seconds)."""
     from pyspark.sql import SparkSession
     session = SparkSession.builder.remote(connect_server[0]).getOrCreate()
+    assert type(session).__module__ == "pyspark.sql.connect.session", type(session)
     yield session
     session.stop()
-
-
-def test_the_session_is_a_connect_session(remote):
-    assert type(remote).__module__ == "pyspark.sql.connect.session"
 
 
 def test_batch_write_then_batch_read(broker, remote):
