@@ -20,7 +20,7 @@ interleaved, median kept:
 - **bytes**: `maxBytesPerTrigger` against `maxOffsetsPerTrigger` asking the same bytes (the
   record count that holds them), on partitions of different record sizes: the bytes each
   micro-batch obtained against those asked, and the time per micro-batch (the byte bound adds
-  one DescribeLogDirs per trigger).
+  one DescribeLogDirs per trigger). Quick: the 1 MiB bound only, the one the ratio reads.
 - **write**: rows/s of `df.write.format("minilog")...mode("append").save()` against a
   `foreachPartition` writer on confluent-kafka's Producer (same producer settings), each run
   into a new topic, its record count checked, the topic deleted after.
