@@ -3,7 +3,7 @@ without it (issues 8 and 14).
 
 One minilog broker, one Spark session (`local[2,4]`: 2 threads, a task tried up to 4 times as
 on a cluster; UI off), 1M records of 100 B over 4
-partitions (quick: 50k, no warm-up), each measurement repeated with the alternatives
+partitions (quick: 20k, no warm-up), each measurement repeated with the alternatives
 interleaved, median kept:
 
 - **read**: a streaming query, `trigger(availableNow=True)` into `format("noop")`, timed from
@@ -20,7 +20,7 @@ interleaved, median kept:
 - **bytes**: `maxBytesPerTrigger` against `maxOffsetsPerTrigger` asking the same bytes (the
   record count that holds them), on partitions of different record sizes: the bytes each
   micro-batch obtained against those asked, and the time per micro-batch (the byte bound adds
-  one DescribeLogDirs per trigger).
+  one DescribeLogDirs per trigger). Quick: the 1 MiB bound only, the one the ratio reads.
 - **write**: rows/s of `df.write.format("minilog")...mode("append").save()` against a
   `foreachPartition` writer on confluent-kafka's Producer (same producer settings), each run
   into a new topic, its record count checked, the topic deleted after.
@@ -36,9 +36,9 @@ from minilog.jobs.pipeline import start_query
 from . import clients, cluster, spark_sources
 from .report import Report, bars, main_args, median
 
-RECORDS, QUICK_RECORDS = 1_000_000, 50_000
+RECORDS, QUICK_RECORDS = 1_000_000, 20_000
 PARTITIONS, SIZE = 4, 100
-POOL_RECORDS, QUICK_POOL_RECORDS, POOL_TRIGGER = 60_000, 6_000, 2_000
+POOL_RECORDS, QUICK_POOL_RECORDS, POOL_TRIGGER = 60_000, 4_000, 2_000
 READERS = ("minilog", "synthetic", "naive confluent")
 WRITERS = ("minilog sink", "confluent foreachPartition", "minilog sink acks=all",
            "minilog sink exactly-once")
@@ -47,6 +47,8 @@ MASTER = "local[2,4]"
 BYTES_SIZES = (100, 300, 1000, 3000)   # value bytes in each partition of the "bytes" topic
 BYTES_RECORDS, QUICK_BYTES_RECORDS = 8_000, 500   # per partition
 BYTES_ASKED = (256 * 1024, 1024 * 1024)
+# quick: the 1 MiB bound alone, the one the ratio compares (each bound is two more queries)
+QUICK_BYTES_ASKED = BYTES_ASKED[-1:]
 
 
 def start_spark():
@@ -197,14 +199,14 @@ def _value_bytes(progress):
                 offsets_read(p["sources"][0]).items()) for p in progress]
 
 
-def measure_bytes(rep, spark, bootstrap, per_partition, repeats, warmup):
+def measure_bytes(rep, spark, bootstrap, per_partition, repeats, warmup, bounds=BYTES_ASKED):
     _fill_sized(bootstrap, "bytes", per_partition)
     n = per_partition * len(BYTES_SIZES)
     per_record = sum(BYTES_SIZES) / len(BYTES_SIZES)
     base = {"kafka.bootstrap.servers": bootstrap, "subscribe": "bytes",
             "startingOffsets": "earliest"}
     rows = []
-    for asked in BYTES_ASKED:
+    for asked in bounds:
         variants = {"maxBytesPerTrigger": {**base, "maxBytesPerTrigger": str(asked)},
                     "maxOffsetsPerTrigger": {**base, "maxOffsetsPerTrigger":
                                              str(int(asked / per_record))}}
@@ -293,11 +295,13 @@ def run(args):
     n = QUICK_RECORDS if quick else RECORDS
     pool_n = QUICK_POOL_RECORDS if quick else POOL_RECORDS
     bytes_n = QUICK_BYTES_RECORDS if quick else BYTES_RECORDS
+    bounds = QUICK_BYTES_ASKED if quick else BYTES_ASKED
     rep = Report("spark", quick, args.out, {
         "records": n, "value_bytes": SIZE, "partitions": PARTITIONS, "repeats": repeats,
         "master": MASTER, "pyspark": pyspark.__version__,
         "pool_records": pool_n, "maxOffsetsPerTrigger": POOL_TRIGGER,
-        "bytes_records_per_partition": bytes_n, "bytes_value_sizes": list(BYTES_SIZES)})
+        "bytes_records_per_partition": bytes_n, "bytes_value_sizes": list(BYTES_SIZES),
+        "bytes_asked_kib": [b // 1024 for b in bounds]})
     t0 = time.perf_counter()
     spark = start_spark()
     rep.log(f"Spark session started in {time.perf_counter() - t0:.1f} s")
@@ -305,7 +309,8 @@ def run(args):
         with cluster.running("minilog") as broker:
             read = measure_read(rep, spark, broker.bootstrap, n, repeats, not quick)
             pool = measure_pool(rep, spark, broker.bootstrap, pool_n, repeats, not quick)
-            by_bytes = measure_bytes(rep, spark, broker.bootstrap, bytes_n, repeats, not quick)
+            by_bytes = measure_bytes(rep, spark, broker.bootstrap, bytes_n, repeats, not quick,
+                                     bounds)
             write = measure_write(rep, spark, broker.bootstrap, n, repeats, not quick)
     finally:
         spark.stop()
