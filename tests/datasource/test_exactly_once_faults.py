@@ -4,7 +4,9 @@ A streaming copy job (its own driver process: Python, JVM, Python workers) is ki
 moment (a random pause after a micro-batch: between micro-batches, mid-write, mid-commit; or
 as soon as a micro-batch's first records reach the log), restarted from its checkpoint, then
 run to the end (`EOS_FAULT_KILLS=3` kills it three times; each kill costs a Spark start, over a
-minute on a loaded machine, so the default suite kills once). The sink prepares its
+minute on a loaded machine, so the default suite kills once). The last run, which nothing
+kills, runs in the suite's Spark session (`finish_copy`): another driver than the killed one,
+without a JVM start of its own. The sink prepares its
 transactions with KIP-939's two-phase commit, so nothing the killed job prepared times out:
 the restarted driver finishes what the query decided and aborts what it left open. A
 read_committed consumer must then see every input record exactly once. The seed is printed on
@@ -23,6 +25,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from eos_copy_job import finish_copy
 from sparkprocs import environment, kill_marked, marked
 from sparktools import create_topic, produce, unique
 from txntools import SMALL, log_end, read_all
@@ -30,8 +33,10 @@ from txntools import SMALL, log_end, read_all
 from brokers import MinilogBroker
 
 JOB = Path(__file__).with_name("eos_copy_job.py")
-RECORDS = 200  # per input partition; micro-batches of 40 offsets: 10 batches
 KILLS = int(os.environ.get("EOS_FAULT_KILLS", 1))
+# per input partition; micro-batches of 40 offsets (20 of each partition): each kill comes
+# within 3 micro-batches of the last, and 2 more are left for the last run
+RECORDS = 20 * (3 * KILLS + 2)
 TXN_TIMEOUT_S = 10  # the sink's transaction.timeout.ms; a killed job stays down longer
 CLEANUP = ["-o", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
            "-o", "transaction.two.phase.commit.enable=true"]
@@ -62,7 +67,8 @@ def start(args, mark, log):
 
 
 @pytest.mark.timeout(420)
-def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once(tmp_path):
+def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once(spark,
+                                                                                tmp_path):
     seed = int(os.environ.get("EOS_FAULT_SEED", random.randrange(1 << 30)))
     guarantee = os.environ.get("EOS_FAULT_GUARANTEE", "exactly-once")
     rng = random.Random(seed)
@@ -108,8 +114,8 @@ def test_driver_killed_at_random_moments_then_restarted_writes_every_record_once
                    < log_end(broker.bootstrap, out, 2)):
                 assert time.monotonic() < down_until + 60, f"seed {seed}: nothing timed out"
                 time.sleep(0.2)
-        finish = start(args + ["finish"], mark, log)
-        assert finish.wait(240) == 0, f"seed {seed}: the last run failed\n{tail(log)}"
+        failed = finish_copy(spark, *args, timeout=240)
+        assert failed is None, f"seed {seed}: the last run failed: {failed}"
         print(f"finished at {time.monotonic() - t0:.1f}s")
         got = read_all(broker.bootstrap, out, "read_committed", 2 * RECORDS, partitions=2)
         expected = sorted(f"{p}-{i}".encode() for p in range(2) for i in range(RECORDS))
