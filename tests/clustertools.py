@@ -104,7 +104,21 @@ class TestCluster(LocalCluster):
             with MinilogAdmin({"bootstrap.servers": self.bootstrap_of(*(via or self.alive()))}) \
                     as admin:
                 return len(admin.describe_cluster(timeout=10).brokers)
-        return wait_for(lambda: live() == count, f"{count} live brokers")
+        try:
+            return wait_for(lambda: live() == count, f"{count} live brokers")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.diagnosis()}") from None
+
+    def diagnosis(self, lines=12):
+        """Each node's state and the end of its log: what a failed wait leaves to go on."""
+        def state(node):
+            if node.proc is None:
+                return "not started"
+            code = node.proc.poll()
+            return f"pid {node.proc.pid} running" if code is None else f"exited {code}"
+        return "\n".join(
+            f"-- node {n.node_id} ({state(n)}, port {n.port}):\n"
+            + "\n".join(n.log().splitlines()[-lines:]) for n in self.nodes)
 
     def create_topic(self, name, partitions=1, rf=3, config=None, assignment=None):
         """`assignment`: [[replica ids] per partition], preferred leader first, instead of
