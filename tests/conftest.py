@@ -71,13 +71,15 @@ def spark():
     """One local Spark session for the whole run (it takes seconds to start). No
     `format("minilog")` registration: the installed connector must be found by name. A task
     is tried up to 4 times, as on a cluster and in spark-conf/ (local[threads,maxFailures]):
-    a loaded machine may fail one attempt, a real failure fails all four."""
+    a loaded machine may fail one attempt, a real failure fails all four. Python workers fork
+    from minilog's daemon, as spark-conf/ has them."""
     from pyspark.sql import SparkSession
     session = (SparkSession.builder.master("local[2,4]").appName("minilog-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.sql.streaming.stopTimeout", "30s")
+               .config("spark.python.daemon.module", "minilog.datasource.worker_daemon")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -1,0 +1,25 @@
+"""Spark's Python workers fork from minilog's daemon (spark-conf/'s `spark.python.daemon.module`),
+which has the Kafka client imported before it forks: a worker starts with it loaded."""
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def test_python_workers_fork_from_a_daemon_with_the_client_imported(spark):
+    def where(_):
+        import os
+        import sys
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\0", b" ").decode()
+        yield parent, "minilog.connector.client" in sys.modules
+    # a fresh worker: a plain RDD task imports nothing of minilog's by itself
+    (parent, loaded), = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
+    assert "-m minilog.datasource.worker_daemon" in parent, parent
+    assert loaded
+
+
+def test_spark_conf_names_the_same_daemon():
+    conf = (REPO / "spark-conf" / "spark-defaults.conf").read_text()
+    assert re.search(r"^spark\.python\.daemon\.module\s+minilog\.datasource\.worker_daemon$",
+                     conf, re.M)
