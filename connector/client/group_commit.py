@@ -16,6 +16,7 @@ from .connection import BrokerConnection
 from .group_api import (
     RETRY_LATER,
     Coordinator,
+    GroupOwner,
     OffsetAndMetadata,
     as_offsets,
     commit_offsets,
@@ -32,7 +33,7 @@ FENCED = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION})
 class GroupCommits:
     # GroupMembership's, which this mixin serves
     config: Config
-    owner: Any  # the consumer (the `Owner` seam of group.py)
+    owner: GroupOwner
     coordinator: Coordinator
     group_id: str
     instance_id: str | None
@@ -47,7 +48,7 @@ class GroupCommits:
     _at_poll: Callable[..., Coroutine[Any, Any, None]]
     _request_rejoin: Callable[[str], None]
     _reset_generation: Callable[[str], None]
-    _fail: Callable[[BaseException], None]
+    _fail: Callable[[KafkaError], None]
 
     def _deadline(self, timeout: float | None) -> float:
         return time.monotonic() + (self.config.seconds("default.api.timeout.ms")
