@@ -11,7 +11,7 @@ from minilog.connector.protocol import ErrorCode, KafkaError
 
 from .cluster import Cluster
 from .config import Config
-from .types import KafkaConnectionError
+from .types import KafkaConnectionError, OffsetAndTimestamp, TopicPartition
 
 T = TypeVar("T")
 
@@ -22,6 +22,13 @@ def retriable(exc: KafkaError) -> bool:
         return False
     return exc.retriable or isinstance(exc, KafkaConnectionError) or \
         exc.code == ErrorCode.NOT_CONTROLLER
+
+
+def offset_of(found: OffsetAndTimestamp | None, tp: TopicPartition) -> int:
+    """The offset ListOffsets gave for earliest or latest, which every partition has."""
+    if found is None:
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no earliest or latest offset for {tp}")
+    return found.offset
 
 
 class AdminCore:

@@ -20,7 +20,7 @@ from minilog.connector.protocol.consumer_protocol import (
     decode_subscription,
 )
 
-from .admin_core import AdminCore
+from .admin_core import AdminCore, offset_of
 from .connection import BrokerConnection
 from .group_api import Coordinator, OffsetAndMetadata, _m, as_offsets, commit_offsets, fetch_offsets
 from .types import BrokerInfo, Message, OffsetAndTimestamp, TopicDescription, TopicPartition
@@ -273,8 +273,8 @@ class GroupAdmin(AdminCore):
         tps = [TopicPartition(topic, p) for p in wanted]
         first = await self.list_offsets({tp: "earliest" for tp in tps}, timeout=timeout)
         last = await self.list_offsets({tp: "latest" for tp in tps}, timeout=timeout)
-        lo = {tp: _offset(first[tp], tp) for tp in tps}
-        hi = {tp: _offset(last[tp], tp) for tp in tps}
+        lo = {tp: offset_of(first[tp], tp) for tp in tps}
+        hi = {tp: offset_of(last[tp], tp) for tp in tps}
         amount = 0 if value is None else int(value)  # None only for earliest and latest
         if to in ("earliest", "latest"):
             target = lo if to == "earliest" else hi
@@ -296,10 +296,3 @@ class GroupAdmin(AdminCore):
         if not dry_run:
             await self.alter_group_offsets(group_id, target, timeout)
         return dict(sorted(target.items()))
-
-
-def _offset(found: OffsetAndTimestamp | None, tp: TopicPartition) -> int:
-    """The offset ListOffsets gave for earliest or latest, which every partition has."""
-    if found is None:
-        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no earliest or latest offset for {tp}")
-    return found.offset
