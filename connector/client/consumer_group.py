@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .cluster import Cluster
 from .config import Config
 from .connection import LoopThread
-from .fetcher import PartitionState, Records
+from .fetcher import PartitionState
 from .group import GroupMembership, RebalanceCallback
 from .group_api import OffsetAndMetadata
 from .group_consumer_protocol import ConsumerProtocolMembership

@@ -4,6 +4,7 @@ A mixin of `GroupMembership` (split out to keep each module readable): commits c
 member's generation so the coordinator rejects those of members the group has moved on from;
 what a failed commit means for the membership (rebalance, fenced, lost) is decided here.
 """
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -40,7 +41,7 @@ class GroupCommits:
     generation: int
     member_id: str
     owned: set[TopicPartition]
-    _runner: Any
+    _runner: asyncio.Task[None] | None
     _in_join: bool
     _committed_positions: dict[TopicPartition, int]
     _on_commit: Callable[..., Any] | None
