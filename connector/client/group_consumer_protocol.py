@@ -112,7 +112,7 @@ class ConsumerProtocolMembership(GroupMembership):
     def _request(self, full: bool) -> Message:
         Req, TP = _m(ApiKey.CONSUMER_GROUP_HEARTBEAT), \
             _m(ApiKey.CONSUMER_GROUP_HEARTBEAT, "topic_partitions")
-        owned: dict[Any, list[int]] = {}  # by topic id (a UUID)
+        owned: dict[uuid.UUID, list[int]] = {}  # by topic id
         for tp in self.owned:
             owned.setdefault(self.cluster.topic_id(tp.topic), []).append(tp.partition)
         regex = "|".join(f"({p.pattern})" for p in self._patterns)
