@@ -118,7 +118,11 @@ class AsyncProducer(ProducerCore):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         explicit = "enable.idempotence" in (config or {}) or "enable.idempotence" in overrides
-        super().__init__(Config("producer", config, **overrides), explicit)
+        super().__init__(cfg := Config("producer", config, **overrides), explicit)
+        if cfg["transactional.id"] is not None:
+            self._txn = Transactions(self, cfg["transactional.id"],
+                                     cfg["transaction.timeout.ms"],
+                                     cfg["transaction.two.phase.commit.enable"])
 
     async def start(self) -> Self:
         """Reach the cluster (fails fast when no bootstrap server answers) and start sending."""

@@ -97,9 +97,7 @@ class ProducerCore:
         self._open: dict[tuple[str, int | None], ProducerBatch] = {}
         # keyless records follow the sticky partition, which enqueue_many reads directly
         self._sticky = self._partitioner.sticky_partitions()
-        self._txn = None if cfg["transactional.id"] is None else Transactions(
-            self, cfg["transactional.id"], cfg["transaction.timeout.ms"],
-            cfg["transaction.two.phase.commit.enable"])
+        self._txn: Transactions | None = None  # with a transactional.id: AsyncProducer's
 
     def enqueue_many(self, pending: collections.deque[Pending]) -> None:
         """Hand over the records `Producer.send` queued: a deque of (topic, partition, record,
