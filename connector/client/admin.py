@@ -18,9 +18,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from minilog.connector.acl_types import AclBinding
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from . import admin_acls, admin_users
+from .admin_core import retriable
 from .admin_groups import GroupAdmin
 from .admin_transactions import TransactionAdmin
 from .cluster import STALE_METADATA, Cluster
@@ -30,10 +32,10 @@ from .types import (
     BrokerInfo,
     ClusterDescription,
     ConfigEntry,
-    KafkaConnectionError,
     KafkaTimeoutError,
     NewTopic,
     OffsetAndTimestamp,
+    TopicDescription,
     TopicPartition,
 )
 
@@ -57,14 +59,6 @@ def _error(code: int, what: str, message: str | None = None) -> KafkaError:
     if message and what.lower() in message.lower():
         return KafkaError(code, message)
     return KafkaError(code, f"{what}: {message}" if message else what)
-
-
-def _retriable(exc: KafkaError) -> bool:
-    """Worth another try. An unknown topic is an answer for admin calls, not a glitch."""
-    if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        return False
-    return exc.retriable or isinstance(exc, KafkaConnectionError) or \
-        exc.code == ErrorCode.NOT_CONTROLLER
 
 
 async def by_leader(cluster: Cluster, tps: Iterable[TopicPartition], send: LeaderSend[V],
@@ -101,7 +95,7 @@ async def by_leader(cluster: Cluster, tps: Iterable[TopicPartition], send: Leade
                                        return_exceptions=True)
         for answer in answers:
             if isinstance(answer, BaseException):
-                if not isinstance(answer, KafkaError) or not _retriable(answer):
+                if not isinstance(answer, KafkaError) or not retriable(answer):
                     raise answer
                 cluster.request_update()
                 continue
@@ -157,30 +151,12 @@ async def list_offsets_by_leader(
 class AsyncAdminClient(GroupAdmin, TransactionAdmin):
     """Admin operations for asyncio code; every method is a coroutine."""
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self.config = Config("admin", config, **overrides)
         self._cluster = Cluster(self.config)
         self._group_coordinators = {}  # group id -> Coordinator (admin_groups.py)
 
-    def _deadline(self, timeout):
-        return time.monotonic() + (self.config.seconds("default.api.timeout.ms")
-                                   if timeout is None else timeout)
-
-    async def _retry(self, fn, timeout, what):
-        """Run `fn()` until it succeeds, a non-retriable error, or the deadline."""
-        deadline = self._deadline(timeout)
-        await self._cluster.ensure_bootstrapped()
-        while True:
-            try:
-                return await fn()
-            except KafkaError as e:
-                if not _retriable(e) or time.monotonic() >= deadline:
-                    raise
-                self._cluster.request_update()
-                await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
-                await self._cluster.maybe_refresh()
-
-    async def _controller(self):
+    async def _controller(self) -> BrokerConnection:
         await self._cluster.ensure_bootstrapped()
         node = self._cluster.controller_id
         if node in self._cluster.brokers:
@@ -188,36 +164,39 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
         return await self._cluster.any_connection()
 
     # ---- topics --------------------------------------------------------------------------
-    async def create_topics(self, topics, validate_only=False, timeout=None):
+    async def create_topics(self, topics: Iterable[NewTopic | str], validate_only: bool = False,
+                            timeout: float | None = None) -> None:
         """Create topics (NewTopic, or names with the defaults); raise on the first failure.
 
         Waits until the new topics appear in the metadata, so they are usable on return.
         """
-        topics = [NewTopic(t) if isinstance(t, str) else t for t in topics]
+        new = [NewTopic(t) if isinstance(t, str) else t for t in topics]
         Req, T, C = (_m(ApiKey.CREATE_TOPICS), _m(ApiKey.CREATE_TOPICS, "topics"),
                      _m(ApiKey.CREATE_TOPICS, "topics", "configs"))
         ms = int(self.config["request.timeout.ms"])
         body = Req(timeout_ms=ms, validate_only=validate_only, topics=[T(
             name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
             assignments=[], configs=[C(name=k, value=None if v is None else str(v))
-                                     for k, v in (t.config or {}).items()]) for t in topics])
+                                     for k, v in (t.config or {}).items()]) for t in new])
 
-        async def attempt():
+        async def attempt() -> None:
             resp = await (await self._controller()).send(ApiKey.CREATE_TOPICS, body)
             for r in resp.topics:
                 if r.error_code:
                     raise _error(r.error_code, f"topic {r.name!r}", r.error_message)
         await self._retry(attempt, timeout, "CreateTopics")
         if not validate_only:
-            await self._wait_for(lambda: all(self._cluster.partitions_for(t.name) for t in topics),
-                                 [t.name for t in topics], timeout)
+            await self._wait_for(lambda: all(self._cluster.partitions_for(t.name) for t in new),
+                                 [t.name for t in new], timeout)
 
-    async def create_topic(self, name, num_partitions=1, replication_factor=-1, config=None,
-                           timeout=None):
+    async def create_topic(self, name: str, num_partitions: int = 1, replication_factor: int = -1,
+                           config: dict[str, str] | None = None,
+                           timeout: float | None = None) -> None:
         await self.create_topics([NewTopic(name, num_partitions, replication_factor, config)],
                                  timeout=timeout)
 
-    async def _wait_for(self, done, topics, timeout):
+    async def _wait_for(self, done: Callable[[], bool], topics: list[str],
+                        timeout: float | None) -> None:
         deadline = self._deadline(timeout)
         while True:
             await self._cluster.refresh(topics)
@@ -227,51 +206,53 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
                 raise KafkaTimeoutError(f"metadata for {', '.join(topics)} did not update in time")
             await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
 
-    async def delete_topics(self, names, timeout=None):
-        names = [names] if isinstance(names, str) else list(names)
+    async def delete_topics(self, names: str | Iterable[str], timeout: float | None = None) -> None:
+        topics = [names] if isinstance(names, str) else list(names)
         Req, T = _m(ApiKey.DELETE_TOPICS), _m(ApiKey.DELETE_TOPICS, "topics")
 
-        async def attempt():
+        async def attempt() -> None:
             conn = await self._controller()
             version = conn.version_for(ApiKey.DELETE_TOPICS)
-            body = Req(timeout_ms=int(self.config["request.timeout.ms"]), topic_names=names,
-                       topics=[T(name=n) for n in names])
+            body = Req(timeout_ms=int(self.config["request.timeout.ms"]), topic_names=topics,
+                       topics=[T(name=n) for n in topics])
             resp = await conn.send(ApiKey.DELETE_TOPICS, body, version)
             for r in resp.responses:
                 if r.error_code:
                     raise _error(r.error_code, f"topic {r.name!r}", r.error_message)
         await self._retry(attempt, timeout, "DeleteTopics")
-        self._cluster.untrack(names)
+        self._cluster.untrack(topics)
 
-    async def delete_topic(self, name, timeout=None):
+    async def delete_topic(self, name: str, timeout: float | None = None) -> None:
         await self.delete_topics([name], timeout)
 
-    async def list_topics(self, internal=False, timeout=None):
+    async def list_topics(self, internal: bool = False, timeout: float | None = None) -> list[str]:
         """Sorted names of the cluster's topics (internal ones such as __consumer_offsets too
         when `internal`)."""
         await self._retry(lambda: self._cluster.refresh(all_topics=True), timeout, "Metadata")
         return sorted(n for n, t in self._cluster.topics.items() if internal or not t.internal)
 
-    async def describe_topics(self, names=None, timeout=None):
+    async def describe_topics(self, names: str | Iterable[str] | None = None,
+                              timeout: float | None = None) -> dict[str, TopicDescription]:
         """{name: TopicDescription} for `names` (all topics when None); unknown names raise."""
         if names is None:
             await self._retry(lambda: self._cluster.refresh(all_topics=True), timeout, "Metadata")
             return dict(sorted(self._cluster.topics.items()))
-        names = [names] if isinstance(names, str) else list(names)
-        await self._retry(lambda: self._cluster.refresh(names), timeout, "Metadata")
-        for n in names:
+        wanted = [names] if isinstance(names, str) else list(names)
+        await self._retry(lambda: self._cluster.refresh(wanted), timeout, "Metadata")
+        for n in wanted:
             err = self._cluster.topic_error(n)
             if err is not None:
                 raise err
-        return {n: self._cluster.topics[n] for n in names}
+        return {n: self._cluster.topics[n] for n in wanted}
 
-    async def create_partitions(self, name, total_count, validate_only=False, timeout=None):
+    async def create_partitions(self, name: str, total_count: int, validate_only: bool = False,
+                                timeout: float | None = None) -> None:
         """Grow topic `name` to `total_count` partitions."""
         Req, T = _m(ApiKey.CREATE_PARTITIONS), _m(ApiKey.CREATE_PARTITIONS, "topics")
         body = Req(topics=[T(name=name, count=total_count, assignments=None)],
                    timeout_ms=int(self.config["request.timeout.ms"]), validate_only=validate_only)
 
-        async def attempt():
+        async def attempt() -> None:
             resp = await (await self._controller()).send(ApiKey.CREATE_PARTITIONS, body)
             for r in resp.results:
                 if r.error_code:
@@ -282,13 +263,15 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
                                  [name], timeout)
 
     # ---- configs -------------------------------------------------------------------------
-    async def _config_connection(self, rtype, name):
+    async def _config_connection(self, rtype: int, name: str) -> BrokerConnection:
         if rtype == RESOURCE_TYPES["broker"] and name not in ("", None):
             await self._cluster.ensure_bootstrapped()
             return await self._cluster.connection(int(name))
         return await self._cluster.any_connection()
 
-    async def describe_configs(self, resource_type, name, keys=None, timeout=None):
+    async def describe_configs(self, resource_type: str | int, name: str | int,
+                               keys: Iterable[str] | None = None,
+                               timeout: float | None = None) -> dict[str, ConfigEntry]:
         """{config name: ConfigEntry} of a topic or broker (`resource_type` "topic"/"broker")."""
         rtype = _resource_type(resource_type)
         Req, R = _m(ApiKey.DESCRIBE_CONFIGS), _m(ApiKey.DESCRIBE_CONFIGS, "resources")
@@ -296,7 +279,7 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
                                 configuration_keys=None if keys is None else list(keys))],
                    include_synonyms=False, include_documentation=False)
 
-        async def attempt():
+        async def attempt() -> dict[str, ConfigEntry]:
             conn = await self._config_connection(rtype, str(name))
             resp = await conn.send(ApiKey.DESCRIBE_CONFIGS, body)
             r = resp.results[0]
@@ -306,8 +289,10 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
                                         c.is_sensitive) for c in r.configs}
         return await self._retry(attempt, timeout, "DescribeConfigs")
 
-    async def alter_configs(self, resource_type, name, set=None, delete=(), validate_only=False,
-                            timeout=None):
+    async def alter_configs(self, resource_type: str | int, name: str | int,
+                            set: Mapping[str, Any] | None = None,  # noqa: A002 - Kafka's name
+                            delete: Iterable[str] = (), validate_only: bool = False,
+                            timeout: float | None = None) -> None:
         """IncrementalAlterConfigs: set the `set` dict's keys, reset `delete`'s to default."""
         rtype = _resource_type(resource_type)
         Req, R, C = (_m(ApiKey.INCREMENTAL_ALTER_CONFIGS),
@@ -318,7 +303,7 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
         body = Req(resources=[R(resource_type=rtype, resource_name=str(name), configs=ops)],
                    validate_only=validate_only)
 
-        async def attempt():
+        async def attempt() -> None:
             conn = await self._config_connection(rtype, str(name))
             resp = await conn.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
             for r in resp.responses:
@@ -329,7 +314,9 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
     incremental_alter_configs = alter_configs
 
     # ---- offsets and records -------------------------------------------------------------
-    async def list_offsets(self, specs, isolation_level="read_uncommitted", timeout=None):
+    async def list_offsets(self, specs: Mapping[tuple[str, int], str | int],
+                           isolation_level: str = "read_uncommitted", timeout: float | None = None
+                           ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """{tp: "earliest" | "latest" | "max-timestamp" | timestamp_ms} -> {tp: OffsetAndTimestamp}
 
         A timestamp later than every record maps to None.
@@ -340,44 +327,48 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
         await self._cluster.ensure_bootstrapped()
         return await list_offsets_by_leader(self._cluster, wanted, self._deadline(timeout), level)
 
-    async def delete_records(self, offsets, timeout=None):
+    async def delete_records(self, offsets: Mapping[tuple[str, int], int],
+                             timeout: float | None = None) -> dict[TopicPartition, int]:
         """Delete records before {tp: offset} (-1: the high watermark); {tp: new low watermark}."""
         Req, T, P = (_m(ApiKey.DELETE_RECORDS), _m(ApiKey.DELETE_RECORDS, "topics"),
                      _m(ApiKey.DELETE_RECORDS, "topics", "partitions"))
-        offsets = {TopicPartition(*tp): o for tp, o in offsets.items()}
+        before = {TopicPartition(*tp): o for tp, o in offsets.items()}
 
-        async def send(conn, tps):
-            topics = {}
+        async def send(conn: BrokerConnection, tps: list[TopicPartition]
+                       ) -> dict[TopicPartition, tuple[int, int]]:
+            topics: dict[str, list[Any]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append(P(partition_index=tp.partition,
-                                                         offset=offsets[tp]))
+                                                         offset=before[tp]))
             resp = await conn.send(ApiKey.DELETE_RECORDS, Req(
                 topics=[T(name=t, partitions=p) for t, p in topics.items()],
                 timeout_ms=int(self.config["request.timeout.ms"])))
             return {TopicPartition(t.name, p.partition_index): (p.error_code, p.low_watermark)
                     for t in resp.topics for p in t.partitions}
         await self._cluster.ensure_bootstrapped()
-        return await by_leader(self._cluster, offsets, send, self._deadline(timeout),
+        return await by_leader(self._cluster, before, send, self._deadline(timeout),
                                "DeleteRecords")
 
-    async def partition_sizes(self, tps, timeout=None):
+    async def partition_sizes(self, tps: Iterable[tuple[str, int]],
+                              timeout: float | None = None) -> dict[TopicPartition, int]:
         """{tp: bytes its leader's log segments hold}, from DescribeLogDirs (Kafka's
         `kafka-log-dirs.sh`): the broker answers from its segment lengths, reading no data."""
         Req, T = _m(ApiKey.DESCRIBE_LOG_DIRS), _m(ApiKey.DESCRIBE_LOG_DIRS, "topics")
         wanted = [TopicPartition(*tp) for tp in tps]
 
-        async def send(conn, tps):
+        async def send(conn: BrokerConnection, tps: list[TopicPartition]
+                       ) -> dict[TopicPartition, tuple[int, int]]:
             if not conn.supports(ApiKey.DESCRIBE_LOG_DIRS):
                 raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
                                  "the broker does not answer DescribeLogDirs")
-            topics = {}
+            topics: dict[str, list[int]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append(tp.partition)
             resp = await conn.send(ApiKey.DESCRIBE_LOG_DIRS, Req(
                 topics=[T(topic=t, partitions=p) for t, p in topics.items()]))
             if getattr(resp, "error_code", 0):  # v3+: e.g. no DESCRIBE on the cluster
                 raise _error(resp.error_code, "DescribeLogDirs")
-            sizes = {}
+            sizes: dict[TopicPartition, int] = {}
             for result in resp.results:
                 if result.error_code:
                     raise _error(result.error_code, f"DescribeLogDirs {result.log_dir}")
@@ -386,16 +377,17 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
                         if not p.is_future_key:
                             tp = TopicPartition(t.name, p.partition_index)
                             sizes[tp] = sizes.get(tp, 0) + p.partition_size
-            # a partition the broker no longer holds moved: ask its new leader
+            # a partition the broker no longer holds moved: ask its new leader (by_leader reads
+            # no value with an error code)
             return {tp: (0, sizes[tp]) if tp in sizes else
-                    (ErrorCode.NOT_LEADER_OR_FOLLOWER, None) for tp in tps}
+                    (ErrorCode.NOT_LEADER_OR_FOLLOWER, 0) for tp in tps}
         await self._cluster.ensure_bootstrapped()
         return await by_leader(self._cluster, wanted, send, self._deadline(timeout),
                                "DescribeLogDirs")
 
     # ---- the cluster ---------------------------------------------------------------------
-    async def describe_cluster(self, timeout=None):
-        async def attempt():
+    async def describe_cluster(self, timeout: float | None = None) -> ClusterDescription:
+        async def attempt() -> ClusterDescription:
             conn = await self._cluster.any_connection()
             if conn.supports(ApiKey.DESCRIBE_CLUSTER):
                 resp = await conn.send(ApiKey.DESCRIBE_CLUSTER, request(
@@ -410,57 +402,64 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
         return await self._retry(attempt, timeout, "DescribeCluster")
 
     # ---- SCRAM users (admin_users.py) ---------------------------------------------------------
-    async def describe_user_scram_credentials(self, users=None, timeout=None):
+    async def describe_user_scram_credentials(
+            self, users: Iterable[str] | None = None, timeout: float | None = None
+    ) -> dict[str, list[admin_users.ScramCredentialInfo]]:
         """{user: [ScramCredentialInfo(mechanism, iterations)]}, of every user by default."""
-        async def attempt():
-            return await admin_users.describe(await self._controller(), users)
+        async def attempt() -> dict[str, list[admin_users.ScramCredentialInfo]]:
+            return await admin_users.describe(await self._controller(),
+                                              None if users is None else list(users))
         return await self._retry(attempt, timeout, "DescribeUserScramCredentials")
 
-    async def upsert_scram_credential(self, user, mechanism, password,
-                                      iterations=admin_users.DEFAULT_ITERATIONS, timeout=None):
+    async def upsert_scram_credential(self, user: str, mechanism: str, password: str,
+                                      iterations: int = admin_users.DEFAULT_ITERATIONS,
+                                      timeout: float | None = None) -> None:
         """Create or replace `user`'s credential for `mechanism` (SCRAM-SHA-256/512)."""
         change = admin_users.upsertion(user, mechanism, password, iterations)
 
-        async def attempt():
+        async def attempt() -> None:
             await admin_users.alter(await self._controller(), [change], [])
         await self._retry(attempt, timeout, "AlterUserScramCredentials")
 
-    async def delete_scram_credential(self, user, mechanism, timeout=None):
+    async def delete_scram_credential(self, user: str, mechanism: str,
+                                      timeout: float | None = None) -> None:
         change = admin_users.deletion(user, mechanism)
 
-        async def attempt():
+        async def attempt() -> None:
             await admin_users.alter(await self._controller(), [], [change])
         await self._retry(attempt, timeout, "AlterUserScramCredentials")
 
     # ---- ACLs (admin_acls.py) ------------------------------------------------------------
-    async def create_acls(self, acls, timeout=None):
+    async def create_acls(self, acls: Iterable[AclBinding], timeout: float | None = None) -> None:
         """Create `AclBinding`s (connector/acl_types.py); creating an existing one is no error."""
-        async def attempt():
+        async def attempt() -> None:
             await admin_acls.create(await self._controller(), list(acls))
         await self._retry(attempt, timeout, "CreateAcls")
 
-    async def describe_acls(self, timeout=None, **acl_filter):
+    async def describe_acls(self, timeout: float | None = None,
+                            **acl_filter: Any) -> list[AclBinding]:
         """The ACLs matching the filter (`admin_acls.acl_filter`'s keywords; all by default)."""
         fields = admin_acls.acl_filter(**acl_filter)
 
-        async def attempt():
+        async def attempt() -> list[AclBinding]:
             return await admin_acls.describe(await self._controller(), fields)
         return await self._retry(attempt, timeout, "DescribeAcls")
 
-    async def delete_acls(self, timeout=None, **acl_filter):
+    async def delete_acls(self, timeout: float | None = None,
+                          **acl_filter: Any) -> list[AclBinding]:
         """Delete the ACLs matching the filter; the ACLs deleted."""
         fields = admin_acls.acl_filter(**acl_filter)
 
-        async def attempt():
+        async def attempt() -> list[AclBinding]:
             return await admin_acls.delete(await self._controller(), fields)
         return await self._retry(attempt, timeout, "DeleteAcls")
 
-    async def close(self):
+    async def close(self) -> None:
         self._close_group_coordinators()
         self._cluster.close()
 
 
-def _resource_type(name):
+def _resource_type(name: str | int) -> int:
     try:
         return RESOURCE_TYPES[name] if isinstance(name, str) else int(name)
     except KeyError:
@@ -470,23 +469,23 @@ def _resource_type(name):
 class AdminClient:
     """Synchronous admin client: the same methods as AsyncAdminClient, blocking."""
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self._core = AsyncAdminClient(config, **overrides)
         self._loop = LoopThread("minilog-admin")
 
     @property
-    def config(self):
+    def config(self) -> Config:
         return self._core.config
 
-    def close(self):
+    def close(self) -> None:
         if not self._loop.loop.is_closed():
             self._loop.run(self._core.close())
             self._loop.stop()
 
-    def __enter__(self):
+    def __enter__(self) -> "AdminClient":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

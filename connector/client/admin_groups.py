@@ -10,14 +10,22 @@ coordinator accepts only while the group has no members: resetting offsets under
 consumers would be overwritten by their next commit, so it is refused with a clear error.
 """
 import asyncio
-from typing import NamedTuple
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
+from minilog.connector.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    decode_assignment,
+    decode_subscription,
+)
 
-from .assignors import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
-from .connection import message_class
-from .group_api import Coordinator, as_offsets, commit_offsets, fetch_offsets
-from .types import TopicPartition
+from .admin_core import AdminCore, offset_of
+from .connection import BrokerConnection
+from .group_api import Coordinator, OffsetAndMetadata, _m, as_offsets, commit_offsets, fetch_offsets
+from .types import BrokerInfo, Message, OffsetAndTimestamp, TopicDescription, TopicPartition
+
+T = TypeVar("T")
 
 INACTIVE_STATES = ("Empty", "Dead")
 RESET_TARGETS = ("earliest", "latest", "timestamp", "offset", "shift")
@@ -38,8 +46,8 @@ class MemberDescription(NamedTuple):
     instance_id: str | None
     client_id: str
     host: str
-    assignment: tuple  # of TopicPartition (consumer groups; () otherwise)
-    topics: tuple = ()  # the member's subscription (consumer groups)
+    assignment: tuple[TopicPartition, ...]  # consumer groups; () otherwise
+    topics: tuple[str, ...] = ()  # the member's subscription (consumer groups)
     member_epoch: int | None = None  # KIP-848 groups only
     member_type: str | None = None   # KIP-848 groups: "classic" or "consumer" (None: unknown)
 
@@ -50,25 +58,32 @@ class GroupDescription(NamedTuple):
     #                      KIP-848 groups: Empty, Assigning, Reconciling, Stable, Dead
     protocol_type: str   # "consumer" for consumer groups
     protocol: str        # the assignor in use, e.g. "range" (the server's, for KIP-848)
-    members: tuple       # of MemberDescription
-    coordinator: object  # BrokerInfo
+    members: tuple[MemberDescription, ...]
+    coordinator: BrokerInfo | None
     group_type: str = "classic"  # or "consumer": KIP-848's protocol
     group_epoch: int | None = None  # KIP-848 groups only
 
 
-def _m(api_key, *path):
-    return message_class(request(api_key), *path)
-
-
-def _check(code, what):
+def _check(code: int, what: str) -> None:
     if code:
         raise KafkaError(code, what)
 
 
-class GroupAdmin:
+class GroupAdmin(AdminCore):
     """Group operations of the admin client (see the module docstring)."""
+    _group_coordinators: dict[str, Coordinator]  # by group id, the most recently used last
 
-    def _coordinator(self, group_id):
+    if TYPE_CHECKING:  # AsyncAdminClient's (admin.py), used here
+        async def list_offsets(self, specs: Mapping[tuple[str, int], str | int],
+                               isolation_level: str = "read_uncommitted",
+                               timeout: float | None = None
+                               ) -> dict[TopicPartition, OffsetAndTimestamp | None]: ...
+
+        async def describe_topics(self, names: str | Iterable[str] | None = None,
+                                  timeout: float | None = None
+                                  ) -> dict[str, TopicDescription]: ...
+
+    def _coordinator(self, group_id: str) -> Coordinator:
         """The group's Coordinator: it reaches the broker over the client's one connection
         to it, and only the last MAX_KNOWN_COORDINATORS groups' are remembered (a
         long-lived admin asked about any number of group ids holds neither a connection nor
@@ -80,26 +95,29 @@ class GroupAdmin:
             coords.pop(next(iter(coords))).close()
         return found
 
-    def _close_group_coordinators(self):
+    def _close_group_coordinators(self) -> None:
         for c in self._group_coordinators.values():
             c.close()
         self._group_coordinators.clear()
 
-    async def _on_coordinator(self, group_id, fn, timeout, what):
+    async def _on_coordinator(self, group_id: str, fn: Callable[[BrokerConnection], Awaitable[T]],
+                              timeout: float | None, what: str) -> T:
         await self._cluster.ensure_bootstrapped()
         return await self._coordinator(group_id).call(fn, self._deadline(timeout), what, "admin")
 
-    async def list_groups(self, states=None, timeout=None):
+    async def list_groups(self, states: Iterable[str] | None = None,
+                          timeout: float | None = None) -> list[GroupListing]:
         """Every group of the cluster (optionally only those in `states`), sorted by id."""
+        wanted = list(states or ())  # once: each broker's request, and the filter below
         await self._cluster.ensure_bootstrapped()
         await self._cluster.refresh()
         Req = _m(ApiKey.LIST_GROUPS)
 
-        async def one(node):
-            async def attempt():
+        async def one(node: int) -> list[GroupListing]:
+            async def attempt() -> list[GroupListing]:
                 conn = await self._cluster.connection(node)
                 resp = await conn.send(ApiKey.LIST_GROUPS, Req(
-                    states_filter=list(states or ()), types_filter=[]))
+                    states_filter=wanted, types_filter=[]))
                 _check(resp.error_code, f"ListGroups on broker {node}")
                 return [GroupListing(g.group_id, g.protocol_type,
                                      g.group_state if conn.version_for(ApiKey.LIST_GROUPS) >= 4
@@ -108,16 +126,17 @@ class GroupAdmin:
         found = await asyncio.gather(*(one(n) for n in self._cluster.brokers))
         out = {g.group_id: g for listing in found for g in listing}
         return [out[k] for k in sorted(out)
-                if not states or out[k].state is None or out[k].state in states]
+                if not wanted or out[k].state is None or out[k].state in wanted]
 
-    async def describe_groups(self, group_ids, timeout=None):
+    async def describe_groups(self, group_ids: str | Iterable[str], timeout: float | None = None
+                              ) -> dict[str, GroupDescription]:
         """{group_id: GroupDescription}; consumer groups' member assignments decoded. As Kafka's
         admin client: ConsumerGroupDescribe first (KIP-848 groups), DescribeGroups for a group
         it does not know (classic groups) or from a broker without it."""
-        group_ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
         out = {}
-        for gid in group_ids:
-            async def attempt(conn, gid=gid):
+        for gid in ids:
+            async def attempt(conn: BrokerConnection, gid: str = gid) -> tuple[str, Message]:
                 if conn.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
                     resp = await conn.send(ApiKey.CONSUMER_GROUP_DESCRIBE,
                                            _m(ApiKey.CONSUMER_GROUP_DESCRIBE)(
@@ -138,7 +157,8 @@ class GroupAdmin:
                 continue
             members = []
             for m in g.members:
-                assignment, topics = (), ()
+                assignment: tuple[TopicPartition, ...] = ()
+                topics: tuple[str, ...] = ()
                 if g.protocol_type == CONSUMER_PROTOCOL_TYPE:
                     try:
                         assignment = decode_assignment(m.member_assignment).partitions
@@ -152,7 +172,7 @@ class GroupAdmin:
                                         tuple(members), self._coordinator(gid).node)
         return out
 
-    def _consumer_group(self, gid, g):
+    def _consumer_group(self, gid: str, g: Message) -> GroupDescription:
         """A ConsumerGroupDescribe answer as a GroupDescription."""
         members = tuple(MemberDescription(
             m.member_id, m.instance_id, m.client_id, m.client_host,
@@ -163,11 +183,12 @@ class GroupAdmin:
         return GroupDescription(gid, g.group_state, CONSUMER_PROTOCOL_TYPE, g.assignor_name,
                                 members, self._coordinator(gid).node, "consumer", g.group_epoch)
 
-    async def delete_groups(self, group_ids, timeout=None):
+    async def delete_groups(self, group_ids: str | Iterable[str],
+                            timeout: float | None = None) -> None:
         """Delete groups (and their offsets); each must be empty."""
-        group_ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
-        for gid in group_ids:
-            async def attempt(conn, gid=gid):
+        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+        for gid in ids:
+            async def attempt(conn: BrokerConnection, gid: str = gid) -> None:
                 resp = await conn.send(ApiKey.DELETE_GROUPS,
                                        _m(ApiKey.DELETE_GROUPS)(groups_names=[gid]))
                 code = resp.results[0].error_code
@@ -176,7 +197,9 @@ class GroupAdmin:
                 _check(code, f"deleting group {gid!r}")
             await self._on_coordinator(gid, attempt, timeout, "DeleteGroups")
 
-    async def list_group_offsets(self, group_id, partitions=None, timeout=None):
+    async def list_group_offsets(
+            self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
+            timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """{tp: OffsetAndMetadata} committed by the group (all its partitions when None;
         requested partitions without a commit map to None)."""
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
@@ -185,30 +208,33 @@ class GroupAdmin:
         return dict(sorted((tp, om) for tp, om in got.items()
                            if om is not None or partitions is not None))
 
-    async def alter_group_offsets(self, group_id, offsets, timeout=None):
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[Any, Any],
+                                  timeout: float | None = None
+                                  ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Commit {tp: offset | OffsetAndMetadata} for an inactive group."""
-        offsets = as_offsets(offsets)
+        committed = as_offsets(offsets)
 
-        async def attempt(conn):
-            codes = await commit_offsets(conn, group_id, offsets)
+        async def attempt(conn: BrokerConnection) -> None:
+            codes = await commit_offsets(conn, group_id, committed)
             for tp, code in codes.items():
                 if code == ErrorCode.UNKNOWN_MEMBER_ID:
                     raise KafkaError(code, f"group {group_id!r} has active members: offsets "
                                      "can only be changed while it is empty")
                 _check(code, f"committing {tp} for group {group_id!r}")
         await self._on_coordinator(group_id, attempt, timeout, "OffsetCommit")
-        return offsets
+        return committed
 
-    async def delete_group_offsets(self, group_id, partitions, timeout=None):
+    async def delete_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
+                                   timeout: float | None = None) -> None:
         """Remove the group's committed offsets of `partitions` (not of subscribed topics)."""
-        by_topic = {}
+        by_topic: dict[str, list[int]] = {}
         for t, p in partitions:
             by_topic.setdefault(t, []).append(p)
         T, P = _m(ApiKey.OFFSET_DELETE, "topics"), _m(ApiKey.OFFSET_DELETE, "topics", "partitions")
         body = _m(ApiKey.OFFSET_DELETE)(group_id=group_id, topics=[
             T(name=t, partitions=[P(partition_index=p) for p in ps]) for t, ps in by_topic.items()])
 
-        async def attempt(conn):
+        async def attempt(conn: BrokerConnection) -> None:
             resp = await conn.send(ApiKey.OFFSET_DELETE, body)
             _check(resp.error_code, f"deleting offsets of group {group_id!r}")
             for t in resp.topics:
@@ -217,8 +243,10 @@ class GroupAdmin:
                            f"for group {group_id!r}")
         await self._on_coordinator(group_id, attempt, timeout, "OffsetDelete")
 
-    async def reset_group_offsets(self, group_id, topic, to="earliest", value=None,
-                                  partitions=None, dry_run=False, timeout=None):
+    async def reset_group_offsets(self, group_id: str, topic: str, to: str = "earliest",
+                                  value: int | None = None,
+                                  partitions: Iterable[int] | None = None, dry_run: bool = False,
+                                  timeout: float | None = None) -> dict[TopicPartition, int]:
         """Move the group's offsets of `topic` (`partitions`, default all), as
         `kafka-consumer-groups --reset-offsets` does; {tp: new offset}, sorted.
 
@@ -245,22 +273,25 @@ class GroupAdmin:
         tps = [TopicPartition(topic, p) for p in wanted]
         first = await self.list_offsets({tp: "earliest" for tp in tps}, timeout=timeout)
         last = await self.list_offsets({tp: "latest" for tp in tps}, timeout=timeout)
-        lo, hi = {tp: first[tp].offset for tp in tps}, {tp: last[tp].offset for tp in tps}
+        lo = {tp: offset_of(first[tp], tp) for tp in tps}
+        hi = {tp: offset_of(last[tp], tp) for tp in tps}
+        amount = 0 if value is None else int(value)  # None only for earliest and latest
         if to in ("earliest", "latest"):
             target = lo if to == "earliest" else hi
         elif to == "timestamp":
-            found = await self.list_offsets({tp: int(value) for tp in tps}, timeout=timeout)
-            target = {tp: found[tp].offset if found.get(tp) else hi[tp] for tp in tps}
+            found = await self.list_offsets({tp: amount for tp in tps}, timeout=timeout)
+            target = {tp: at.offset if (at := found.get(tp)) else hi[tp] for tp in tps}
         elif to == "offset":
-            target = dict.fromkeys(tps, int(value))
+            target = dict.fromkeys(tps, amount)
         else:
             current = await self.list_group_offsets(group_id, tps, timeout)
-            none = [tp for tp in tps if current.get(tp) is None]
+            committed = {tp: om for tp in tps if (om := current.get(tp)) is not None}
+            none = [tp for tp in tps if tp not in committed]
             if none:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"cannot shift the offset of {none[0]}: group {group_id!r} "
                                  "has no committed offset for it")
-            target = {tp: current[tp].offset + int(value) for tp in tps}
+            target = {tp: committed[tp].offset + amount for tp in tps}
         target = {tp: min(max(o, lo[tp]), hi[tp]) for tp, o in target.items()}
         if not dry_run:
             await self.alter_group_offsets(group_id, target, timeout)

@@ -23,11 +23,13 @@ AsyncConsumer, on top of `group.GroupMembership`.
 import asyncio
 import logging
 import time
-from typing import NamedTuple
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping
+from typing import Any, NamedTuple, Self, TypeVar, cast
 
 from minilog.connector.protocol import ErrorCode, KafkaError
 
 from .admin import EARLIEST, LATEST, list_offsets_by_leader
+from .admin_core import offset_of
 from .cluster import Cluster
 from .config import Config
 from .connection import wait_set
@@ -35,13 +37,22 @@ from .consumer_group import GroupConsumer
 from .fetcher import (
     RETRY_LATER,
     Chunk,
+    PartitionData,
     PartitionState,
+    Records,
     fetch_once,
     fetch_range_arrow,
 )
 from .tasks import spawn
-from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
-from .validation import end_offsets_for_epochs, judge
+from .types import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+from .validation import Verdict, end_offsets_for_epochs, judge
+
+T = TypeVar("T")
 
 log = logging.getLogger("minilog.client")
 _STUCK = "stuck"  # out of range with auto.offset.reset=none: waits for a seek
@@ -59,33 +70,38 @@ class FetchPlan(NamedTuple):
 class AsyncConsumer(GroupConsumer):
     """The asyncio consumer. `await start()` (or `async with`), then assign or subscribe, poll."""
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self.config = cfg = Config("consumer", config, **overrides)
         self._cluster = Cluster(cfg, allow_auto_create=cfg["allow.auto.create.topics"])
-        self._states = {}
-        self._fetching = set()
-        self._not_before = {}  # node -> monotonic time of its next fetch
+        self._states: dict[TopicPartition, PartitionState] = {}
+        self._fetching: set[int] = set()
+        self._not_before: dict[int, float] = {}  # node -> monotonic time of its next fetch
         self._wakeup, self._data = asyncio.Event(), asyncio.Event()
         self._isolation = 1 if cfg["isolation.level"] == "read_committed" else 0
-        self._tasks = set()
-        self._reset_task = self._meta_task = self._validate_task = self._runner = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reset_task: asyncio.Task[Any] | None = None
+        self._meta_task: asyncio.Task[Any] | None = None
+        self._validate_task: asyncio.Task[Any] | None = None
+        self._runner: asyncio.Task[None] | None = None
         self._rotate = 0
-        self._kd, self._vd = cfg["key.deserializer"], cfg["value.deserializer"]
+        # the key.deserializer and value.deserializer settings: (bytes, topic) -> anything
+        self._kd: Callable[[Any, str], Any] | None = cfg["key.deserializer"]
+        self._vd: Callable[[Any, str], Any] | None = cfg["value.deserializer"]
         self._init_group()
 
-    async def start(self):
+    async def start(self) -> Self:
         await self._cluster.refresh()
         self._runner = asyncio.get_running_loop().create_task(self._run())
         return self
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # ---- assignment and positions --------------------------------------------------------
-    def assign(self, partitions):
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Consume exactly these partitions (replacing the previous assignment)."""
         if self.subscribed:
             raise ValueError("assign() and subscribe() are exclusive: unsubscribe() first")
@@ -94,19 +110,19 @@ class AsyncConsumer(GroupConsumer):
         self._cluster.track({tp.topic for tp in wanted})
         self._wakeup.set()
 
-    def unassign(self):
+    def unassign(self) -> None:
         self.assign([])
 
-    def assignment(self):
+    def assignment(self) -> list[TopicPartition]:
         return list(self._states)
 
-    def _state(self, tp):
+    def _state(self, tp: tuple[str, int]) -> PartitionState:
         st = self._states.get(TopicPartition(*tp))
         if st is None:
             raise ValueError(f"{TopicPartition(*tp)} is not assigned to this consumer")
         return st
 
-    def seek(self, tp, offset):
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
         """Next poll returns records from `offset` (-2 beginning, -1 end, as librdkafka)."""
         st = self._state(tp)
         if offset in (EARLIEST, LATEST):
@@ -119,15 +135,15 @@ class AsyncConsumer(GroupConsumer):
         st.error = None
         self._wakeup.set()
 
-    def seek_to_beginning(self, partitions=None):
+    def seek_to_beginning(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
         for tp in partitions or list(self._states):
             self.seek(tp, EARLIEST)
 
-    def seek_to_end(self, partitions=None):
+    def seek_to_end(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
         for tp in partitions or list(self._states):
             self.seek(tp, LATEST)
 
-    async def position(self, tp, timeout=None):
+    async def position(self, tp: tuple[str, int], timeout: float | None = None) -> int:
         """The offset of the next record `poll` returns for `tp` (resolving resets and
         validations first)."""
         st = self._state(tp)
@@ -141,42 +157,48 @@ class AsyncConsumer(GroupConsumer):
             await wait_set(self._data, max(0.0, deadline - time.monotonic()))
         return st.position
 
-    def pause(self, partitions):
+    def pause(self, partitions: Iterable[tuple[str, int]]) -> None:
         for tp in partitions:
             self._state(tp).paused = True
 
-    def resume(self, partitions):
+    def resume(self, partitions: Iterable[tuple[str, int]]) -> None:
         for tp in partitions:
             self._state(tp).paused = False
         self._wakeup.set()
 
-    def paused(self):
+    def paused(self) -> list[TopicPartition]:
         return [tp for tp, st in self._states.items() if st.paused]
 
-    def _deadline(self, timeout):
+    def _deadline(self, timeout: float | None) -> float:
         return time.monotonic() + (self.config.seconds("default.api.timeout.ms")
                                    if timeout is None else timeout)
 
     # ---- offsets lookups -----------------------------------------------------------------
-    async def _list_offsets(self, specs, timeout):
-        specs = {TopicPartition(*tp): v for tp, v in specs.items()}
-        return await list_offsets_by_leader(self._cluster, specs, self._deadline(timeout),
+    async def _list_offsets(
+            self, specs: Mapping[TopicPartition, int] | Mapping[tuple[str, int], int],
+            timeout: float | None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        wanted = {TopicPartition(*tp): v for tp, v in specs.items()}
+        return await list_offsets_by_leader(self._cluster, wanted, self._deadline(timeout),
                                             self._isolation)
 
-    async def offsets_for_times(self, timestamps, timeout=None):
+    async def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int],
+                                timeout: float | None = None
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """{tp: ms} -> {tp: OffsetAndTimestamp of the first record at or after ms, or None}."""
         return await self._list_offsets(timestamps, timeout)
 
-    async def beginning_offsets(self, partitions, timeout=None):
+    async def beginning_offsets(self, partitions: Iterable[tuple[str, int]],
+                                timeout: float | None = None) -> dict[TopicPartition, int]:
         got = await self._list_offsets({tp: EARLIEST for tp in partitions}, timeout)
-        return {tp: o.offset for tp, o in got.items()}
+        return {tp: offset_of(o, tp) for tp, o in got.items()}
 
-    async def end_offsets(self, partitions, timeout=None):
+    async def end_offsets(self, partitions: Iterable[tuple[str, int]],
+                          timeout: float | None = None) -> dict[TopicPartition, int]:
         """Log end offsets (the last stable offset under read_committed)."""
         got = await self._list_offsets({tp: LATEST for tp in partitions}, timeout)
-        return {tp: o.offset for tp, o in got.items()}
+        return {tp: offset_of(o, tp) for tp, o in got.items()}
 
-    async def partitions_for(self, topic):
+    async def partitions_for(self, topic: str) -> list[int] | None:
         await self._cluster.maybe_refresh([topic])
         err = self._cluster.topic_error(topic)
         if err is not None:
@@ -184,16 +206,17 @@ class AsyncConsumer(GroupConsumer):
         return self._cluster.partitions_for(topic)
 
     # ---- polling -------------------------------------------------------------------------
-    async def poll(self, timeout=0.0, max_records=None):
+    async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> Records:
         """Up to `max_records` (default max.poll.records) records, waiting up to `timeout` s."""
         limit = max_records or self.config["max.poll.records"]
         return await self._poll(timeout, lambda: self._collect(limit))
 
-    async def poll_arrow(self, timeout=0.0, max_records=None, include_headers=True):
+    async def poll_arrow(self, timeout: float = 0.0, max_records: int | None = None,
+                         include_headers: bool = True) -> list[Any]:  # of pyarrow RecordBatch
         """Buffered data as RecordBatches (one per partition chunk), up to `max_records` rows."""
         return await self._poll(timeout, lambda: self._collect_arrow(max_records, include_headers))
 
-    async def _poll(self, timeout, collect):
+    async def _poll(self, timeout: float, collect: Callable[[], list[T]]) -> list[T]:
         await self._group_poll()
         deadline = time.monotonic() + timeout
         while True:
@@ -212,13 +235,13 @@ class AsyncConsumer(GroupConsumer):
             self._data.clear()
             await wait_set(self._data, left)
 
-    def _raise_errors(self):
+    def _raise_errors(self) -> None:
         for st in self._states.values():
             if st.error is not None:
                 err, st.error = st.error, None
                 raise err
 
-    def _ready(self):
+    def _ready(self) -> list[tuple[TopicPartition, PartitionState]]:
         """Assigned partitions with buffered data at their position, in rotating order."""
         items = [(tp, st) for tp, st in self._states.items()
                  if st.chunks and not st.paused and st.position is not None]
@@ -228,8 +251,8 @@ class AsyncConsumer(GroupConsumer):
             items = items[k:] + items[:k]
         return items
 
-    def _collect(self, limit):
-        out = []
+    def _collect(self, limit: int) -> Records:
+        out: Records = []
         check = self.config["check.crcs"]
         for tp, st in self._ready():
             if len(out) >= limit:
@@ -241,8 +264,9 @@ class AsyncConsumer(GroupConsumer):
                               value=vd(r.value, r.topic) if vd else r.value) for r in out]
         return out
 
-    def _collect_arrow(self, limit, include_headers):
-        out, rows = [], 0
+    def _collect_arrow(self, limit: int | None, include_headers: bool) -> list[Any]:
+        out: list[Any] = []  # pyarrow RecordBatches
+        rows = 0
         check = self.config["check.crcs"]
         for tp, st in self._ready():
             if limit is not None and rows >= limit:
@@ -254,7 +278,7 @@ class AsyncConsumer(GroupConsumer):
         return out
 
     # ---- background fetching ---------------------------------------------------------------
-    async def _run(self):
+    async def _run(self) -> None:
         while True:
             self._wakeup.clear()
             try:
@@ -264,12 +288,12 @@ class AsyncConsumer(GroupConsumer):
                 delay = self.config.seconds("retry.backoff.ms")
             await wait_set(self._wakeup, delay)
 
-    def _spawn(self, coro):
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         return spawn(coro, self._tasks)
 
-    def _schedule(self, now):
+    def _schedule(self, now: float) -> float | None:
         cluster, backoff = self._cluster, self.config.seconds("retry.backoff.ms")
-        delay = None
+        delay: float | None = None
         for tp, st in self._states.items():
             if st.out_of_range is not None and not st.chunks:
                 self._out_of_range(tp, st, st.out_of_range)  # what came before is handed out
@@ -285,7 +309,7 @@ class AsyncConsumer(GroupConsumer):
         if self._validate_task is None and any(
                 st.validating and st.error is None for st in self._states.values()):
             self._validate_task = self._spawn(self._validate_positions())
-        groups = {}
+        groups: dict[int, list[TopicPartition]] = {}
         for tp, st in self._states.items():
             if st.out_of_range is not None:
                 continue  # waits for its buffered records to be handed out (above)
@@ -309,7 +333,7 @@ class AsyncConsumer(GroupConsumer):
             self._spawn(self._fetch(node, self._fetch_plan(tps)))
         return delay
 
-    def _note_leader_changes(self):
+    def _note_leader_changes(self) -> None:
         """A position read under an older leader epoch is validated before fetching more."""
         for tp, st in self._states.items():
             if st.position is None or st.validating:
@@ -320,20 +344,21 @@ class AsyncConsumer(GroupConsumer):
                     st.await_validation()
                 st.leader_epoch = epoch
 
-    def _fetch_plan(self, tps):
+    def _fetch_plan(self, tps: list[TopicPartition]) -> FetchPlan:
         """What a fetch asks, taken when it is decided: a seek or reset between the decision
         and the task's first step (the application's thread runs meanwhile) must not reach
         the request; the answer is then stale by `epoch` and dropped."""
         states = [self._states[tp] for tp in tps]
-        return FetchPlan({tp: st.fetch_offset for tp, st in zip(tps, states)},
+        # only partitions with a position are fetched, so each has a fetch offset
+        return FetchPlan({tp: cast(int, st.fetch_offset) for tp, st in zip(tps, states)},
                          {tp: st.epoch for tp, st in zip(tps, states)},
                          {tp: (st.leader_epoch, st.fetch_epoch) for tp, st in zip(tps, states)})
 
-    async def _fetch(self, node, plan):
+    async def _fetch(self, node: int, plan: FetchPlan) -> None:
         cfg, cluster = self.config, self._cluster
         tps, offsets, epochs = list(plan.offsets), plan.offsets, plan.positions
         started = time.monotonic()
-        results = {}
+        results: dict[TopicPartition, PartitionData] = {}
         try:
             conn = await cluster.connection(node)
             results = await fetch_once(
@@ -361,7 +386,8 @@ class AsyncConsumer(GroupConsumer):
                 st.last_stable_offset = pd.last_stable_offset
                 if pd.diverging is not None:
                     self._diverged(tp, st, *pd.diverging)
-                elif pd.next_offset is not None and pd.next_offset > st.fetch_offset:
+                elif pd.next_offset is not None and st.fetch_offset is not None and \
+                        pd.next_offset > st.fetch_offset:
                     st.chunks.append(Chunk(pd.records, pd.next_offset, pd.epochs, pd.skip))
                     st.fetch_offset, st.fetch_epoch = pd.next_offset, pd.epochs[-1][1]
                     got_data = True
@@ -381,10 +407,13 @@ class AsyncConsumer(GroupConsumer):
             self._not_before[node] = max(self._not_before.get(node, 0), started + pause)
         self._wakeup.set()
 
-    def _diverged(self, tp, st, end_epoch, end_offset):
+    def _diverged(self, tp: TopicPartition, st: PartitionState, end_epoch: int,
+                  end_offset: int) -> None:
         """A Fetch answered `diverging_epoch`: the log ends our last fetched epoch earlier."""
         if st.offset_epoch >= 0:
             st.await_validation()  # asks where the position's own epoch ends
+            return
+        if st.position is None:  # reset meanwhile: nothing to judge
             return
         # The position has no epoch to ask about: judge it by the fetch's answer.
         verdict = judge(tp, st.position, end_epoch, end_offset, self.config["auto.offset.reset"])
@@ -393,7 +422,7 @@ class AsyncConsumer(GroupConsumer):
         else:
             self._apply_verdict(tp, st, verdict)
 
-    def _apply_verdict(self, tp, st, verdict):
+    def _apply_verdict(self, tp: TopicPartition, st: PartitionState, verdict: Verdict) -> None:
         """Act on `validation.judge`'s verdict for a position."""
         if verdict is None:
             st.validating = False
@@ -407,7 +436,7 @@ class AsyncConsumer(GroupConsumer):
             st.reset, st.error = _STUCK, verdict[1]
         self._data.set()
 
-    async def _validate_positions(self):
+    async def _validate_positions(self) -> None:
         try:
             need = {tp: st for tp, st in self._states.items() if st.validating and st.error is None}
             asked = {tp: st.epoch for tp, st in need.items()}
@@ -417,8 +446,9 @@ class AsyncConsumer(GroupConsumer):
             policy = self.config["auto.offset.reset"]
             for tp, (end_epoch, end_offset, leader_epoch) in found.items():
                 st = self._states.get(tp)
-                if st is None or not st.validating or st.epoch != asked[tp]:
-                    continue  # unassigned or sought meanwhile
+                if st is None or not st.validating or st.epoch != asked[tp] or \
+                        st.position is None:
+                    continue  # unassigned or sought meanwhile (validating: it has a position)
                 st.leader_epoch = max(st.leader_epoch, leader_epoch)
                 self._apply_verdict(tp, st, judge(tp, st.position, end_epoch, end_offset, policy))
         except KafkaError as e:
@@ -434,7 +464,7 @@ class AsyncConsumer(GroupConsumer):
             self._data.set()
             self._wakeup.set()
 
-    def _out_of_range(self, tp, st, offset):
+    def _out_of_range(self, tp: TopicPartition, st: PartitionState, offset: int) -> None:
         policy = self.config["auto.offset.reset"]
         st.set_position(None)
         if policy == "none":
@@ -446,7 +476,7 @@ class AsyncConsumer(GroupConsumer):
             st.reset = EARLIEST if policy == "earliest" else LATEST
         self._data.set()
 
-    async def _refresh_metadata(self, topics):
+    async def _refresh_metadata(self, topics: set[str]) -> None:
         try:
             await self._cluster.maybe_refresh(topics)
             for tp, st in self._states.items():
@@ -462,18 +492,19 @@ class AsyncConsumer(GroupConsumer):
             self._meta_task = None
             self._wakeup.set()
 
-    async def _reset_positions(self):
+    async def _reset_positions(self) -> None:
         try:
             need = {tp: st for tp, st in self._states.items()
                     if st.position is None and st.error is None and st.reset != _STUCK}
             committed = await self._group.committed(list(need)) if self._group else {}
-            specs, policy = {}, self.config["auto.offset.reset"]
+            specs: dict[TopicPartition, int] = {}
+            policy = self.config["auto.offset.reset"]
             for tp, st in need.items():
                 if st.reset is not None:
                     specs[tp] = st.reset
-                elif committed.get(tp) is not None:  # validated when it names an epoch
-                    st.set_position(committed[tp].offset, committed[tp].leader_epoch)
-                    st.validating = committed[tp].leader_epoch >= 0
+                elif (om := committed.get(tp)) is not None:  # validated when it names an epoch
+                    st.set_position(om.offset, om.leader_epoch)
+                    st.validating = om.leader_epoch >= 0
                 elif policy == "none":
                     st.reset = _STUCK
                     st.error = KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -483,9 +514,9 @@ class AsyncConsumer(GroupConsumer):
             epochs = {tp: need[tp].epoch for tp in specs}
             found = await self._list_offsets(specs, None) if specs else {}
             for tp, ot in found.items():
-                st = self._states.get(tp)
-                if st is not None and st.epoch == epochs[tp] and st.position is None:
-                    st.set_position(ot.offset if ot is not None else 0)
+                state = self._states.get(tp)
+                if state is not None and state.epoch == epochs[tp] and state.position is None:
+                    state.set_position(ot.offset if ot is not None else 0)
         except KafkaError as e:
             if e.retriable or isinstance(e, KafkaConnectionError):
                 await asyncio.sleep(self.config.seconds("retry.backoff.ms"))
@@ -499,7 +530,9 @@ class AsyncConsumer(GroupConsumer):
             self._wakeup.set()
 
     # ---- offset ranges -------------------------------------------------------------------
-    def fetch_range_arrow(self, tp, start, end, timeout=None, include_headers=True):
+    def fetch_range_arrow(self, tp: tuple[str, int], start: int, end: int,
+                          timeout: float | None = None, include_headers: bool = True
+                          ) -> AsyncGenerator[Any, None]:  # of pyarrow RecordBatch
         """Async iterator of RecordBatches with the records of `tp` in [start, end).
 
         Independent of the assignment (see `fetcher.fetch_range_arrow`).
@@ -508,15 +541,15 @@ class AsyncConsumer(GroupConsumer):
                                  timeout=timeout, include_headers=include_headers,
                                  isolation_level=self._isolation)
 
-    async def close(self, timeout=None):
+    async def close(self, timeout: float | None = None) -> None:
         """Leave the group (committing first with auto-commit) and release connections, within
         `timeout` seconds (30 by default, as the Java client): what a coordinator that does
         not answer holds up by then is abandoned (its partitions then wait for the session
         timeout)."""
-        timeout = _CLOSE_TIMEOUT if timeout is None else timeout
+        within = _CLOSE_TIMEOUT if timeout is None else timeout
         if self._group is not None:
-            task = asyncio.ensure_future(self._group.close(timeout))
-            await asyncio.wait((task,), timeout=timeout)
+            task = asyncio.ensure_future(self._group.close(within))
+            await asyncio.wait((task,), timeout=within)
             if not task.done():
                 log.warning("group %s: close did not complete within its timeout: leaving "
                             "without committing or LeaveGroup", self._group.group_id)

@@ -5,10 +5,11 @@ record's index and builds RecordMetadata only when asked. Callers may wait from 
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .types import KafkaTimeoutError, RecordMetadata
 
@@ -173,6 +174,11 @@ class BulkDelivery:
         except Exception as e:  # noqa: BLE001 - the outcome itself
             return e
         return None
+
+
+# What a queued record's outcome goes to: AsyncProducer.send's asyncio future, Producer.send's
+# DeliveryFuture, or Producer.send_arrow's one BulkDelivery for many records
+Delivery: TypeAlias = "asyncio.Future[RecordMetadata] | DeliveryFuture | BulkDelivery"
 
 
 def complete_futures(futures: Iterable[Any], batch: ProducerBatch) -> None:

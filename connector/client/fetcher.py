@@ -16,7 +16,7 @@ import asyncio
 import collections
 import heapq
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from minilog.connector import batch as _batch
@@ -354,7 +354,7 @@ async def fetch_single(cluster: Cluster, cfg: Config, tp: TopicPartition, offset
 
 async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int,
                             end: int, timeout: float | None = None, include_headers: bool = True,
-                            isolation_level: int = 0) -> AsyncIterator[Any]:
+                            isolation_level: int = 0) -> AsyncGenerator[Any, None]:
     """Yield RecordBatches holding the records of `tp` with offsets in [start, end).
 
     The next fetch is in flight while the current answer is decoded. Raises KafkaError (e.g.

@@ -34,28 +34,28 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 
-from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
-
-from .assignors import (
+from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
+from minilog.connector.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
-    COOPERATIVE,
-    EAGER,
     Assignment,
-    Member,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
-    make_assignors,
-    rebalance_protocol,
 )
-from .connection import message_class, wait_set
-from .group_api import COORDINATOR_MOVED, Coordinator
+
+from .assignors import COOPERATIVE, EAGER, Member, make_assignors, rebalance_protocol
+from .cluster import Cluster
+from .config import Config
+from .connection import wait_set
+from .group_api import COORDINATOR_MOVED, Coordinator, GroupOwner, _m
 from .group_commit import FENCED, GroupCommits
 from .group_steps import PollSteps
 from .tasks import spawn
-from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
+from .types import KafkaConnectionError, KafkaTimeoutError, Message, TopicPartition
 
 log = logging.getLogger("minilog.client.group")
 
@@ -64,79 +64,92 @@ FATAL = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.INCONSISTENT_GROUP_PR
                    ErrorCode.INVALID_GROUP_ID, ErrorCode.GROUP_AUTHORIZATION_FAILED,
                    ErrorCode.UNSUPPORTED_VERSION})
 JOIN_TIMEOUT_LAPSE = 5.0  # Java's: a JoinGroup may take the rebalance timeout, plus this
+# An application's on_assign / on_revoke / on_lost: `fn(consumer, [TopicPartition])`, the
+# consumer being whichever face it holds (Consumer or AsyncConsumer)
+RebalanceCallback = Callable[[Any, list[TopicPartition]], object]
 
 
 class _Rejoin(Exception):
     """Start the join over at once (new member id, coordinator moved, rebalance restarted)."""
 
 
-def _m(api_key, *path):
-    return message_class(request(api_key), *path)
-
-
 class GroupMembership(GroupCommits, PollSteps):
-    def __init__(self, owner, cluster, config, on_commit=None):
+    def __init__(self, owner: GroupOwner, cluster: Cluster, config: Config,
+                 on_commit: Callable[..., Any] | None = None) -> None:
         self.owner, self.cluster, self.config = owner, cluster, config
         self.group_id = config["group.id"]
         self.instance_id = config["group.instance.id"] or None
         self.assignors = make_assignors(config["partition.assignment.strategy"])
         self.protocol = rebalance_protocol(self.assignors)
         self.coordinator = Coordinator(cluster, self.group_id)
-        self.member_id, self.generation, self.protocol_name, self.leader_id = "", -1, None, None
-        self.owned = set()
-        self.subscribed = set()
+        self.member_id, self.generation = "", -1
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.owned: set[TopicPartition] = set()
+        self.subscribed: set[str] = set()
         self.ready = threading.Event()  # set while callbacks wait for the poll thread
-        self._explicit, self._patterns, self._listeners = set(), [], {}
+        self._explicit: set[str] = set()
+        self._patterns: list[re.Pattern[str]] = []
+        self._listeners: dict[str, RebalanceCallback | None] = {}
         self._on_commit = on_commit
         self._pending = collections.deque()
-        self._rejoin_reason = None
+        self._rejoin_reason: str | None = None
         self._in_join = self._lost = self._poll_expired = self._closed = False
-        self._fatal, self._errors = None, []
+        self._fatal: KafkaError | None = None
+        self._errors: list[BaseException] = []
         self._last_poll = self._last_heartbeat_ok = time.monotonic()
-        self._auto_commit_every = config.seconds("auto.commit.interval.ms") \
+        self._auto_commit_every: float | None = config.seconds("auto.commit.interval.ms") \
             if config["enable.auto.commit"] else None
         self._next_auto_commit = self._last_poll + (self._auto_commit_every or 0)
-        self._snapshot, self._watched, self._group_topics = {}, set(), set()
-        self._lead_counts = None
+        self._snapshot: dict[str, int] = {}
+        self._watched: set[str] = set()
+        self._group_topics: set[str] = set()
+        self._lead_counts: dict[str, int] | None = None
         self._committed_positions = {}
-        self._tasks, self._runner, self._ticker = set(), None, None
-        self._close_by = None  # monotonic deadline of close, once closing
-        self._wake = self._tick = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._close_by: float | None = None  # monotonic deadline of close, once closing
+        # the runner's and the ticker's wake-ups, made when they start
+        self._wake: asyncio.Event | None = None
+        self._tick: asyncio.Event | None = None
 
     @property
-    def active(self):
+    def active(self) -> bool:
         """Subscribed (so a member of the group, or becoming one)."""
         return self._runner is not None
 
-    def is_member(self):
+    def is_member(self) -> bool:
         return self.generation >= 0 and not self._in_join
 
     # ---- subscription ------------------------------------------------------------------
-    def subscribe(self, topics, on_assign=None, on_revoke=None, on_lost=None):
+    def subscribe(self, topics: str | Iterable[str], on_assign: RebalanceCallback | None = None,
+                  on_revoke: RebalanceCallback | None = None,
+                  on_lost: RebalanceCallback | None = None) -> None:
         """Topics and `^regex` patterns; (re)joins when the subscription changes."""
-        topics = [topics] if isinstance(topics, str) else list(topics)
-        if not topics:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if not names:
             raise ValueError("subscribe needs at least one topic or ^pattern")
-        self._explicit = {t for t in topics if not t.startswith("^")}
-        self._patterns = [re.compile(t) for t in topics if t.startswith("^")]
+        self._explicit = {t for t in names if not t.startswith("^")}
+        self._patterns = [re.compile(t) for t in names if t.startswith("^")]
         self._listeners = {"assign": on_assign, "revoke": on_revoke,
                            "lost": on_lost or on_revoke}
         self.cluster.track(self._explicit)
         if self._runner is None:
-            self._wake, self._tick = asyncio.Event(), asyncio.Event()
+            self._wake, self._tick = wake, tick = asyncio.Event(), asyncio.Event()
             self._last_poll = time.monotonic()
-            self._runner = self._spawn(self._run())
-            self._ticker = self._spawn(self._tick_loop())
+            self._runner = self._spawn(self._run(wake))
+            self._ticker = self._spawn(self._tick_loop(tick))
         self._request_rejoin("subscription changed")
 
-    def _matching(self):
+    def _matching(self) -> set[str]:
         found = set(self._explicit)
         if self._patterns:
             found |= {name for name, t in self.cluster.topics.items() if not t.internal
                       and any(p.match(name) for p in self._patterns)}
         return found
 
-    def _request_rejoin(self, reason):
+    def _request_rejoin(self, reason: str) -> None:
         if self._rejoin_reason is None:
             log.info("group %s: rebalance needed: %s", self.group_id, reason)
             self._rejoin_reason = reason
@@ -144,20 +157,21 @@ class GroupMembership(GroupCommits, PollSteps):
             self._wake.set()
 
     # ---- the poll thread's side ---------------------------------------------------------
-    def poll(self):
+    def poll(self) -> None:
         """Called on every consumer poll: resets the poll timer, auto-commits, raises what
         went wrong."""
         self._last_poll = now = time.monotonic()
         self._maybe_auto_commit(now)
         if self._poll_expired:
             self._poll_expired = False
-            self._wake.set()
+            if self._wake is not None:  # it is: the poll expired in a running membership
+                self._wake.set()
         if self._fatal is not None:
             raise self._fatal
         if self._errors:
             raise self._errors.pop(0)
 
-    def _maybe_auto_commit(self, now):
+    def _maybe_auto_commit(self, now: float) -> None:
         """Java's maybeAutoCommitOffsetsAsync, at the start of a poll: the positions now are
         those after the records the previous poll returned, which the application has
         finished with by polling again. (Never from a timer: records handed out but not
@@ -169,15 +183,15 @@ class GroupMembership(GroupCommits, PollSteps):
             self._spawn(self._commit_async(self._positions(self.owned), auto=True))
 
     # ---- the runner: (re)joining ----------------------------------------------------------
-    def _spawn(self, coro):
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         return spawn(coro, self._tasks)
 
-    async def _run(self):
+    async def _run(self, wake: asyncio.Event) -> None:
         backoff = self.config.seconds("retry.backoff.ms")
         while True:
             if self._rejoin_reason is None or self._poll_expired:
-                self._wake.clear()
-                await self._wake.wait()
+                wake.clear()
+                await wake.wait()
                 continue
             try:
                 await self._join_once()
@@ -193,7 +207,7 @@ class GroupMembership(GroupCommits, PollSteps):
                 log.exception("group %s: join failed", self.group_id)
                 await asyncio.sleep(backoff)
 
-    async def _join_once(self):
+    async def _join_once(self) -> None:
         """Java's onJoinPrepare, joinGroup/syncGroup and onJoinComplete, once."""
         reason = self._rejoin_reason
         if self._lost:
@@ -216,14 +230,14 @@ class GroupMembership(GroupCommits, PollSteps):
             self._in_join = False
         await self._install(assignment)
 
-    def _metadata(self):
+    def _metadata(self) -> list[tuple[str | None, bytes]]:  # (assignor name, subscription)
         owned = sorted(self.owned) if self.protocol == COOPERATIVE else ()
         rack = self.config["client.rack"] or None
         return [(a.name, encode_subscription(a.subscription(sorted(self.subscribed), owned,
                                                             self.generation, rack)))
                 for a in self.assignors]
 
-    async def _join_and_sync(self, reason):
+    async def _join_and_sync(self, reason: str | None) -> Assignment:
         cfg = self.config
         rebalance_s = cfg.seconds("max.poll.interval.ms")
         while True:
@@ -249,7 +263,7 @@ class GroupMembership(GroupCommits, PollSteps):
             self.protocol_name, self.leader_id = resp.protocol_name, resp.leader
             log.info("group %s: joined generation %d as %s (%s, leader %s)", self.group_id,
                      self.generation, self.member_id, self.protocol_name, self.leader_id)
-            plans = []
+            plans: list[tuple[str, bytes]] = []
             if self.leader_id == self.member_id:
                 plans = await self._lead(resp)
             Sync, A = _m(ApiKey.SYNC_GROUP), _m(ApiKey.SYNC_GROUP, "assignments")
@@ -267,7 +281,7 @@ class GroupMembership(GroupCommits, PollSteps):
             self._check(sresp.error_code, "SyncGroup")
             return decode_assignment(sresp.assignment)
 
-    def _check(self, code, what):
+    def _check(self, code: int, what: str) -> None:
         """Raise what a JoinGroup/SyncGroup error means for the join loop."""
         if not code:
             return
@@ -282,7 +296,7 @@ class GroupMembership(GroupCommits, PollSteps):
             raise _Rejoin()
         raise err
 
-    async def _lead(self, resp):
+    async def _lead(self, resp: Message) -> list[tuple[str, bytes]]:
         """The leader's part: run the chosen assignor over every member's subscription."""
         members = []
         for m in resp.members:
@@ -309,10 +323,10 @@ class GroupMembership(GroupCommits, PollSteps):
                                                 min(m.subscription.version, 3)))
                 for m in members]
 
-    def _partition_counts(self, topics):
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         return {t: len(self.cluster.partitions_for(t) or ()) for t in topics}
 
-    async def _install(self, assignment):
+    async def _install(self, assignment: Assignment) -> None:
         """Java's onJoinComplete: revoke what was taken away, add what is new, call back."""
         new = {TopicPartition(*tp) for tp in assignment.partitions}
         revoked = self.owned - new
@@ -324,14 +338,15 @@ class GroupMembership(GroupCommits, PollSteps):
         self._committed_positions = {}
         self._last_heartbeat_ok = time.monotonic()
         self.owner.group_assign(sorted(added))
-        self._tick.set()
+        if self._tick is not None:  # it is: a join runs only in a running membership
+            self._tick.set()
         if self._listeners.get("assign"):
             await self._at_poll("assign", self._listeners["assign"],
                                 (self.owner.group_face, sorted(added)))
         if revoked and self.protocol == COOPERATIVE:
             self._request_rejoin("partitions revoked in a cooperative rebalance")
 
-    async def _take_snapshot(self):
+    async def _take_snapshot(self) -> None:
         """Partition counts to watch: the leader's are those it assigned from; a follower's
         come from fresh metadata, so a topic it had not looked up yet is no false change."""
         if self.leader_id == self.member_id and self._lead_counts is not None:
@@ -344,13 +359,13 @@ class GroupMembership(GroupCommits, PollSteps):
             log.debug("group %s: metadata refresh failed: %s", self.group_id, e)
         self._snapshot = self._partition_counts(self._watched)
 
-    async def _revoke(self, tps):
+    async def _revoke(self, partitions: Iterable[TopicPartition]) -> None:
         """At the next poll: commit their positions (auto-commit), call on_revoke, drop them."""
-        tps = sorted(set(tps) & self.owned)
+        tps = sorted(set(partitions) & self.owned)
         if not tps:
             return
 
-        async def commit_first():
+        async def commit_first() -> None:
             if self.config["enable.auto.commit"] and self.is_member():
                 try:  # bounded by close's timeout too: it may run in the caller's thread
                     await asyncio.wait_for(self._commit_sync(self._positions(tps),
@@ -362,9 +377,9 @@ class GroupMembership(GroupCommits, PollSteps):
         await self._at_poll("revoke", self._listeners.get("revoke"), (self.owner.group_face, tps),
                             pre=commit_first, post=lambda: self._drop(tps))
 
-    async def _lose(self, tps):
+    async def _lose(self, partitions: Iterable[TopicPartition]) -> None:
         """Partitions another member may own already: no commit; on_lost, then drop them."""
-        tps = sorted(tps)
+        tps = sorted(partitions)
         if not tps:
             return
         if self._listeners.get("lost") is None:
@@ -373,11 +388,11 @@ class GroupMembership(GroupCommits, PollSteps):
             await self._at_poll("lost", self._listeners["lost"], (self.owner.group_face, tps),
                                 post=lambda: self._drop(tps))
 
-    def _drop(self, tps):
+    def _drop(self, tps: Iterable[TopicPartition]) -> None:
         self.owned.difference_update(tps)
         self.owner.group_unassign(tps)
 
-    def _fail(self, err):
+    def _fail(self, err: KafkaError) -> None:
         """A fatal error (fenced static member, bad configuration): stop heartbeating and
         rejoining, lose the partitions, and raise `err` from every poll, as Java does."""
         log.error("group %s: %s", self.group_id, err)
@@ -394,7 +409,7 @@ class GroupMembership(GroupCommits, PollSteps):
                               post=lambda: self._drop(tps))
         self.owner.group_notify()
 
-    def _reset_generation(self, why):
+    def _reset_generation(self, why: str) -> None:
         """Fenced or timed out: a new member id next time; what we own is lost, not revoked."""
         log.info("group %s: generation %d of %s is over: %s", self.group_id, self.generation,
                  self.member_id, why)
@@ -404,7 +419,7 @@ class GroupMembership(GroupCommits, PollSteps):
         self._request_rejoin(why)
 
     # ---- the ticker: heartbeats, metadata, poll timeout -------------------------------------
-    async def _tick_loop(self):
+    async def _tick_loop(self, tick: asyncio.Event) -> None:
         cfg = self.config
         interval, backoff = cfg.seconds("heartbeat.interval.ms"), cfg.seconds("retry.backoff.ms")
         meta_every, max_poll = cfg.seconds("metadata.max.age.ms"), cfg.seconds("max.poll.interval.ms")
@@ -426,10 +441,10 @@ class GroupMembership(GroupCommits, PollSteps):
                 log.exception("group %s: background step failed", self.group_id)
                 next_hb = time.monotonic() + backoff
             wake = min(next_hb, next_meta, self._last_poll + max_poll + 0.01)
-            self._tick.clear()
-            await wait_set(self._tick, max(0.01, wake - time.monotonic()))
+            tick.clear()
+            await wait_set(tick, max(0.01, wake - time.monotonic()))
 
-    async def _heartbeat(self):
+    async def _heartbeat(self) -> bool:
         """One Heartbeat; False when it failed for a reason worth a quick retry."""
         generation, member_id = self.generation, self.member_id
         Req = _m(ApiKey.HEARTBEAT)
@@ -465,7 +480,7 @@ class GroupMembership(GroupCommits, PollSteps):
                 self.coordinator.mark_unknown("no heartbeat answered within the session timeout")
         return False
 
-    async def _poll_timeout(self):
+    async def _poll_timeout(self) -> None:
         log.warning("group %s: poll() was not called for max.poll.interval.ms=%d: leaving the "
                     "group (its partitions go to other members); the next poll rejoins",
                     self.group_id, self.config["max.poll.interval.ms"])
@@ -474,7 +489,7 @@ class GroupMembership(GroupCommits, PollSteps):
         self._reset_generation("poll timeout")
         self._poll_expired = True
 
-    async def _refresh_metadata(self):
+    async def _refresh_metadata(self) -> None:
         try:
             if self._patterns:
                 await self.cluster.refresh(all_topics=True)
@@ -483,7 +498,7 @@ class GroupMembership(GroupCommits, PollSteps):
         except KafkaError as e:
             log.debug("group %s: metadata refresh failed: %s", self.group_id, e)
 
-    def _check_metadata(self):
+    def _check_metadata(self) -> None:
         """Rejoin when the regex matches other topics or a watched topic's partitions change."""
         if self._runner is None or self._rejoin_reason is not None or self._in_join:
             return
@@ -493,7 +508,7 @@ class GroupMembership(GroupCommits, PollSteps):
             self._request_rejoin("partitions of subscribed topics changed")
 
     # ---- leaving -------------------------------------------------------------------------
-    async def _leave(self, reason, channel="member"):
+    async def _leave(self, reason: str, channel: str = "member") -> None:
         if not self.member_id or not self.coordinator.known:
             return
         try:
@@ -511,17 +526,17 @@ class GroupMembership(GroupCommits, PollSteps):
         except KafkaError as e:
             log.info("group %s: LeaveGroup failed: %s", self.group_id, e)
 
-    def _leaves_on_close(self):
+    def _leaves_on_close(self) -> bool:
         """Static members stay (their partitions wait for them until the session ends)."""
         return self.instance_id is None
 
-    def _close_time_left(self):
+    def _close_time_left(self) -> float | None:
         """Seconds left of close's timeout (None: not closing, or no timeout)."""
         if self._close_by is None:
             return None
         return max(0.0, self._close_by - time.monotonic())
 
-    async def close(self, timeout=None):
+    async def close(self, timeout: float | None = None) -> None:
         """Commit (auto-commit), revoke (or lose) what we own, leave (dynamic members), stop.
         The owner bounds it by `timeout`; the commit, which may run in the poll thread, is
         bounded here too."""
@@ -535,7 +550,7 @@ class GroupMembership(GroupCommits, PollSteps):
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        unannounced = set()  # partitions whose on_assign will not run now
+        unannounced: set[TopicPartition] = set()  # partitions whose on_assign will not run now
         for item in self.take_callbacks():  # steps of a rebalance that will not happen now
             if not item.future.done():
                 item.future.cancel()

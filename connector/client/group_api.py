@@ -11,8 +11,8 @@ coordinator again; `Coordinator.call` retries those until a deadline.
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
@@ -39,6 +39,26 @@ class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""
     leader_epoch: int = -1
+
+
+class GroupOwner(Protocol):
+    """The consumer core as its group membership reaches it (the seam group.py describes)."""
+
+    @property
+    def group_face(self) -> object:
+        """What rebalance callbacks get as their first argument (Consumer or AsyncConsumer)."""
+
+    @property
+    def group_defer_callbacks(self) -> bool:
+        """True: close() too leaves callbacks to the poll thread (the sync Consumer's)."""
+
+    def group_assign(self, tps: Sequence[TopicPartition]) -> None: ...
+    def group_unassign(self, tps: Iterable[TopicPartition]) -> None: ...
+
+    def group_positions(self, tps: Iterable[TopicPartition]
+                        ) -> dict[TopicPartition, OffsetAndMetadata]: ...
+
+    def group_notify(self) -> None: ...
 
 
 def _m(api_key: int, *path: str) -> Any:

@@ -4,6 +4,7 @@ A mixin of `GroupMembership` (split out to keep each module readable): commits c
 member's generation so the coordinator rejects those of members the group has moved on from;
 what a failed commit means for the membership (rebalance, fenced, lost) is decided here.
 """
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -16,6 +17,7 @@ from .connection import BrokerConnection
 from .group_api import (
     RETRY_LATER,
     Coordinator,
+    GroupOwner,
     OffsetAndMetadata,
     as_offsets,
     commit_offsets,
@@ -32,14 +34,14 @@ FENCED = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION})
 class GroupCommits:
     # GroupMembership's, which this mixin serves
     config: Config
-    owner: Any  # the consumer (the `Owner` seam of group.py)
+    owner: GroupOwner
     coordinator: Coordinator
     group_id: str
     instance_id: str | None
     generation: int
     member_id: str
     owned: set[TopicPartition]
-    _runner: Any
+    _runner: asyncio.Task[None] | None
     _in_join: bool
     _committed_positions: dict[TopicPartition, int]
     _on_commit: Callable[..., Any] | None
@@ -47,7 +49,7 @@ class GroupCommits:
     _at_poll: Callable[..., Coroutine[Any, Any, None]]
     _request_rejoin: Callable[[str], None]
     _reset_generation: Callable[[str], None]
-    _fail: Callable[[BaseException], None]
+    _fail: Callable[[KafkaError], None]
 
     def _deadline(self, timeout: float | None) -> float:
         return time.monotonic() + (self.config.seconds("default.api.timeout.ms")

@@ -18,13 +18,17 @@ import base64
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
 
+from .cluster import Cluster
+from .config import Config
 from .connection import wait_set
-from .group import FATAL, GroupMembership, _m
-from .group_api import COORDINATOR_MOVED, RETRY_LATER
-from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
+from .group import FATAL, GroupMembership
+from .group_api import COORDINATOR_MOVED, RETRY_LATER, GroupOwner, _m
+from .types import KafkaConnectionError, KafkaTimeoutError, Message, TopicPartition
 
 log = logging.getLogger("minilog.client.group")
 
@@ -35,23 +39,25 @@ FATAL_848 = FATAL | {ErrorCode.UNSUPPORTED_ASSIGNOR, ErrorCode.INVALID_REQUEST,
 
 
 class ConsumerProtocolMembership(GroupMembership):
-    def __init__(self, owner, cluster, config, on_commit=None):
+    def __init__(self, owner: GroupOwner, cluster: Cluster, config: Config,
+                 on_commit: Callable[..., Any] | None = None) -> None:
         super().__init__(owner, cluster, config, on_commit)
         # KIP-1082: the member id is the client's, for the consumer's whole life
         self.member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.member_epoch = 0
-        self._interval = config.seconds("heartbeat.interval.ms")
-        self._target = None          # the latest assignment not reconciled yet
-        self._reconciler = None
+        self._interval: float = config.seconds("heartbeat.interval.ms")
+        # the latest assignment not reconciled yet: the answer's TopicPartitions structs
+        self._target: list[Message] | None = None
+        self._reconciler: asyncio.Task[None] | None = None
 
-    def is_member(self):
+    def is_member(self) -> bool:
         return self.member_epoch > 0
 
-    def _leaves_on_close(self):
+    def _leaves_on_close(self) -> bool:
         return True  # a static member too: with epoch -2, keeping its place
 
     # ---- the loop: heartbeats ---------------------------------------------------------------
-    async def _run(self):
+    async def _run(self, wake: asyncio.Event) -> None:
         while True:
             try:
                 wait = await self._heartbeat_once()
@@ -60,11 +66,11 @@ class ConsumerProtocolMembership(GroupMembership):
                 wait = self.config.seconds("retry.backoff.ms")
             if self._fatal is not None:
                 return
-            self._wake.clear()
+            wake.clear()
             if wait > 0:
-                await wait_set(self._wake, wait)
+                await wait_set(wake, wait)
 
-    async def _tick_loop(self):
+    async def _tick_loop(self, tick: asyncio.Event) -> None:
         """The heartbeat loop does the ticker's work (the poll timeout) here."""
 
     async def _heartbeat_once(self) -> float:
@@ -103,10 +109,10 @@ class ConsumerProtocolMembership(GroupMembership):
                 self._reconciler = self._spawn(self._reconcile())
         return self._interval
 
-    def _request(self, full: bool):
+    def _request(self, full: bool) -> Message:
         Req, TP = _m(ApiKey.CONSUMER_GROUP_HEARTBEAT), \
             _m(ApiKey.CONSUMER_GROUP_HEARTBEAT, "topic_partitions")
-        owned: dict = {}
+        owned: dict[uuid.UUID, list[int]] = {}  # by topic id
         for tp in self.owned:
             owned.setdefault(self.cluster.topic_id(tp.topic), []).append(tp.partition)
         regex = "|".join(f"({p.pattern})" for p in self._patterns)
@@ -120,7 +126,7 @@ class ConsumerProtocolMembership(GroupMembership):
                    topic_partitions=[TP(topic_id=t, partitions=sorted(ps))
                                      for t, ps in sorted(owned.items())])
 
-    async def _failed(self, code: int, resp) -> float:
+    async def _failed(self, code: int, resp: Message | None) -> float:
         message = getattr(resp, "error_message", None)
         err = KafkaError(code, message or f"ConsumerGroupHeartbeat of group {self.group_id!r}")
         if code in FENCED_848:
@@ -138,7 +144,7 @@ class ConsumerProtocolMembership(GroupMembership):
         log.info("group %s: heartbeat: %s; retrying", self.group_id, err)
         return self.config.seconds("retry.backoff.ms")
 
-    def _reset_generation(self, why):
+    def _reset_generation(self, why: str) -> None:
         """Fenced or timed out: join again with epoch 0 (same member id)."""
         log.info("group %s: member %s left epoch %d: %s", self.group_id, self.member_id,
                  self.member_epoch, why)
@@ -147,11 +153,11 @@ class ConsumerProtocolMembership(GroupMembership):
         self._request_rejoin(why)
 
     # ---- reconciliation ------------------------------------------------------------------------
-    async def _reconcile(self):
+    async def _reconcile(self) -> None:
         """Move to the latest assignment: revoke first, then add; heartbeat at once after."""
         while self._target is not None:
             target, self._target = self._target, None
-            wanted = set()
+            wanted: set[TopicPartition] = set()
             for tp in target:
                 name = self.cluster.topic_name(tp.topic_id)
                 if name is None:
@@ -174,10 +180,11 @@ class ConsumerProtocolMembership(GroupMembership):
             if revoked or added:
                 log.info("group %s: epoch %d: -%s +%s", self.group_id, self.member_epoch,
                          sorted(map(str, revoked)), sorted(map(str, added)))
-                self._wake.set()  # tell the coordinator now
+                if self._wake is not None:  # it is: the heartbeat loop started this
+                    self._wake.set()  # tell the coordinator now
 
     # ---- leaving -------------------------------------------------------------------------
-    async def _poll_timeout(self):
+    async def _poll_timeout(self) -> None:
         log.warning("group %s: poll() was not called for max.poll.interval.ms=%d: leaving the "
                     "group; the next poll rejoins", self.group_id,
                     self.config["max.poll.interval.ms"])
@@ -186,7 +193,7 @@ class ConsumerProtocolMembership(GroupMembership):
         self._reset_generation("poll timeout")
         self._poll_expired = True
 
-    async def _leave(self, reason, channel="member"):
+    async def _leave(self, reason: str, channel: str = "member") -> None:
         if self.member_epoch <= 0 or not self.coordinator.known:
             return
         epoch = LEAVE_EPOCH if self.instance_id is None else STATIC_LEAVE_EPOCH
@@ -203,7 +210,7 @@ class ConsumerProtocolMembership(GroupMembership):
             log.info("group %s: leaving failed: %s", self.group_id, e)
         self.member_epoch, self.generation = epoch, -1
 
-    async def close(self, timeout=None):
+    async def close(self, timeout: float | None = None) -> None:
         if self._reconciler is not None and not self._reconciler.done():
             self._reconciler.cancel()
             await asyncio.gather(self._reconciler, return_exceptions=True)

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .group_api import GroupOwner
+
 log = logging.getLogger("minilog.client.group")
 
 
@@ -37,7 +39,7 @@ class PollSteps:
 
     # GroupMembership's, which this mixin serves
     group_id: str
-    owner: Any  # the consumer (the `Owner` seam of group.py)
+    owner: GroupOwner
     ready: threading.Event
     _pending: collections.deque[_Pending]
     _errors: list[BaseException]

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Callable, Sequence
 
 # A user's partitioner: (topic, key, partitions, available) -> partition.
-PartitionerFn = Callable[[str, bytes | None, Sequence[int], Sequence[int]], int]
+PartitionerFn = Callable[[str, bytes | memoryview | None, Sequence[int], Sequence[int]], int]
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -73,7 +73,7 @@ class Partitioner:
         self._next: dict[str, int] = {}    # round_robin: how many records it has placed
         # by topic
 
-    def partition(self, topic: str, key: bytes | None, partitions: Sequence[int],
+    def partition(self, topic: str, key: bytes | memoryview | None, partitions: Sequence[int],
                   available: Sequence[int]) -> int:
         if callable(self.strategy):
             return self.strategy(topic, key, partitions, available)

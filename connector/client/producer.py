@@ -14,8 +14,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import pairwise, repeat
 from time import time_ns as _time_ns
+from typing import Any, Protocol, Self, TypeVar
 
 from minilog.connector.protocol import ErrorCode, KafkaError
 from minilog.connector.records import _pause_gc
@@ -24,17 +26,43 @@ from . import exit_flush
 from .config import Config
 from .connection import LoopThread, wait_set
 from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
+from .producer_batch import Pending, Record
 from .sender import ProducerCore
-from .types import KafkaTimeoutError
+from .transactions import PreparedTxnState, Transactions
+from .types import KafkaTimeoutError, RecordMetadata
 
+T = TypeVar("T")
 log = logging.getLogger("minilog.client")
-_NO_HEADERS = ()  # a record's headers when it has none (records are internal: any sequence)
+# a record's headers when it has none (records are internal: any sequence)
+_NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()
 _BULK_CHUNK_BYTES = 1 << 20  # send_arrow hands records over in pieces of about this size
 
 __all__ = ["AsyncProducer", "DeliveryFuture", "Producer"]
 
+# Keys, values and headers are the application's: whatever its serializers take (bytes or str
+# without one), so they are typed Any where they come in.
+Headers = dict[str, Any] | Iterable[tuple[Any, Any]] | None
+# pyarrow has no type information: its arrays, tables and batches are Any here.
 
-def _to_bytes(v, what):
+
+class _Outcome(Protocol):
+    """What a delivery callback reads of its future (an asyncio one or a DeliveryFuture)."""
+    def exception(self) -> BaseException | None: ...
+    def result(self) -> RecordMetadata: ...
+
+
+# The application's `on_delivery(error, metadata)`
+OnDelivery = Callable[[BaseException | None, RecordMetadata | None], object]
+
+
+class _Positioned(Protocol):
+    """A TopicPartition-like object with an offset (confluent-kafka's TopicPartition)."""
+    topic: str
+    partition: int
+    offset: int
+
+
+def _to_bytes(v: Any, what: str) -> bytes | None:
     if v is None or isinstance(v, bytes):
         return v
     if isinstance(v, str):
@@ -45,7 +73,7 @@ def _to_bytes(v, what):
                     f"got {type(v).__name__}")
 
 
-def _binary_column(column):
+def _binary_column(column: Any) -> tuple[list[Any], Any]:
     """A pyarrow binary or string column: (a list of its values, None for nulls; their
     lengths, 0 for nulls, as an Arrow array).
 
@@ -69,7 +97,7 @@ def _binary_column(column):
     width = 8 if pa.types.is_large_binary(column.type) else 4
     ends = memoryview(offsets).cast("q" if width == 8 else "i")[column.offset:column.offset + n + 1]
     data = memoryview(data) if data is not None else memoryview(b"")
-    out = [data[a:b] for a, b in pairwise(ends)]
+    out: list[memoryview | None] = [data[a:b] for a, b in pairwise(ends)]
     if column.null_count:
         for i, ok in enumerate(column.is_valid().to_pylist()):
             if not ok:
@@ -77,7 +105,7 @@ def _binary_column(column):
     return out, lengths
 
 
-def _headers(headers):
+def _headers(headers: Headers) -> Sequence[tuple[str, bytes | None]]:
     if not headers:
         return _NO_HEADERS
     items = headers.items() if isinstance(headers, dict) else headers
@@ -88,24 +116,29 @@ class AsyncProducer(ProducerCore):
     """The asyncio producer. `await start()` (or `async with`), `await send(...)` returns an
     asyncio future of RecordMetadata, `await flush()`, `await close()`."""
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         explicit = "enable.idempotence" in (config or {}) or "enable.idempotence" in overrides
-        super().__init__(Config("producer", config, **overrides), explicit)
+        super().__init__(cfg := Config("producer", config, **overrides), explicit)
+        if cfg["transactional.id"] is not None:
+            self._txn = Transactions(self, cfg["transactional.id"],
+                                     cfg["transaction.timeout.ms"],
+                                     cfg["transaction.two.phase.commit.enable"])
 
-    async def start(self):
+    async def start(self) -> Self:
         """Reach the cluster (fails fast when no bootstrap server answers) and start sending."""
         await self._cluster.refresh()
         self._sender = asyncio.get_running_loop().create_task(self._run())
         return self
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         return await self.start()
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # ---- accepting records -------------------------------------------------------------
-    def prepare(self, topic, value, key, partition, timestamp, headers):
+    def prepare(self, topic: str, value: Any, key: Any, partition: int | None,
+                timestamp: float | None, headers: Headers) -> tuple[Record, int]:
         """Validate and serialize one record (in the caller's thread): (record, size)."""
         if not isinstance(topic, str) or not topic:
             raise TypeError("topic must be a non-empty string")
@@ -127,42 +160,27 @@ class AsyncProducer(ProducerCore):
             size += len(k) + 8 + (len(v) if v else 0)
         return (ts, key, value, hdrs), size
 
-    async def send(self, topic, value=None, key=None, partition=None, timestamp=None,
-                   headers=None, on_delivery=None):
+    async def send(self, topic: str, value: Any = None, key: Any = None,
+                   partition: int | None = None, timestamp: float | None = None,
+                   headers: Headers = None, on_delivery: OnDelivery | None = None
+                   ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; returns an asyncio future of its RecordMetadata.
 
         `on_delivery(error, metadata)` is called too, once, with error None on success.
         """
         rec, size = self.prepare(topic, value, key, partition, timestamp, headers)
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         if on_delivery is not None:
             fut.add_done_callback(_callback_adapter(on_delivery))
         self.enqueue(topic, partition, rec, size, fut)
         return fut
 
-    async def send_and_wait(self, topic, value=None, key=None, **kwargs):
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
+                            **kwargs: Any) -> RecordMetadata:
         return await (await self.send(topic, value, key, **kwargs))
 
-    def enqueue(self, topic, partition, rec, size, fut):
-        """Hand a prepared record to the core (on the loop thread)."""
-        if not self._unfinished:
-            self._idle.clear()
-        self._unfinished += 1
-        if size > self._max_request:
-            return self._fail([fut], KafkaError(ErrorCode.MESSAGE_TOO_LARGE, (
-                f"record of about {size} bytes exceeds max.request.size")), size)
-        if self._closed:
-            return self._fail([fut], KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
-                                                "producer is closed"), size)
-        if topic in self._waiting or self._cluster.partitions_for(topic) is None:
-            deadline = time.monotonic() + self._max_block
-            self._waiting[topic].append((partition, rec, fut, size, deadline))
-            self._wakeup.set()
-            return
-        self._append(topic, partition, rec, fut, size)
-
     # ---- flush, close, introspection -----------------------------------------------------
-    async def flush(self, timeout=None):
+    async def flush(self, timeout: float | None = None) -> int:
         """Send everything queued now, and wait until every record is acknowledged or failed.
 
         Returns the number of records still undelivered when `timeout` (seconds) ran out.
@@ -175,7 +193,7 @@ class AsyncProducer(ProducerCore):
             self._flushing -= 1
         return max(self._unfinished, 0)
 
-    async def close(self, timeout=None):
+    async def close(self, timeout: float | None = None) -> None:
         """Flush (within `timeout`), then fail what is left and release connections."""
         if self._sender is None or self._closed:
             self._closed = True
@@ -191,43 +209,47 @@ class AsyncProducer(ProducerCore):
         self._cluster.close()
 
     # ---- transactions (transactional.id set): confluent-kafka's methods ---------------------
-    def _transactions(self):
+    def _transactions(self) -> Transactions:
         if self._txn is None:
             raise KafkaError(ErrorCode.INVALID_TXN_STATE, "the producer has no transactional.id")
         return self._txn
 
-    async def init_transactions(self, timeout=None, keep_prepared_txn=False):
+    async def init_transactions(self, timeout: float | None = None,
+                                keep_prepared_txn: bool = False) -> None:
         await self._transactions().init_transactions(self._api_timeout(timeout),
                                                      keep_prepared_txn)
 
-    async def complete_transaction(self, prepared, timeout=None):
+    async def complete_transaction(self, prepared: PreparedTxnState,
+                                   timeout: float | None = None) -> None:
         """KIP-939: commit the kept transaction if `prepared` names it, else abort it."""
         await self._transactions().complete_transaction(prepared, self._api_timeout(timeout))
 
-    def begin_transaction(self):
+    def begin_transaction(self) -> None:
         self._transactions().begin_transaction()
 
-    async def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+    async def send_offsets_to_transaction(
+            self, offsets: Mapping[Any, Any] | Iterable[_Positioned], group_metadata: object,
+            timeout: float | None = None) -> None:
         """`offsets`: {(topic, partition): next offset} or a list of TopicPartition-like
         objects with `.offset`; `group_metadata`: the consumer's `consumer_group_metadata()`
         (or a group id)."""
         await self._transactions().send_offsets_to_transaction(
             _offsets_dict(offsets), group_metadata, self._api_timeout(timeout))
 
-    async def prepare_transaction(self, timeout=None):
+    async def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
         """KIP-939: flush the transaction and leave it open; its PreparedTxnState."""
         return await self._transactions().prepare_transaction(self._api_timeout(timeout))
 
-    async def commit_transaction(self, timeout=None):
+    async def commit_transaction(self, timeout: float | None = None) -> None:
         await self._transactions().commit_transaction(self._api_timeout(timeout))
 
-    async def abort_transaction(self, timeout=None):
+    async def abort_transaction(self, timeout: float | None = None) -> None:
         await self._transactions().abort_transaction(self._api_timeout(timeout))
 
-    def _api_timeout(self, timeout):
+    def _api_timeout(self, timeout: float | None) -> float:
         return self.config.seconds("default.api.timeout.ms") if timeout is None else timeout
 
-    async def partitions_for(self, topic):
+    async def partitions_for(self, topic: str) -> list[int] | None:
         await self._cluster.maybe_refresh([topic])
         err = self._cluster.topic_error(topic)
         if err is not None:
@@ -235,24 +257,24 @@ class AsyncProducer(ProducerCore):
         return self._cluster.partitions_for(topic)
 
 
-async def _call(fn):
+async def _call(fn: Callable[[], T]) -> T:
     return fn()
 
 
-def _offsets_dict(offsets):
+def _offsets_dict(offsets: Mapping[Any, Any] | Iterable[_Positioned]) -> Mapping[Any, Any]:
     if isinstance(offsets, dict):
         return offsets
     return {(tp.topic, tp.partition): tp.offset for tp in offsets}
 
 
-def _callback_adapter(on_delivery):
-    def call(fut):
+def _callback_adapter(on_delivery: OnDelivery) -> Callable[[_Outcome], None]:
+    def call(fut: _Outcome) -> None:
         exc = fut.exception()
         on_delivery(exc, None if exc is not None else fut.result())
     return call
 
 
-def _millis(column, now):
+def _millis(column: Any, now: int) -> list[int]:
     """Epoch milliseconds of a timestamp (or integer milliseconds) column, `now` for nulls."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -260,7 +282,8 @@ def _millis(column, now):
         per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[column.type.unit]
         ints = column.cast(pa.int64())
         column = pc.multiply(ints, 1000) if per_ms is None else pc.divide(ints, per_ms)
-    return pc.fill_null(column.cast(pa.int64()), now).to_pylist()
+    millis: list[int] = pc.fill_null(column.cast(pa.int64()), now).to_pylist()
+    return millis
 
 
 class Producer:
@@ -269,10 +292,10 @@ class Producer:
     Delivery callbacks and futures complete on the producer's background thread.
     """
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self._core = AsyncProducer(config, **overrides)
         self._loop = LoopThread("minilog-producer")
-        self._pending = collections.deque()
+        self._pending: collections.deque[Pending] = collections.deque()
         self._scheduled = False
         self._space = threading.Event()
         self._reserved = self._released = 0
@@ -290,7 +313,7 @@ class Producer:
         exit_flush.track(self)  # never closed by the script: flushed briefly at exit
 
     @property
-    def config(self):
+    def config(self) -> Config:
         return self._core.config
 
     def close_at_exit(self, timeout: float) -> int:
@@ -304,8 +327,9 @@ class Producer:
         self.close(0)
         return left
 
-    def send(self, topic, value=None, key=None, partition=None, timestamp=None, headers=None,
-             on_delivery=None):
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp: float | None = None, headers: Headers = None,
+             on_delivery: OnDelivery | None = None) -> DeliveryFuture:
         """Queue one record. Returns a DeliveryFuture (`.result(timeout)` -> RecordMetadata).
 
         `on_delivery(error, metadata)` runs on the producer thread when the outcome is known.
@@ -314,10 +338,11 @@ class Producer:
         if value.__class__ is bytes and key is None and timestamp is None and not headers and \
                 self._plain and topic.__class__ is str and topic:
             # prepare's common case, inline: one call less per record
-            rec, size = (_time_ns() // 1_000_000, None, value, _NO_HEADERS), 24 + len(value)
+            rec: Record = (_time_ns() // 1_000_000, None, value, _NO_HEADERS)
+            size = 24 + len(value)
         else:
             rec, size = self._core.prepare(topic, value, key, partition, timestamp, headers)
-        fut = _SentFuture()
+        fut: _SentFuture = _SentFuture()
         fut._watch = None if on_delivery is None else [_callback_adapter(on_delivery)]
         # Lock-free: this thread only adds to `_reserved`, the loop thread only to `_released`.
         if self._reserved - self._released + size > self._limit:
@@ -329,7 +354,7 @@ class Producer:
             self._loop.call_soon(self._hand_over)
         return fut
 
-    def send_arrow(self, batch, topic=None):
+    def send_arrow(self, batch: Any, topic: str | None = None) -> BulkDelivery:
         """Queue every row of a pyarrow RecordBatch or Table; returns a `BulkDelivery`
         (`.result(timeout)` -> the row count, or the first error).
 
@@ -348,6 +373,9 @@ class Producer:
             raise ValueError("send_arrow needs a 'value' column")
         n = batch.num_rows
         values, sizes = _binary_column(batch.column("value"))
+        keys: Iterable[Any]
+        topics: list[Any] | None
+        hdrs: Iterable[Sequence[tuple[str, bytes | None]]]
         if "key" in names:
             keys, key_sizes = _binary_column(batch.column("key"))
             sizes = pc.add(sizes, key_sizes)
@@ -399,11 +427,11 @@ class Producer:
                 self._loop.call_soon(self._hand_over)
         return fut
 
-    def _hand_over(self):
+    def _hand_over(self) -> None:
         self._scheduled = False  # before draining: a record appended later schedules again
         self._core.enqueue_many(self._pending)
 
-    def _wait_for_space(self, size):
+    def _wait_for_space(self, size: int) -> None:
         """Block (up to max.block.ms) until `size` more bytes fit in buffer.memory; a record
         larger than all of it goes when nothing else is buffered."""
         if self._reserved - self._released + size > self._limit and \
@@ -423,57 +451,61 @@ class Producer:
                     raise KafkaTimeoutError(f"buffer.memory full for {wait * 1000:g} ms "
                                             "(max.block.ms): the brokers are not keeping up")
 
-    def _release(self, n, size):
+    def _release(self, n: int, size: int) -> None:
         self._released += size
         self._space.set()
 
-    def flush(self, timeout=None):
+    def flush(self, timeout: float | None = None) -> int:
         """Wait until every queued record is delivered or failed; return how many are left."""
-        async def flush():
+        async def flush() -> int:
             self._hand_over()
             return await self._core.flush(timeout)
         return self._loop.run(flush())
 
-    def partitions_for(self, topic):
+    def partitions_for(self, topic: str) -> list[int] | None:
         return self._loop.run(self._core.partitions_for(topic))
 
     # ---- transactions: confluent-kafka's methods (see connector/client/transactions.py) ----
-    def init_transactions(self, timeout=None, keep_prepared_txn=False):
+    def init_transactions(self, timeout: float | None = None,
+                          keep_prepared_txn: bool = False) -> None:
         self._loop.run(self._core.init_transactions(timeout, keep_prepared_txn))
 
-    def complete_transaction(self, prepared, timeout=None):
+    def complete_transaction(self, prepared: PreparedTxnState,
+                             timeout: float | None = None) -> None:
         self._loop.run(self._core.complete_transaction(prepared, timeout))
 
-    def begin_transaction(self):
+    def begin_transaction(self) -> None:
         self._loop.run(_call(self._core.begin_transaction))
 
-    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+    def send_offsets_to_transaction(
+            self, offsets: Mapping[Any, Any] | Iterable[_Positioned], group_metadata: object,
+            timeout: float | None = None) -> None:
         self._loop.run(self._core.send_offsets_to_transaction(offsets, group_metadata, timeout))
 
-    def prepare_transaction(self, timeout=None):
-        async def prepare():
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
+        async def prepare() -> PreparedTxnState:
             self._hand_over()
             return await self._core.prepare_transaction(timeout)
         return self._loop.run(prepare())
 
-    def commit_transaction(self, timeout=None):
-        async def commit():
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        async def commit() -> None:
             self._hand_over()
             await self._core.commit_transaction(timeout)
         self._loop.run(commit())
 
-    def abort_transaction(self, timeout=None):
-        async def abort():
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        async def abort() -> None:
             self._hand_over()
             await self._core.abort_transaction(timeout)
         self._loop.run(abort())
 
-    def close(self, timeout=None):
+    def close(self, timeout: float | None = None) -> None:
         """Flush (up to `timeout` seconds), fail whatever is left, stop the thread."""
         if self._loop.loop.is_closed():
             return
         self._plain = False
-        async def close():
+        async def close() -> None:
             self._hand_over()
             await self._core.close(timeout)
         try:
@@ -483,18 +515,18 @@ class Producer:
             self._fail_unhanded()
             exit_flush.untrack(self)
 
-    def _fail_unhanded(self):
+    def _fail_unhanded(self) -> None:
         """Fail records a `send` in another thread queued after close's last hand-over."""
         exc = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer is closed")
         while self._pending:
             fut = self._pending.popleft()[4]
-            if fut.__class__ is BulkDelivery:
+            if isinstance(fut, BulkDelivery):
                 fut._settle(1, exc)
             elif not fut.done():
                 fut.set_exception(exc)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

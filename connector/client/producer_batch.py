@@ -4,9 +4,24 @@ Apart from the sender (`sender.py`) because it is the unit every part of the pro
 around (Kafka's ProducerBatch): the accumulator fills it, the sender seals and sends it, and
 completed futures keep it (only its offsets and timestamps) to build RecordMetadata when asked.
 """
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .types import RecordMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from .delivery import Delivery
+
+# A key or value as the producer holds it: bytes, or (`Producer.send_arrow`, values of over
+# 1 KB on average) a view of the Arrow column's buffer, which the batch encoder reads as is
+Payload: TypeAlias = "bytes | memoryview | None"
+# A record as the producer queues it: (timestamp ms, key, value, headers)
+Record: TypeAlias = "tuple[int, Payload, Payload, Sequence[tuple[str, bytes | None]]]"
+# A record `Producer.send` queued for the loop thread: (topic, partition or None, record, its
+# size, its future)
+Pending: TypeAlias = "tuple[str, int | None, Record, int, Delivery]"
+# A record waiting for its topic's metadata: (partition or None, record, future, size, deadline)
+Waiting: TypeAlias = "tuple[int | None, Record, Delivery, int, float]"
 
 _new_tuple = tuple.__new__
 
@@ -38,9 +53,9 @@ class ProducerBatch:
     def __init__(self, tp: TopicPartition, now: float, deadline: float,
                  parts: list[int] | None) -> None:
         self.tp, self.created, self.deadline, self.parts = tp, now, deadline, parts
-        # (timestamp, key, value, headers) records and their futures; None once completed
-        self.records: list[Any] | None = []
-        self.futures: list[Any] | None = []
+        # the records and their futures; deleted once completed (the futures keep the batch)
+        self.records: list[Record] = []
+        self.futures: list[Delivery] = []
         self.size, self.open, self.attempts, self.retry_at = 0, True, 0, 0.0
         self.data: Any = None  # the encoded batch, fixed at its first send
         self.base_sequence: int | None = None

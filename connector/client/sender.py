@@ -20,21 +20,24 @@ import asyncio
 import collections
 import logging
 import time
+from collections.abc import Callable, Coroutine, Iterable
 from operator import itemgetter
+from typing import Any
 
 from minilog.connector import records as _records
 from minilog.connector.compression import CODECS
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
 from .cluster import STALE_METADATA, Cluster
-from .connection import message_class, wait_set
-from .delivery import complete_futures, fail_futures
+from .config import Config
+from .connection import BrokerConnection, message_class, wait_set
+from .delivery import Delivery, complete_futures, fail_futures
 from .partitioner import Partitioner
-from .producer_batch import ProducerBatch
+from .producer_batch import Pending, ProducerBatch, Record, Waiting
 from .sequences import MAX_EPOCH, SEQUENCE_ERRORS, PartitionState
 from .transactions import Transactions
 from .tasks import spawn
-from .types import KafkaConnectionError, KafkaTimeoutError, TopicPartition
+from .types import KafkaConnectionError, KafkaTimeoutError, Message, TopicPartition
 
 log = logging.getLogger("minilog.client")
 
@@ -51,7 +54,7 @@ _first = itemgetter(0)
 class ProducerCore:
     """Batches, sequence numbers, in-flight accounting and the sender task (loop thread only)."""
 
-    def __init__(self, cfg, idempotence_explicit):
+    def __init__(self, cfg: Config, idempotence_explicit: bool) -> None:
         self.config = cfg
         self._idempotent = cfg["enable.idempotence"]
         self._idempotence_explicit = idempotence_explicit
@@ -59,12 +62,14 @@ class ProducerCore:
         self._partitioner = Partitioner(cfg["partitioner"])
         self._codec = CODECS[cfg["compression.type"]]
         self._key_ser, self._value_ser = cfg["key.serializer"], cfg["value.serializer"]
-        self._queues = {}                      # TopicPartition -> deque of ProducerBatch
-        self._parts = collections.defaultdict(PartitionState)
-        self._waiting = collections.defaultdict(list)  # topic -> [(partition, record, fut, size, deadline)]
-        self._node_in_flight = collections.Counter()
-        self._in_flight = set()  # batches written to a broker, not yet answered
-        self._connecting = set()  # nodes the sender is opening a connection to
+        self._queues: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
+        self._parts: collections.defaultdict[TopicPartition, PartitionState] = \
+            collections.defaultdict(PartitionState)
+        self._waiting: collections.defaultdict[str, list[Waiting]] = \
+            collections.defaultdict(list)  # by topic
+        self._node_in_flight: collections.Counter[int] = collections.Counter()
+        self._in_flight: set[ProducerBatch] = set()  # written to a broker, not yet answered
+        self._connecting: set[int] = set()  # nodes the sender is opening a connection to
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -72,11 +77,15 @@ class ProducerCore:
         self._flushing = 0
         self._pid, self._epoch, self._pid_reset = -1, -1, False
         self._granted_epoch = -1  # the epoch InitProducerId gave; above it, bumped here
-        self._tasks = set()
-        self._meta_task = self._pid_task = self._sender = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._meta_task: asyncio.Task[Any] | None = None
+        self._pid_task: asyncio.Task[Any] | None = None
+        self._sender: asyncio.Task[None] | None = None
         self._closed = False
-        self._error_cb, self._told_unreachable = cfg["error_cb"], False
-        self.on_release = None  # called with (records, bytes) when a batch completes
+        self._error_cb: Callable[[KafkaError], object] | None = cfg["error_cb"]
+        self._told_unreachable = False
+        # called with (records, bytes) when a batch completes
+        self.on_release: Callable[[int, int], object] | None = None
         # read once: these are consulted for every record
         self._batch_size, self._max_request = cfg["batch.size"], cfg["max.request.size"]
         self._delivery_timeout = cfg.seconds("delivery.timeout.ms")
@@ -84,14 +93,13 @@ class ProducerCore:
         self._max_age = cfg.seconds("metadata.max.age.ms")  # then ask again: partitions added
         self._linger, self._backoff = cfg.seconds("linger.ms"), cfg.seconds("retry.backoff.ms")
         self._max_in_flight = cfg["max.in.flight.requests.per.connection"]
-        self._open = {}  # (topic, partition) -> its newest batch, open or not: enqueue_many's cache
+        # (topic, partition) -> its newest batch, open or not: enqueue_many's cache
+        self._open: dict[tuple[str, int | None], ProducerBatch] = {}
         # keyless records follow the sticky partition, which enqueue_many reads directly
         self._sticky = self._partitioner.sticky_partitions()
-        self._txn = None if cfg["transactional.id"] is None else Transactions(
-            self, cfg["transactional.id"], cfg["transaction.timeout.ms"],
-            cfg["transaction.two.phase.commit.enable"])
+        self._txn: Transactions | None = None  # with a transactional.id: AsyncProducer's
 
-    def enqueue_many(self, pending):
+    def enqueue_many(self, pending: collections.deque[Pending]) -> None:
         """Hand over the records `Producer.send` queued: a deque of (topic, partition, record,
         size, future) tuples, consumed in order on the loop thread.
 
@@ -102,9 +110,12 @@ class ProducerCore:
         """
         popleft, get_open, sticky = pending.popleft, self._open.get, self._sticky
         limit, max_request, cluster = self._batch_size, self._max_request, self._cluster
-        known = {}  # topic -> partition list: metadata cannot change during this call
+        known: dict[str, list[int] | None] = {}  # metadata cannot change during this call
         n = 0       # records appended inline, added to _unfinished before any other path runs
-        last_topic = last_p = b = None  # the previous record's partition and open batch
+        # the previous record's partition and open batch
+        last_topic: str | None = None
+        last_p: int | None = None
+        b: ProducerBatch | None = None
         usable = not self._closed and not self._waiting
         try:
             while pending:
@@ -143,13 +154,34 @@ class ProducerCore:
             if n:
                 self._add_unfinished(n)
 
-    def _add_unfinished(self, n):
+    def enqueue(self, topic: str, partition: int | None, rec: Record, size: int,
+                fut: Delivery) -> None:
+        """Hand a prepared record to the core (on the loop thread)."""
+        if not self._unfinished:
+            self._idle.clear()
+        self._unfinished += 1
+        if size > self._max_request:
+            return self._fail([fut], KafkaError(ErrorCode.MESSAGE_TOO_LARGE, (
+                f"record of about {size} bytes exceeds max.request.size")), size)
+        if self._closed:
+            return self._fail([fut], KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                "producer is closed"), size)
+        partitions = None if topic in self._waiting else self._cluster.partitions_for(topic)
+        if partitions is None:
+            deadline = time.monotonic() + self._max_block
+            self._waiting[topic].append((partition, rec, fut, size, deadline))
+            self._wakeup.set()
+            return
+        self._append(topic, partition, rec, fut, size, partitions)
+
+    def _add_unfinished(self, n: int) -> None:
         self._unfinished += n
         if self._unfinished > 0:
             self._idle.clear()
 
-    def _append(self, topic, partition, rec, fut, size):
-        partitions = self._cluster.partitions_for(topic)
+    def _append(self, topic: str, partition: int | None, rec: Record, fut: Delivery,
+                size: int, partitions: list[int]) -> None:
+        """Add the record to its partition's open batch; `partitions`: its topic's, known."""
         if partition is None:
             partition = self._partitioner.partition(
                 topic, rec[1], partitions, self._cluster.available_partitions(topic))
@@ -181,7 +213,7 @@ class ProducerCore:
             self._wakeup.set()
 
     # ---- the sender ----------------------------------------------------------------------
-    async def _run(self):
+    async def _run(self) -> None:
         while True:
             self._wakeup.clear()
             try:
@@ -194,13 +226,13 @@ class ProducerCore:
             else:
                 await wait_set(self._wakeup, delay)
 
-    def _spawn(self, coro):
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         return spawn(coro, self._tasks)
 
-    def _drain(self, now):
+    def _drain(self, now: float) -> float | None:
         """Send every ready batch we may send; return seconds until the next thing to do."""
         cluster, backoff = self._cluster, self._backoff
-        wake = []
+        wake: list[float] = []
         if self._waiting or cluster.needs_refresh or now - cluster.last_refresh > self._max_age:
             if self._meta_task is None:
                 self._meta_task = self._spawn(self._refresh_metadata())
@@ -214,7 +246,10 @@ class ProducerCore:
             self._expire_queued(now)
             return backoff if self._pid_task is None else None
         linger, max_in_flight, max_request = self._linger, self._max_in_flight, self._max_request
-        by_node = {}  # node -> [batches, their encoded bytes, its open connection]
+        # node -> (batches, its open connection), and the bytes of those batches
+        by_node: dict[int, tuple[list[ProducerBatch], BrokerConnection]] = {}
+        sizes: dict[int, int] = {}
+        q: collections.deque[ProducerBatch] | None
         for tp, q in list(self._queues.items()):
             if not q:
                 del self._queues[tp]
@@ -254,17 +289,18 @@ class ProducerCore:
                 if conn is None:  # woken when it is open (or failed to open)
                     wake.append(b.deadline - now)
                     continue
-                request = by_node[node] = [[], 0, conn]
-            elif request[1] + b.size > max_request:
+                request = by_node[node] = ([], conn)
+                sizes[node] = 0
+            elif sizes[node] + b.size > max_request:
                 continue
             q.popleft()
             b.open = False
             self._seal(b, part)
             request[0].append(b)
-            request[1] += len(b.data)
+            sizes[node] += len(b.data)
             self._partitioner.batch_sent(tp.topic, tp.partition,
                                          cluster.available_partitions(tp.topic))
-        for node, (batches, _, conn) in by_node.items():
+        for node, (batches, conn) in by_node.items():
             self._node_in_flight[node] += 1
             for b in batches:
                 self._parts[b.tp].in_flight += 1
@@ -274,7 +310,7 @@ class ProducerCore:
             return 0  # more batches of the same partitions may be ready: look again
         return min(wake) if wake else None
 
-    def _seal(self, b, part):
+    def _seal(self, b: ProducerBatch, part: PartitionState) -> None:
         """Fix the batch's sequence and bytes at its first send; retries resend the same bytes
         (unless its partition started over: see `sequences.py`)."""
         if b.data is not None and b.pid == self._pid:
@@ -287,7 +323,8 @@ class ProducerCore:
             producer_epoch=b.epoch, base_sequence=b.base_sequence if self._idempotent else -1,
             transactional=self._txn is not None)
 
-    def _bump_epoch(self, tp, part, queue):
+    def _bump_epoch(self, tp: TopicPartition, part: PartitionState,
+                    queue: Iterable[ProducerBatch]) -> bool:
         """KIP-360: `tp` lost sequence numbers: a new epoch, its batches numbered from 0.
         True when it may send now; False when the epoch is exhausted (a new producer id)."""
         if self._txn is not None:  # only the coordinator may bump a transactional epoch
@@ -304,7 +341,7 @@ class ProducerCore:
         part.start_over(self._epoch, queue)
         return True
 
-    def _ready_connection(self, node):
+    def _ready_connection(self, node: int) -> BrokerConnection | None:
         """The open connection to `node`, or None while the sender opens one."""
         conn = self._cluster.connected(node)
         if conn is None and node not in self._connecting:
@@ -312,7 +349,7 @@ class ProducerCore:
             self._spawn(self._connect(node))
         return conn
 
-    async def _connect(self, node):
+    async def _connect(self, node: int) -> None:
         try:
             await self._cluster.connection(node)
         except KafkaError as e:
@@ -327,18 +364,18 @@ class ProducerCore:
             self._connecting.discard(node)
             self._wakeup.set()
 
-    def _send(self, node, conn, batches):
+    def _send(self, node: int, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
         """Write one Produce request now, then await its answer in a task."""
         cfg = self.config
         acks = cfg["acks"]
-        by_topic = {}
+        by_topic: dict[str, list[Message]] = {}
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(
                 _PartitionData(index=b.tp.partition, records=b.data))
         body = _PRODUCE.cls(transactional_id=self._txn and self._txn.transactional_id, acks=acks, timeout_ms=cfg["request.timeout.ms"],
                             topic_data=[_TopicData(name=t, partition_data=p)
                                         for t, p in by_topic.items()])
-        corr = fut = err = None
+        corr, fut, err = 0, None, None  # no request, no future: err says why
         try:
             corr, fut = conn.write_request(ApiKey.PRODUCE, body, expect_response=acks != 0)
             for b in batches:
@@ -347,7 +384,9 @@ class ProducerCore:
             err = e
         self._spawn(self._produce(node, conn, batches, corr, fut, err))
 
-    async def _produce(self, node, conn, batches, corr, fut, err):
+    async def _produce(self, node: int, conn: BrokerConnection, batches: list[ProducerBatch],
+                       corr: int, fut: "asyncio.Future[Message] | None",
+                       err: KafkaError | None) -> None:
         resp = None
         try:
             if fut is not None:
@@ -357,7 +396,7 @@ class ProducerCore:
             self._unreachable(e)
         finally:
             self._node_in_flight[node] -= 1
-        results = {}
+        results: dict[tuple[str, int], Message] = {}
         if resp is not None:
             for t in resp.responses:
                 for p in t.partition_responses:
@@ -385,7 +424,8 @@ class ProducerCore:
             self._requeue_retries(b.tp)
         self._wakeup.set()
 
-    def _on_error(self, b, code, message, exc=None):
+    def _on_error(self, b: ProducerBatch, code: int, message: str,
+                  exc: KafkaError | None = None) -> None:
         part = self._parts[b.tp]
         code = ErrorCode(code)
         exc = exc if exc is not None else KafkaError(code, f"{b.tp}: {message}" if message else str(b.tp))
@@ -396,7 +436,7 @@ class ProducerCore:
             retriable = part.retry_sequence_error(code, b) or (
                 code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and part.retry)
         elif self._idempotent and code in _FENCED and b.pid == self._pid and \
-                b.epoch > self._granted_epoch:
+                b.epoch is not None and b.epoch > self._granted_epoch:
             # a broker that does not take an epoch bumped by the client (no KIP-360): the
             # batch was refused, so it is safe to send again under a new producer id
             self._pid_reset = retriable = True
@@ -411,7 +451,7 @@ class ProducerCore:
             part.lost(b)
         self._fail(b.futures, exc, b.size, len(b.records))
 
-    def _requeue_retries(self, tp):
+    def _requeue_retries(self, tp: TopicPartition) -> None:
         part = self._parts[tp]
         if part.retry and part.in_flight == 0:
             retry = sorted(part.retry, key=lambda x: (x.base_sequence or 0, x.created))
@@ -422,7 +462,7 @@ class ProducerCore:
                 b.retry_at = at
                 q.appendleft(b)
 
-    def _expire_queued(self, now):
+    def _expire_queued(self, now: float) -> None:
         for tp, q in self._queues.items():
             while q and q[0].deadline <= now:
                 b = q.popleft()
@@ -435,7 +475,7 @@ class ProducerCore:
                     f"{self.config['delivery.timeout.ms']} ms (delivery.timeout.ms){why}"),
                     b.size, len(b.records))
 
-    async def _refresh_metadata(self):
+    async def _refresh_metadata(self) -> None:
         try:
             await self._cluster.maybe_refresh(list(self._waiting))
         except KafkaError as e:
@@ -445,9 +485,10 @@ class ProducerCore:
             self._meta_task = None
         now = time.monotonic()
         for topic in list(self._waiting):
-            if self._cluster.partitions_for(topic) is not None:
+            partitions = self._cluster.partitions_for(topic)
+            if partitions is not None:
                 for partition, rec, fut, size, _ in self._waiting.pop(topic):
-                    self._append(topic, partition, rec, fut, size)
+                    self._append(topic, partition, rec, fut, size, partitions)
                 continue
             keep = [w for w in self._waiting[topic] if w[4] > now]
             expired = [w for w in self._waiting[topic] if w[4] <= now]
@@ -465,7 +506,7 @@ class ProducerCore:
                 del self._waiting[topic]
         self._wakeup.set()
 
-    async def _init_producer_id(self):
+    async def _init_producer_id(self) -> None:
         req = request(ApiKey.INIT_PRODUCER_ID).cls(transactional_id=None, transaction_timeout_ms=60000)
         try:
             conn = await self._cluster.any_connection()
@@ -485,14 +526,14 @@ class ProducerCore:
             self._pid_task = None
             self._wakeup.set()
 
-    def _set_producer_id(self, pid, epoch):
+    def _set_producer_id(self, pid: int, epoch: int) -> None:
         self._pid, self._epoch, self._pid_reset = pid, epoch, False
         self._granted_epoch = self._epoch
         for part in self._parts.values():
             part.reset(self._epoch)  # nothing in flight: queued retries are renumbered
         self._wakeup.set()
 
-    def _unreachable(self, exc):
+    def _unreachable(self, exc: KafkaError) -> None:
         """Tell `error_cb` (confluent-kafka's setting) once per outage that a broker cannot be
         reached: the records wait and are retried until delivery.timeout.ms, and an
         application (the CLI, as kcat does) can say so at once rather than after it."""
@@ -506,7 +547,7 @@ class ProducerCore:
             log.exception("error_cb failed")
 
     # ---- completion ----------------------------------------------------------------------
-    def _complete(self, b, base_offset, log_append_time):
+    def _complete(self, b: ProducerBatch, base_offset: int, log_append_time: int | None) -> None:
         """The batch is written: every record's future succeeds, all in one pass
         (`delivery.complete_futures`)."""
         records, futures = b.records, b.futures
@@ -517,24 +558,25 @@ class ProducerCore:
         if log_append_time is None or log_append_time < 0:
             b.timestamps = list(map(_first, records))
         # the futures may outlive the batch: keep only what RecordMetadata needs
-        b.records = b.futures = b.data = None
+        del b.records, b.futures
+        b.data = None
         complete_futures(futures, b)
         self._finished(len(records), b.size)
 
-    def _fail(self, futures, exc, size, n=1):
+    def _fail(self, futures: list[Delivery], exc: KafkaError, size: int, n: int = 1) -> None:
         if self._txn is not None:
             self._txn.failed(exc)
         fail_futures(futures, exc)
         self._finished(n, size)
 
-    def _finished(self, n, size):
+    def _finished(self, n: int, size: int) -> None:
         self._unfinished -= n
         if self._unfinished <= 0:
             self._idle.set()
         if self.on_release is not None:
             self.on_release(n, size)
 
-    def _fail_everything(self, exc):
+    def _fail_everything(self, exc: KafkaError) -> None:
         """Fail every record not yet acknowledged: queued, waiting for a retry, written and
         awaiting an answer, or waiting for metadata (the Java client's abortIncompleteBatches)."""
         retrying = [b for part in self._parts.values() for b in part.retry]

@@ -4,9 +4,14 @@ Apart from `consumer.py` because it holds no consumer logic of its own: it runs 
 core on a background loop thread (`LoopThread`) and waits for each call, except where the
 calling thread must take part (rebalance callbacks run in it: `polling`, `run_serving`).
 """
+from collections.abc import Iterator, Mapping
+from typing import Any, Self
+
+from .config import Config
 from .connection import LoopThread, add_blocking_methods
 from .consumer import AsyncConsumer
 from .consumer_group import polling, run_serving
+from .fetcher import Records
 
 
 class Consumer:
@@ -17,7 +22,7 @@ class Consumer:
     iterator of RecordBatch.
     """
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self._core = AsyncConsumer(config, **overrides)
         self._core.group_face, self._core.group_defer_callbacks = self, True
         self._loop = LoopThread("minilog-consumer")
@@ -28,25 +33,28 @@ class Consumer:
             raise
 
     @property
-    def config(self):
+    def config(self) -> Config:
         return self._core.config
 
-    def poll(self, timeout=1.0, max_records=None):
+    def poll(self, timeout: float = 1.0, max_records: int | None = None) -> Records:
         return polling(self, lambda left: self._core.poll(left, max_records), timeout)
 
-    def poll_arrow(self, timeout=1.0, max_records=None, include_headers=True):
+    def poll_arrow(self, timeout: float = 1.0, max_records: int | None = None,
+                   include_headers: bool = True) -> list[Any]:  # of pyarrow RecordBatch
         return polling(self, lambda left: self._core.poll_arrow(left, max_records,
                                                                 include_headers), timeout)
 
-    def unsubscribe(self):
+    def unsubscribe(self) -> None:
         """Leave the group (rebalance callbacks run here, in the calling thread)."""
         run_serving(self, self._core.unsubscribe())
 
-    def fetch_range_arrow(self, tp, start, end, timeout=None, include_headers=True):
+    def fetch_range_arrow(self, tp: tuple[str, int], start: int, end: int,
+                          timeout: float | None = None, include_headers: bool = True
+                          ) -> Iterator[Any]:  # of pyarrow RecordBatch
         """Iterator of RecordBatches with the records of `tp` in [start, end)."""
         agen = self._core.fetch_range_arrow(tp, start, end, timeout, include_headers)
 
-        async def step():
+        async def step() -> Any:
             return await agen.__anext__()
         try:
             while True:
@@ -58,7 +66,7 @@ class Consumer:
             if not self._loop.loop.is_closed():
                 self._loop.run(agen.aclose())
 
-    def close(self, timeout=None):
+    def close(self, timeout: float | None = None) -> None:
         """Leave the group and stop, within `timeout` seconds (default 30)."""
         if not self._loop.loop.is_closed():
             try:
@@ -66,10 +74,10 @@ class Consumer:
             finally:
                 self._loop.stop()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

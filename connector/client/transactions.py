@@ -1,6 +1,6 @@
 """The transactional producer (KIP-98, KIP-447), with confluent-kafka's method names.
 
-`Transactions` belongs to one `ProducerCore` with a `transactional.id`. It finds the
+`Transactions` belongs to one `AsyncProducer` with a `transactional.id`. It finds the
 transaction coordinator (FindCoordinator key type 1), gets the producer id and epoch
 (`init_transactions`), adds each partition to the transaction before the sender's first batch
 to it (AddPartitionsToTxn; the sender asks `ready(tp)` and waits), sends consumer offsets with
@@ -25,10 +25,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError
 
+from .cluster import Cluster
+from .config import Config
 from .connection import BrokerConnection
 from .group_api import TXN_KEY_TYPE, Coordinator, OffsetAndMetadata, _m, as_offsets
 from .types import KafkaTimeoutError, TopicPartition
@@ -84,10 +86,21 @@ def classify(e: KafkaError, what: str) -> TransactionError:
     return TransactionError(e.code, f"{what}: {e}", fatal=fatal, abortable=not fatal)
 
 
+class TxnProducer(Protocol):
+    """What a transaction uses of its producer (`AsyncProducer`; sender.py's ProducerCore
+    holds the rest): its ids, cluster, config, flush and wake-up."""
+    config: Config
+    _cluster: Cluster
+    _pid: int
+    _epoch: int
+    _wakeup: asyncio.Event
+
+    def _set_producer_id(self, pid: int, epoch: int) -> None: ...
+    async def flush(self, timeout: float | None = None) -> int: ...
+
+
 class Transactions:
-    # `core`: the producer's ProducerCore (sender.py, which imports this module): its ids,
-    # cluster, config, flush and wake-up
-    def __init__(self, core: Any, transactional_id: str, timeout_ms: int,
+    def __init__(self, core: TxnProducer, transactional_id: str, timeout_ms: int,
                  two_phase: bool = False) -> None:
         self.core, self.transactional_id, self.timeout_ms = core, transactional_id, timeout_ms
         self.two_phase = two_phase  # KIP-939: transactions that never time out
