@@ -4,10 +4,23 @@ Spark's Python streaming sinks take Append and Complete output modes only, so an
 aggregation goes through `foreachBatch`: each micro-batch's updated rows are written with the
 batch writer. `write_each_batch` is that function, with the save mode Python data sources need.
 """
+import importlib.util
+from typing import Any
 
 
-def register(spark):
-    """Register `format("minilog")` in `spark` (not needed when minilog is pip-installed)."""
+def statically_registered() -> bool:
+    """Whether Spark already knows `format("minilog")` without a registration line: at session
+    start pyspark registers the `DefaultSource` of every top-level `pyspark_*` module it finds
+    (setup.py installs `pyspark_minilog`). Registering again only makes Spark warn "The data
+    source minilog replaced a statically registered data source"."""
+    return importlib.util.find_spec("pyspark_minilog") is not None
+
+
+def register(spark: Any) -> None:
+    """Register `format("minilog")` in `spark` where it is not installed (pip-installed, Spark
+    finds it by name, and this does nothing)."""
+    if statically_registered():
+        return
     from .source import MinilogDataSource
     spark.dataSource.register(MinilogDataSource)
 

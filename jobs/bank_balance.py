@@ -13,8 +13,12 @@ and Complete modes only).
 """
 import sys
 
-from minilog.datasource import write_each_batch
-from minilog.jobs import pipeline
+from minilog.jobs.interrupts import CTRL_C
+
+CTRL_C.install_for(__name__)  # first: Ctrl-C during the imports below is one line too
+
+from minilog.datasource import write_each_batch  # noqa: E402
+from minilog.jobs import pipeline  # noqa: E402
 
 JOB = "bank_balance"
 TRANSACTIONS, BALANCES = "bank.transactions", "bank.balances"

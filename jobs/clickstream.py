@@ -18,8 +18,12 @@ and the total at the end. The last minutes of a stream stay open until later eve
 """
 import sys
 
-from minilog.jobs import pipeline
-from minilog.jobs.late_events import LateEvents
+from minilog.jobs.interrupts import CTRL_C
+
+CTRL_C.install_for(__name__)  # first: Ctrl-C during the imports below is one line too
+
+from minilog.jobs import pipeline  # noqa: E402
+from minilog.jobs.late_events import LateEvents  # noqa: E402
 
 JOB = "clickstream"
 PAGEVIEWS, PER_MINUTE = "pageviews", "pageviews.per-minute"

@@ -61,6 +61,13 @@ class _Gate:
             if sig not in self._previous and previous != self._handle:
                 self._previous[sig] = previous
 
+    def install_for(self, module: str) -> None:
+        """`install` where `module` (a job's `__name__`) runs as the program, from its first
+        line, before it imports pyspark and the connector (seconds, when spark-submit's JVM,
+        still taking SIGINT, already runs); nothing where a test imports it."""
+        if module == "__main__":
+            self.install()
+
     def release(self) -> None:
         """The signals back to their handlers before `install`, for a driver that goes on
         after its Spark work (the tests run the jobs in their own process). After a Ctrl-C the

@@ -19,9 +19,13 @@ Two queries:
 """
 import sys
 
-from minilog.datasource import write_each_batch
-from minilog.jobs import pipeline
-from minilog.jobs.late_events import LateEvents
+from minilog.jobs.interrupts import CTRL_C
+
+CTRL_C.install_for(__name__)  # first: Ctrl-C during the imports below is one line too
+
+from minilog.datasource import write_each_batch  # noqa: E402
+from minilog.jobs import pipeline  # noqa: E402
+from minilog.jobs.late_events import LateEvents  # noqa: E402
 
 JOB = "log_aggregation"
 LOGS, PER_MINUTE, ALERTS = "logs", "logs.per-minute", "alerts"

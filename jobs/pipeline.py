@@ -28,6 +28,9 @@ UTC_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ssXXX", "timeZone": "UTC"}
 # can miss that, and the query then fails before it has read anything: start_query starts it again.
 SOURCE_WORKER_LATE = "Python worker failed to connect back"
 STARTS = 3
+# After Ctrl-C, how long a running micro-batch may take to finish before the job exits with the
+# batch unfinished (run()): a few seconds, not a whole batch (58 s were seen).
+BATCH_FINISH_S = 3.0
 
 
 def parser(prog, description, topics):
@@ -141,6 +144,7 @@ def start_query(writer, starts=STARTS):
         # then "Initializing sources" (StreamExecution.runStream).
         while query.isActive and query.status["message"].startswith("Initializing"):
             time.sleep(0.1)
+            CTRL_C.check()  # a job's Ctrl-C: sources take seconds to start on a busy machine
         failure = None if query.isActive else query.exception()
         if failure is None or SOURCE_WORKER_LATE not in str(failure) or attempt == starts:
             return query
@@ -150,10 +154,15 @@ def start_query(writer, starts=STARTS):
 
 def run(queries):
     """Wait for the queries: to their end under available-now, else until Ctrl-C or SIGTERM;
-    stop them cleanly either way. Raises the first query's failure, as soon as it fails. After
-    Ctrl-C (exit status 130) or SIGTERM (143) each query stops between two micro-batches, with
-    Spark's log off: a query stopped inside one aborts it with tracebacks, and the user asked
-    only to stop."""
+    stop them cleanly either way. Raises the first query's failure, as soon as it fails.
+
+    After Ctrl-C (exit status 130) or SIGTERM (143), with Spark's log off, a query between two
+    micro-batches, or whose batch ends within BATCH_FINISH_S, is stopped; one still inside its
+    batch is left to end with the process (Spark's shutdown, as spark-submit's JVM or the
+    driver's own exits, kills its tasks), not stopped: stopping a query inside a
+    `foreachBatch` batch makes Spark print a StackOverflowError of a thousand lines (it matches
+    the batch's whole Py4J traceback against a regular expression). Either way its checkpoint
+    holds what it committed, and the next start replays the unfinished batch."""
     try:
         pending = list(queries)
         while pending:  # awaitTermination raises a query's failure
@@ -162,14 +171,17 @@ def run(queries):
     except KeyboardInterrupt:
         from pyspark import SparkContext
         SparkContext.getOrCreate().setLogLevel("OFF")
+        finish_by = time.monotonic() + BATCH_FINISH_S
         for q in queries:
-            while q.isActive and q.status["isTriggerActive"]:
+            while q.isActive and q.status["isTriggerActive"] and time.monotonic() < finish_by:
                 time.sleep(0.05)
-            q.stop()
+            if not (q.isActive and q.status["isTriggerActive"]):
+                q.stop()
         return CTRL_C.exit_status
     finally:
-        for q in queries:
-            q.stop()
+        if not CTRL_C.requested:
+            for q in queries:
+                q.stop()
         CTRL_C.release()
     for q in queries:
         if q.exception() is not None:

@@ -48,6 +48,26 @@ def marked(mark):
     return pids
 
 
+def running(mark, program, script):
+    """The id of a live process carrying `mark` that is `program` (its argv[0]) running a
+    `script` (an argument ending so; a launcher's own command line names it too), or None."""
+    for pid in marked(mark):
+        argv = _cmdline(pid).split(b"\0")
+        if argv[0] == program.encode() and any(a.endswith(script.encode()) for a in argv[1:]):
+            return pid
+    return None
+
+
+def catches(pid, signum):
+    """Whether process `pid` has a handler of its own for signal `signum` (/proc's SigCgt)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(caught & (1 << (signum - 1)))
+
+
 def _cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -140,3 +140,15 @@ def run_available_now(df, checkpoint, sink="memory", name=None, **options):
     if q.exception() is not None:
         raise q.exception()
     return [p for p in q.recentProgress if p["numInputRows"] or p["batchId"] is not None]
+
+
+def minilog_copy(session, bootstrap, source, sink, checkpoint, per_trigger):
+    """The writer of an availableNow `format("minilog")` copy of `source` into `sink`, at most
+    `per_trigger` records a micro-batch, on `session` (a local or a Spark Connect one)."""
+    return (session.readStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source).option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", per_trigger).load()
+            .selectExpr("key", "value")
+            .writeStream.format("minilog").option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", sink).option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True))

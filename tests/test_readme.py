@@ -74,6 +74,16 @@ def test_the_spark_example_sets_few_shuffle_partitions():
     assert re.search(r'\.config\("spark\.sql\.shuffle\.partitions", \d\)', spark_example)
 
 
+def test_the_spark_example_ends_cleanly(ran):
+    """No stack traces at its end (a listener left registered makes Spark's listener bus call
+    into the Python that exited) and no warning of our own making (registering the source
+    over the one Spark found by name)."""
+    index = next(i for i, code in enumerate(BLOCKS) if "SparkSession.builder" in code)
+    stderr = ran[index].stderr
+    for noise in ("Py4JNetworkException", "Traceback", "replaced a statically registered"):
+        assert noise not in stderr, stderr[-5000:]
+
+
 def test_the_client_example_prints_the_records_it_produced(ran):
     # printed as `partition offset key value`, e.g. `1 0 b'alice' b'100'`
     printed = re.findall(r"^\d+ \d+ b'(\w+)' b'(-?\d+)'$", ran[CLIENT_EXAMPLE].stdout, re.MULTILINE)
