@@ -213,8 +213,10 @@ def run_job(spark, bootstrap, n, checkpoint, out):
                 print(f"  micro-batch {p['batchId']}: {p['numInputRows']:,} transactions "
                       f"({p['processedRowsPerSecond']:,.0f}/s)", file=out, flush=True)
         shown = len(query.recentProgress)
-        query.awaitTermination(0.5)
-        CTRL_C.check()
+        try:
+            query.awaitTermination(0.5)
+        finally:  # after Ctrl-C, a failure the signal caused (a Python worker it reached) is
+            CTRL_C.check()  # the interruption, not an error of the job's
     if query.exception() is not None:
         raise query.exception()
 

@@ -166,8 +166,10 @@ def run(queries):
     try:
         pending = list(queries)
         while pending:  # awaitTermination raises a query's failure
-            pending = [q for q in pending if not q.awaitTermination(1)]
-            CTRL_C.check()
+            try:
+                pending = [q for q in pending if not q.awaitTermination(1)]
+            finally:  # after Ctrl-C, a failure the signal caused (a Python worker it reached)
+                CTRL_C.check()  # is the interruption, not an error of the job's
     except KeyboardInterrupt:
         from pyspark import SparkContext
         SparkContext.getOrCreate().setLogLevel("OFF")

@@ -1,17 +1,19 @@
 """`format("minilog")` through Spark Connect, as shared and serverless Spark run PySpark: a
 real Connect server (the one pyspark ships, started with spark-submit as
-`sbin/start-connect-server.sh` does) on 127.0.0.1, a Connect client session in this process,
+`sbin/start-connect-server.sh` does) on 127.0.0.1, Connect clients in processes of their own,
 a real broker. The server's Python is this interpreter, where minilog is installed, so the
 format is found by name with no registration line."""
+import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from brokers import free_port, wait_for_port
 from readme import blocks
 from sparkprocs import BIN, REPO, environment, kill_marked
-from sparktools import consume_all, create_topic, minilog_copy, produce, unique
+from sparktools import consume_all, create_topic, produce, unique
 
 pytest.importorskip("grpc", reason="Spark Connect's client needs pyspark[connect]")
 
@@ -42,39 +44,33 @@ def connect_server(tmp_path_factory):
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def remote(connect_server):
-    """A Connect client session, the module's one (each new session costs the server seconds)."""
-    from pyspark.sql import SparkSession
-    session = SparkSession.builder.remote(connect_server[0]).getOrCreate()
-    assert type(session).__module__ == "pyspark.sql.connect.session", type(session)
-    yield session
-    session.stop()
+CLIENT = Path(__file__).resolve().parent / "connect_client.py"
 
 
-def test_batch_write_then_batch_read(broker, remote):
+def client(connect_server, broker, *args):
+    """connect_client.py's JSON answer: a Connect client in a process of its own (this one has
+    the suite's regular Spark session, beside which pyspark opens no Connect one)."""
+    result = subprocess.run([sys.executable, str(CLIENT), connect_server[0], broker.bootstrap,
+                             *map(str, args)], capture_output=True, text=True, timeout=900,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_batch_write_then_batch_read(broker, connect_server):
     topic = create_topic(broker.bootstrap, unique("connect-batch"), 2)
-    rows = [(f"k{i}", f"v{i}") for i in range(50)]
-    (remote.createDataFrame(rows, "key string, value string").write.format("minilog")
-     .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic)
-     .mode("append").save())
-    read = (remote.read.format("minilog").option("kafka.bootstrap.servers", broker.bootstrap)
-            .option("subscribe", topic).load()
-            .selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v").collect())
-    assert sorted((r.k, r.v) for r in read) == sorted(rows)
+    answer = client(connect_server, broker, "batch", topic)
+    assert sorted(map(tuple, answer["read"])) == sorted(map(tuple, answer["written"]))
+    assert len(answer["written"]) == 50
 
 
-def test_streaming_copy_available_now(broker, remote, tmp_path):
+def test_streaming_copy_available_now(broker, connect_server, tmp_path):
     source = create_topic(broker.bootstrap, unique("connect-in"), 2)
     sink = create_topic(broker.bootstrap, unique("connect-out"), 2)
     produce(broker.bootstrap, source,
             [(i % 2, f"k{i}".encode(), f"v{i}".encode(), None) for i in range(200)])
-    query = minilog_copy(remote, broker.bootstrap, source, sink, tmp_path / "ck", 80).start()
-    try:
-        assert query.awaitTermination(600), "the availableNow query did not finish in 600 s"
-        assert query.exception() is None, query.exception()
-    finally:
-        query.stop()
+    answer = client(connect_server, broker, "copy", source, sink, tmp_path / "ck")
+    assert answer == {"finished": True, "exception": ""}, answer
     copied = consume_all(broker.bootstrap, sink, 2, expect=200)
     assert sorted(v for *_, v, _h in copied) == sorted(f"v{i}".encode() for i in range(200))
 
