@@ -12,20 +12,35 @@ import json
 import re
 import struct
 
-import pyarrow as pa
 from pyspark.sql import types as T
 
 from .errors import OptionError
 
+# DDL type: (Spark's type, the name of pyarrow's type function). pyarrow is imported where a
+# batch is converted, not here: Spark's planning steps import this module without needing it,
+# and its threads would not survive the fork of a daemon that imported it (worker_daemon.py).
 _DDL_TYPES = {
-    "string": (T.StringType(), pa.string()), "binary": (T.BinaryType(), pa.binary()),
-    "boolean": (T.BooleanType(), pa.bool_()), "tinyint": (T.ByteType(), pa.int8()),
-    "smallint": (T.ShortType(), pa.int16()), "int": (T.IntegerType(), pa.int32()),
-    "integer": (T.IntegerType(), pa.int32()), "bigint": (T.LongType(), pa.int64()),
-    "long": (T.LongType(), pa.int64()), "float": (T.FloatType(), pa.float32()),
-    "double": (T.DoubleType(), pa.float64()), "date": (T.DateType(), pa.date32()),
-    "timestamp": (T.TimestampType(), pa.timestamp("us", tz="UTC")),
+    "string": (T.StringType(), "string"), "binary": (T.BinaryType(), "binary"),
+    "boolean": (T.BooleanType(), "bool_"), "tinyint": (T.ByteType(), "int8"),
+    "smallint": (T.ShortType(), "int16"), "int": (T.IntegerType(), "int32"),
+    "integer": (T.IntegerType(), "int32"), "bigint": (T.LongType(), "int64"),
+    "long": (T.LongType(), "int64"), "float": (T.FloatType(), "float32"),
+    "double": (T.DoubleType(), "float64"), "date": (T.DateType(), "date32"),
+    "timestamp": (T.TimestampType(), "timestamp"),
 }
+
+
+def _pa():
+    import pyarrow
+    return pyarrow
+
+
+def _arrow_type(ddl_type):
+    pa = _pa()
+    name = _DDL_TYPES[ddl_type][1]
+    return pa.timestamp("us", tz="UTC") if name == "timestamp" else getattr(pa, name)()
+
+
 _AVRO_TYPES = {"string": "string", "bytes": "binary", "boolean": "boolean", "int": "int",
                "long": "bigint", "float": "float", "double": "double"}
 _AVRO_LOGICAL = {"timestamp-millis": "timestamp", "timestamp-micros": "timestamp",
@@ -71,9 +86,13 @@ class ValueFormat:
     def __init__(self, kind, fields, avro_schema=None, framing=None, schema_id=None):
         self.kind, self.fields, self.framing, self.schema_id = kind, fields, framing, schema_id
         self.spark_type = T.StructType([T.StructField(n, _DDL_TYPES[t][0]) for n, t in fields])
-        self.arrow_type = pa.struct([pa.field(n, _DDL_TYPES[t][1]) for n, t in fields])
         self.avro_schema = avro_schema
         self._parsed = None
+
+    @property
+    def arrow_type(self):
+        import pyarrow as pa
+        return pa.struct([pa.field(n, _arrow_type(t)) for n, t in self.fields])
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_parsed"} | {"_parsed": None}
@@ -87,10 +106,12 @@ class ValueFormat:
 
     # ---- reading -------------------------------------------------------------------------
     def decode_batch(self, batch):
+        import pyarrow as pa
         values = batch.column(1).to_pylist()
         rows = self._decode_json(values) if self.kind == "json" else self._decode_avro(values)
-        typed = pa.array(rows, type=self.arrow_type)
-        return batch.set_column(1, pa.field("value", self.arrow_type), typed)
+        arrow_type = self.arrow_type
+        typed = pa.array(rows, type=arrow_type)
+        return batch.set_column(1, pa.field("value", arrow_type), typed)
 
     def _decode_json(self, values):
         out = []
@@ -111,7 +132,7 @@ class ValueFormat:
                 if v is None:
                     pass
                 elif t in ("timestamp", "date"):
-                    v = pa.scalar(v).cast(_DDL_TYPES[t][1]).as_py() if isinstance(v, str) \
+                    v = _pa().scalar(v).cast(_arrow_type(t)).as_py() if isinstance(v, str) \
                         else v
                 elif t in ("int", "integer", "bigint", "long", "smallint", "tinyint"):
                     v = int(v)
@@ -121,7 +142,7 @@ class ValueFormat:
                     v = json.dumps(v)
                 elif t == "binary":
                     v = v.encode() if isinstance(v, str) else None
-            except (TypeError, ValueError, pa.ArrowInvalid):
+            except (TypeError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
                 v = None
             out[name] = v
         return out
@@ -139,6 +160,7 @@ class ValueFormat:
 
     # ---- writing -------------------------------------------------------------------------
     def encode_batch(self, batch):
+        import pyarrow as pa
         i = batch.schema.get_field_index("value")
         if i < 0 or not pa.types.is_struct(batch.schema.field(i).type):
             raise OptionError(f"valueFormat {self.kind}: the 'value' column must be a struct")
