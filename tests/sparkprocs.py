@@ -23,6 +23,7 @@ from sparktools import wait_for
 BIN = Path(pyspark.__file__).parent / "bin"
 REPO = Path(__file__).resolve().parent.parent
 MARK = "MINILOG_TEST_SPARK"
+DAEMONS = (b"pyspark.daemon", b"minilog.datasource.worker_daemon")  # what forks Python workers
 
 
 def environment(mark, **more):
@@ -85,16 +86,16 @@ def _parent(pid):
 
 
 def python_workers(root=None):
-    """The ids of the Python workers that run tasks (`pyspark.worker`, forked by
-    `pyspark.daemon`; not the data source's planning and commit processes) that descend from
-    `root` (default: this process, whose in-process Spark started them): never another test
-    run's."""
+    """The ids of the Python workers that run tasks (`pyspark.worker`, forked by the daemon:
+    `pyspark.daemon` or minilog's `worker_daemon`; not the data source's planning and commit
+    processes) that descend from `root` (default: this process, whose in-process Spark started
+    them): never another test run's."""
     root = os.getpid() if root is None else root
     workers = []
     for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
         parent = _parent(pid)
-        if (not _cmdline(pid).endswith(b"pyspark.daemon\0pyspark.worker\0")
-                or b"pyspark.daemon" not in _cmdline(parent)):
+        if not any(_cmdline(pid).endswith(daemon + b"\0pyspark.worker\0")
+                   and daemon in _cmdline(parent) for daemon in DAEMONS):
             continue
         ancestor = parent
         while ancestor > 1 and ancestor != root:
