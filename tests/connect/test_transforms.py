@@ -6,8 +6,12 @@ answered as Connect answers them (over urllib and curl). One worker for the modu
 import json
 import subprocess
 
+import pyarrow as pa
 import pytest
 from connecttools import ConnectWorker
+from minilog.connect.converters import converter
+from minilog.connect.field_transforms import DataException
+from minilog.connect.transforms import transform_chain
 from sparktools import consume_all, create_topic, produce, unique
 from waiting import wait_until
 
@@ -238,3 +242,78 @@ def test_create_with_an_unknown_transform_is_400_over_curl(worker, tmp_path):
         'Missing required configuration "transforms.b.replacement" which has no default '
         'value.']
     assert worker.call("GET", "/connectors/smt-bad")[0] == 404
+
+
+# ---- the chain on Arrow batches, without a worker: the cases too many for a pipeline each ----
+def chain_of(settings, value_converter=JSON, schemas="true", sink=True):
+    """The chain the worker's query would run (on Spark's Arrow batches), built from `settings`."""
+    converters = {"key": converter({"converter": value_converter, "schemas.enable": schemas}),
+                  "value": converter({"converter": value_converter, "schemas.enable": schemas})}
+    return transform_chain(settings, converters, sink)
+
+
+def batch_of(values, topics=None, keys=None):
+    n = len(values)
+    return pa.RecordBatch.from_pydict({
+        "key": pa.array(keys or [None] * n, pa.binary()), "value": pa.array(values, pa.binary()),
+        "topic": topics or ["t"] * n, "partition": pa.array([0] * n, pa.int32()),
+        "offset": pa.array(range(n), pa.int64())})
+
+
+def envelope_of(schema, payload):
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def test_timestamp_converter_between_connects_logical_types():
+    """Timestamp → Date and Time (JsonConverter's days and ms of the day), a string parsed with
+    a SimpleDateFormat → unix micros, with the schema updated as Kafka updates it."""
+    schema = {"type": "struct", "optional": False, "fields": [
+        {"field": "at", "type": "int64", "optional": True,
+         "name": "org.apache.kafka.connect.data.Timestamp", "version": 1},
+        {"field": "when", "type": "string", "optional": False}]}
+    value = envelope_of(schema, {"at": 86_400_000 * 3 + 5_000, "when": "03/01/1970 00:00:05"})
+    for target, expected in (("Date", 3), ("Time", 5_000), ("unix", 86_400_000 * 3 + 5_000)):
+        out = chain_of({"transforms": "c", "transforms.c.type": T + "TimestampConverter$Value",
+                        "transforms.c.field": "at", "transforms.c.target.type": target}
+                       ).apply(batch_of([value]))
+        got = json.loads(out.column("value")[0].as_py())
+        assert got["payload"]["at"] == expected, target
+        assert got["schema"]["fields"][0]["type"] == ("int32" if target != "unix" else "int64")
+    out = chain_of({"transforms": "c", "transforms.c.type": T + "TimestampConverter$Value",
+                    "transforms.c.field": "when", "transforms.c.target.type": "unix",
+                    "transforms.c.format": "dd/MM/yyyy HH:mm:ss",
+                    "transforms.c.unix.precision": "microseconds"}).apply(batch_of([value]))
+    got = json.loads(out.column("value")[0].as_py())
+    assert got["payload"]["when"] == (86_400_000 * 2 + 5_000) * 1000
+    assert got["schema"]["fields"][1] == {"type": "int64", "optional": False, "field": "when"}
+
+
+def test_mask_field_masks_by_type_and_refuses_what_kafka_refuses():
+    value = json.dumps({"n": 5, "x": 1.5, "b": True, "s": "secret", "l": [1], "m": {"a": 1},
+                        "keep": "me"}).encode()
+    out = chain_of({"transforms": "m", "transforms.m.type": T + "MaskField$Value",
+                    "transforms.m.fields": "n,x,b,s,l,m,absent"}, schemas="false"
+                   ).apply(batch_of([value]))
+    assert json.loads(out.column("value")[0].as_py()) == {
+        "n": 0, "x": 0.0, "b": False, "s": "", "l": [], "m": {}, "keep": "me", "absent": None}
+    with pytest.raises(DataException, match=r"Cannot mask value of type class "
+                        r"java.lang.Boolean with custom replacement."):
+        chain_of({"transforms": "m", "transforms.m.type": T + "MaskField$Value",
+                  "transforms.m.fields": "b", "transforms.m.replacement": "x"},
+                 schemas="false").apply(batch_of([value]))
+
+
+def test_key_transforms_and_a_router_apply_only_where_the_predicate_says():
+    keys = [json.dumps({"id": i, "pii": "p"}).encode() for i in range(3)]
+    out = chain_of({
+        "transforms": "k,r", "predicates": "a",
+        "predicates.a.type": P + "TopicNameMatches", "predicates.a.pattern": "a.*",
+        "transforms.k.type": T + "ReplaceField$Key", "transforms.k.include": "id",
+        "transforms.k.predicate": "a",
+        "transforms.r.type": T + "RegexRouter", "transforms.r.regex": "(a|b)-(.*)",
+        "transforms.r.replacement": "$2.$1", "transforms.r.predicate": "a",
+        "transforms.r.negate": "true"}, schemas="false").apply(
+        batch_of([b"{}"] * 3, topics=["a-1", "b-2", "c"], keys=keys))
+    assert out.column("topic").to_pylist() == ["a-1", "2.b", "c"]
+    assert [json.loads(k) for k in out.column("key").to_pylist()] == [
+        {"id": 0}, {"id": 1, "pii": "p"}, {"id": 2, "pii": "p"}]
