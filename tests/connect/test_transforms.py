@@ -79,17 +79,18 @@ def test_plugins_list_transforms_and_predicates_unless_connectors_only(worker):
     assert {p["type"] for p in connectors} == {"source", "sink"}
 
 
-def test_sink_chain_over_json_with_schemas(worker, broker, tmp_path):
+def setup_schemas(worker, broker, directory):
     """InsertField, MaskField, ReplaceField and TimestampConverter on Connect structs; a Filter
     drops tombstones, another the records with a `skip` header; the first id is past both."""
     topic = create_topic(broker.bootstrap, unique("orders"))
+
     def envelope(i):
         return json.dumps({"schema": SCHEMA, "payload": {
             "id": i, "name": f"n{i}", "card": "4111-1111", "paid": STAMP + i}}).encode()
     produce(broker.bootstrap, topic, [
         (0, b"k0", envelope(0), [("skip", b"1")], STAMP), (0, b"k1", envelope(1), None, STAMP),
         (0, b"k2", None, None, STAMP), (0, b"k3", envelope(3), [("other", b"")], STAMP)])
-    out = tmp_path / "out.txt"
+    out = directory / "schemas.txt"
     start(worker, "smt-schemas", {
         "connector.class": SINK, "topics": topic, "file": str(out),
         "value.converter": JSON, "value.converter.schemas.enable": "true",
@@ -110,22 +111,17 @@ def test_sink_chain_over_json_with_schemas(worker, broker, tmp_path):
         "transforms.paid.type": T + "TimestampConverter$Value", "transforms.paid.field": "paid",
         "transforms.paid.target.type": "string",
         "transforms.paid.format": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"})
-    got = sink_lines(worker, "smt-schemas", out, 2)
-    assert got == [
-        {"id": i, "full_name": f"n{i}", "card": "****",
-         "paid": f"2023-11-14T22:13:20.{123 + i}Z", "src": topic, "off": i, "at": STAMP}
-        for i in (1, 3)]
-    assert worker.call("DELETE", "/connectors/smt-schemas")[0] == 204
+    return {"topic": topic, "out": out}
 
 
-def test_sink_chain_over_schemaless_json_and_a_router(worker, broker, tmp_path):
+def setup_schemaless(worker, broker, directory):
     """Schemaless maps; RegexRouter renames the topic before InsertField reads it; a negated
     TopicNameMatches keeps the Filter off this topic; TimestampConverter reads epoch seconds."""
     topic = create_topic(broker.bootstrap, unique("clicks"))
     produce(broker.bootstrap, topic, [
         (0, None, json.dumps({"user": f"u{i}", "secret": 42, "at": 1_700_000_000 + i,
                               "drop": True}).encode(), None, STAMP) for i in range(3)])
-    out = tmp_path / "out.txt"
+    out = directory / "schemaless.txt"
     start(worker, "smt-schemaless", {
         "connector.class": SINK, "topics": topic, "file": str(out),
         "value.converter": JSON, "value.converter.schemas.enable": "false",
@@ -142,47 +138,85 @@ def test_sink_chain_over_schemaless_json_and_a_router(worker, broker, tmp_path):
         "transforms.day.type": T + "TimestampConverter$Value", "transforms.day.field": "at",
         "transforms.day.target.type": "string", "transforms.day.format": "yyyy-MM-dd HH:mm:ss",
         "transforms.day.unix.precision": "seconds"})
-    routed = "web" + topic.removeprefix("clicks")
-    got = sink_lines(worker, "smt-schemaless", out, 3)
-    assert got == [{"user": f"u{i}", "secret": 0, "at": f"2023-11-14 22:13:2{i}", "t": routed,
-                    "p": 0} for i in range(3)]
-    assert worker.call("DELETE", "/connectors/smt-schemaless")[0] == 204
+    return {"routed": "web" + topic.removeprefix("clicks"), "out": out}
 
 
-def test_source_chain_routes_lines_to_another_topic(worker, broker, tmp_path):
+def setup_source(worker, broker, directory):
+    """A source's RegexRouter sends the file's lines to another topic than its `topic`."""
     topic = create_topic(broker.bootstrap, unique("raw"))
     routed = create_topic(broker.bootstrap, "cooked" + topic.removeprefix("raw"))
-    source = tmp_path / "in.txt"
+    source = directory / "in.txt"
     source.write_text("".join(f"line {i}\n" for i in range(5)))
     start(worker, "smt-source", {
         "connector.class": SOURCE, "file": str(source), "topic": topic,
         "transforms": "route", "transforms.route.type": T + "RegexRouter",
         "transforms.route.regex": "raw(.*)", "transforms.route.replacement": "cooked$1"})
-    records = consume_all(broker.bootstrap, routed, 1, expect=5, deadline=DEADLINE)
-    assert [v.decode() for _, _, _, v, _ in records] == [f"line {i}" for i in range(5)]
-    assert consume_all(broker.bootstrap, topic, 1) == []
-    assert worker.call("DELETE", "/connectors/smt-source")[0] == 204
+    return {"topic": topic, "routed": routed}
 
 
-def test_a_record_a_transform_cannot_take_fails_the_task_with_connects_message(worker, broker,
-                                                                              tmp_path):
+def setup_fails(worker, broker, directory):
     """MaskField needs a struct or a map: a StringConverter value fails as it does in Kafka."""
     topic = create_topic(broker.bootstrap, unique("plain"))
     produce(broker.bootstrap, topic, [(0, None, b"just text", None)])
     start(worker, "smt-fails", {
-        "connector.class": SINK, "topics": topic, "file": str(tmp_path / "out.txt"),
+        "connector.class": SINK, "topics": topic, "file": str(directory / "fails.txt"),
         "transforms": "mask", "transforms.mask.type": T + "MaskField$Value",
         "transforms.mask.fields": "x"})
+    return {}
+
+
+def setup_nothing(worker, broker, directory):
+    """InsertField with nothing to insert: valid settings, refused when the task configures it."""
+    start(worker, "smt-nothing", {
+        "connector.class": SINK, "topics": "t-nothing", "file": str(directory / "nothing.txt"),
+        "transforms": "ins", "transforms.ins.type": T + "InsertField$Value"})
+    return {}
+
+
+@pytest.fixture(scope="module")
+def pipelines(worker, broker, tmp_path_factory):
+    """Every pipeline's connector created at once, so that their queries start and run side
+    by side in the worker (the module's time is the slowest one's, not their sum); each test
+    then checks its own, and deletes it."""
+    directory = tmp_path_factory.mktemp("smt-pipelines")
+    return {name: setup(worker, broker, directory) for name, setup in (
+        ("schemas", setup_schemas), ("schemaless", setup_schemaless),
+        ("source", setup_source), ("fails", setup_fails), ("nothing", setup_nothing))}
+
+
+def test_sink_chain_over_json_with_schemas(worker, pipelines):
+    got = sink_lines(worker, "smt-schemas", pipelines["schemas"]["out"], 2)
+    assert got == [
+        {"id": i, "full_name": f"n{i}", "card": "****",
+         "paid": f"2023-11-14T22:13:20.{123 + i}Z", "src": pipelines["schemas"]["topic"],
+         "off": i, "at": STAMP} for i in (1, 3)]
+    assert worker.call("DELETE", "/connectors/smt-schemas")[0] == 204
+
+
+def test_sink_chain_over_schemaless_json_and_a_router(worker, pipelines):
+    got = sink_lines(worker, "smt-schemaless", pipelines["schemaless"]["out"], 3)
+    assert got == [{"user": f"u{i}", "secret": 0, "at": f"2023-11-14 22:13:2{i}",
+                    "t": pipelines["schemaless"]["routed"], "p": 0} for i in range(3)]
+    assert worker.call("DELETE", "/connectors/smt-schemaless")[0] == 204
+
+
+def test_source_chain_routes_lines_to_another_topic(worker, broker, pipelines):
+    topics = pipelines["source"]
+    records = consume_all(broker.bootstrap, topics["routed"], 1, expect=5, deadline=DEADLINE)
+    assert [v.decode() for _, _, _, v, _ in records] == [f"line {i}" for i in range(5)]
+    assert consume_all(broker.bootstrap, topics["topic"], 1) == []
+    assert worker.call("DELETE", "/connectors/smt-source")[0] == 204
+
+
+def test_a_record_a_transform_cannot_take_fails_the_task_with_connects_message(worker,
+                                                                              pipelines):
     wait_until(lambda: task(worker, "smt-fails").get("state") == "FAILED", DEADLINE, "FAILED")
     assert "Only Struct objects supported for [mask fields], found: java.lang.String" \
         in task(worker, "smt-fails")["trace"]
     assert worker.call("DELETE", "/connectors/smt-fails")[0] == 204
 
 
-def test_a_transform_that_refuses_its_settings_fails_at_start(worker, tmp_path):
-    start(worker, "smt-nothing", {
-        "connector.class": SINK, "topics": "t-nothing", "file": str(tmp_path / "out.txt"),
-        "transforms": "ins", "transforms.ins.type": T + "InsertField$Value"})
+def test_a_transform_that_refuses_its_settings_fails_at_start(worker, pipelines):
     wait_until(lambda: task(worker, "smt-nothing").get("state") == "FAILED", DEADLINE, "FAILED")
     assert "No field insertion configured" in task(worker, "smt-nothing")["trace"]
     assert worker.call("DELETE", "/connectors/smt-nothing")[0] == 204
