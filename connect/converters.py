@@ -116,12 +116,14 @@ def _java_text(payload: Any) -> str:
     return ("true" if payload else "false") if isinstance(payload, bool) else str(payload)
 
 
+_JAVA_CLASSES = {bool: "java.lang.Boolean", int: "java.lang.Long", float: "java.lang.Double",
+                 str: "java.lang.String", bytes: "[B", list: "java.util.ArrayList",
+                 dict: "java.util.HashMap"}
+
+
 def java_class(payload: Any) -> str:
     """The Java class Connect would hold `payload` as (named in Connect's error messages)."""
-    names = {bool: "java.lang.Boolean", int: "java.lang.Long", float: "java.lang.Double",
-             str: "java.lang.String", bytes: "[B", list: "java.util.ArrayList",
-             dict: "java.util.HashMap"}
-    return "null" if payload is None else names.get(type(payload), type(payload).__name__)
+    return "null" if payload is None else _JAVA_CLASSES.get(type(payload), type(payload).__name__)
 
 
 def converter(settings: dict[str, str]) -> Converter:
