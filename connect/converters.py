@@ -9,7 +9,9 @@ does this worker: the task fails with Connect's message).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -19,6 +21,16 @@ STRING = f"{_PKG}.storage.StringConverter"
 JSON = f"{_PKG}.json.JsonConverter"
 BYTES = f"{_PKG}.converters.ByteArrayConverter"
 _ALIASES = {name.rsplit(".", 1)[1]: name for name in (STRING, JSON, BYTES)}
+
+
+# Connect data as Single Message Transforms see it: (schema in JsonConverter's JSON form, or
+# None for schemaless data; the payload as JSON has it: dict, list, str, int, float, bool, None)
+ConnectData = tuple[dict | None, Any]
+OPTIONAL_STRING = {"type": "string", "optional": True}
+OPTIONAL_BYTES = {"type": "bytes", "optional": True}
+_NO_ENVELOPE = ("JsonConverter with schemas.enable requires \"schema\" and \"payload\" fields and "
+                "may not contain additional fields. If you are trying to deserialize plain JSON "
+                "data, set schemas.enable=false in your converter configuration.")
 
 
 class ConverterError(ValueError):
@@ -53,6 +65,65 @@ class Converter:
         if self.schemas_enable:
             return F.get_json_object(text, "$.payload")
         return F.get_json_object(F.concat(F.lit('{"p":'), text, F.lit("}")), "$.p")
+
+    def decode(self, raw: list[bytes | str | None]) -> list[ConnectData]:
+        """A batch's serialized keys or values as the converter's `toConnectData` gives them
+        (what transforms work on): one pass over the batch, once per batch."""
+        if self.class_name == BYTES:
+            return [(OPTIONAL_BYTES, r.encode() if isinstance(r, str) else r) for r in raw]
+        texts = [r.decode("utf-8") if isinstance(r, bytes) else r for r in raw]
+        if self.class_name == STRING:
+            return [(OPTIONAL_STRING, t) for t in texts]
+        return [self._from_json(t) for t in texts]
+
+    def _from_json(self, text: str | None) -> ConnectData:
+        if text is None:
+            return None, None
+        try:
+            parsed = json.loads(text)
+        except ValueError as e:
+            raise ConverterError(f"Converting byte[] to Kafka Connect data failed due to "
+                                 f"serialization error: {e}") from None
+        if not self.schemas_enable:
+            return None, parsed
+        if not isinstance(parsed, dict) or set(parsed) != {"schema", "payload"}:
+            raise ConverterError(_NO_ENVELOPE)
+        return parsed["schema"], parsed["payload"]
+
+    def encode(self, data: list[ConnectData]) -> list[bytes | str | None]:
+        """Connect data back into the converter's serialized form (`fromConnectData`)."""
+        if self.class_name == BYTES:
+            return [_bytes(payload) for _, payload in data]
+        if self.class_name == STRING:
+            return [None if p is None else p if isinstance(p, str) else _java_text(p)
+                    for _, p in data]
+        dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+        if self.schemas_enable:
+            return [None if s is None and p is None else dumps({"schema": s, "payload": p})
+                    for s, p in data]
+        return [None if p is None else dumps(p) for _, p in data]
+
+
+def _bytes(payload: Any) -> bytes | None:
+    if payload is None or isinstance(payload, bytes):
+        return payload
+    raise ConverterError(f"ByteArrayConverter is not compatible with objects of type "
+                         f"{java_class(payload)}")
+
+
+def _java_text(payload: Any) -> str:
+    """What StringConverter writes for a non-string (Java's toString)."""
+    return ("true" if payload else "false") if isinstance(payload, bool) else str(payload)
+
+
+_JAVA_CLASSES = {bool: "java.lang.Boolean", int: "java.lang.Long", float: "java.lang.Double",
+                 str: "java.lang.String", bytes: "[B", list: "java.util.ArrayList",
+                 dict: "java.util.HashMap"}
+
+
+def java_class(payload: Any) -> str:
+    """The Java class Connect would hold `payload` as (named in Connect's error messages)."""
+    return "null" if payload is None else _JAVA_CLASSES.get(type(payload), type(payload).__name__)
 
 
 def converter(settings: dict[str, str]) -> Converter:

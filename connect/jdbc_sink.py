@@ -88,7 +88,10 @@ class JdbcSinkWriter:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         import psycopg
-        rows = df.select("topic", "partition", "offset", df["key"].cast("string").alias("key"),
+        # offsets are the topic's as read (a RegexRouter may have renamed `topic`, the table)
+        origin = df["original_topic"] if "original_topic" in df.columns else df["topic"]
+        rows = df.select("topic", origin.alias("original_topic"), "partition", "offset",
+                         df["key"].cast("string").alias("key"),
                          df["value"].cast("string").alias("value")).toArrow().to_pylist()
         with psycopg.connect(**self.conninfo) as conn, conn.cursor() as cur:
             cur.execute(f"CREATE TABLE IF NOT EXISTS {OFFSETS_TABLE} (connector TEXT, topic "
@@ -99,7 +102,7 @@ class JdbcSinkWriter:
             done = {(t, p): o for t, p, o in cur.fetchall()}
             reached = {}
             for row in rows:
-                tp = (row["topic"], row["partition"])
+                tp = (row["original_topic"], row["partition"])
                 if row["offset"] <= done.get(tp, -1):
                     continue  # written by an earlier transaction
                 self._write(cur, row)

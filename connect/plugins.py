@@ -7,6 +7,7 @@ A plugin is found by its full class name, its simple name or its simple name wit
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 VERSION = "3.9.0"  # the Kafka release whose Connect REST API this worker answers as
@@ -21,6 +22,8 @@ class ConfigKey:
     required: bool = False     # no default: Connect calls it "required"
     importance: str = "HIGH"
     group: str | None = None
+    # (name, value) → Connect's messages for a value its validator refuses
+    check: Callable[[str, str], list[str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,12 @@ FileStreamSource: the file's lines → the value converter → `format("minilog"
 exactly-once sink (one transactional id prefix per connector, stable across restarts).
 FileStreamSink: `format("minilog")` read committed, from the group `connect-<name>`'s offsets
 (Connect's sink group) or the earliest → the value converter → `FileSinkWriter`.
+
+A connector with `transforms` runs its chain (transforms.py) in the query, with `mapInArrow`:
+a source's records between the file and the topic (the topic a column, so RegexRouter can route
+them), a sink's between the topics and the writer (the record's topic as read kept as
+`original_topic`, under which the JDBC sink stores its offsets, as Connect commits a sink's
+offsets under the original topic).
 """
 from __future__ import annotations
 
@@ -15,14 +21,16 @@ import os
 import shutil
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from minilog.jobs.pipeline import checkpoint_token, start_query
 
-from .converters import connector_converter
+from .converters import Converter, connector_converter
 from .file_sink import FileSinkWriter
 from .jdbc_sink import JdbcSinkWriter
 from .plugins import FILE_SINK, FILE_SOURCE, JDBC_SINK, find_plugin
+from .transforms import TransformChain, transform_chain
 from .worker_config import WorkerConfig
 
 TRIGGER = "1 second"
@@ -85,10 +93,16 @@ def _source(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[s
              .option("file", config["file"]).option("connector", name)
              .option("offset.storage.topic", worker.offset_topic)
              .option("client", json.dumps(worker.client_config())).load())
-    return (lines.select(value.from_connect(lines["value"]).alias("value"))
-            .writeStream.format("minilog").options(**_kafka_options(worker))
-            .option("topic", config["topic"].strip())
-            .option("deliveryGuarantee", "exactly-once")
+    topic = config["topic"].strip()
+    records = lines.select(value.from_connect(lines["value"]).alias("value"))
+    chain = _chain(worker, config, value, sink=False)
+    if chain is not None:
+        records = records.select(F.lit(topic).alias("topic"), "value")
+        records = records.mapInArrow(chain, records.schema)
+    writer = records.writeStream.format("minilog").options(**_kafka_options(worker))
+    if chain is None:
+        writer = writer.option("topic", topic)
+    return (writer.option("deliveryGuarantee", "exactly-once")
             .option("transactionalIdPrefix", _transactional_id_prefix(worker, name, checkpoint))
             .option("checkpointLocation", checkpoint)
             .queryName(name).trigger(processingTime=TRIGGER))
@@ -126,5 +140,20 @@ def _sink_records(spark: SparkSession, worker: WorkerConfig, name: str,
     reader = (reader.option("subscribe", ",".join(topics)) if topics
               # Connect matches topics.regex against the whole name, Spark finds it anywhere
               else reader.option("subscribePattern", f"^(?:{config['topics.regex']})$"))
-    return reader.load()
+    value = connector_converter(worker.value_converter, config, "value.converter")
+    chain = _chain(worker, config, value, sink=True)
+    if chain is None:
+        return reader.load()
+    if chain.uses_headers:
+        reader = reader.option("includeHeaders", "true")
+    records = reader.load()
+    records = records.select("*", records["topic"].alias("original_topic"))
+    return records.mapInArrow(chain, records.schema)
+
+
+def _chain(worker: WorkerConfig, config: dict[str, str], value: Converter,
+           sink: bool) -> TransformChain | None:
+    """The connector's transforms, configured (a setting one refuses fails the task here)."""
+    key = connector_converter(worker.key_converter, config, "key.converter")
+    return transform_chain(config, {"key": key, "value": value}, sink)
 

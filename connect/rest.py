@@ -22,6 +22,7 @@ from .config_state import PAUSED, STARTED, STOPPED
 from .errors import ConnectRestError
 from .herder import Herder
 from .plugins import VERSION, plugin_listing
+from .smt_plugins import plugin_listing as smt_listing
 from .validate import validate
 
 
@@ -68,7 +69,10 @@ async def root(request: Request) -> Response:
 
 
 async def connector_plugins(request: Request) -> Response:
-    return JSONResponse(plugin_listing())
+    """Connectors only, unless `connectorsOnly=false`: then transformations, predicates and
+    converters too, as Connect's worker lists them."""
+    connectors_only = request.query_params.get("connectorsOnly", "true").strip().lower()
+    return JSONResponse(plugin_listing() + (smt_listing() if connectors_only == "false" else []))
 
 
 async def validate_config(request: Request) -> Response:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import ConnectRestError
 from .plugins import PLUGINS, ConfigKey, Plugin, find_plugin
+from .smt_plugins import smt_keys
 
 _INT = re.compile(r"^-?\d+$")
 
@@ -28,7 +29,7 @@ def _field_errors(plugin: Plugin, key: ConfigKey, config: dict[str, str]) -> lis
     if key.name == "file" and not str(value).strip():
         return [f"Invalid value {value} for configuration file: minilog's file connectors need "
                 "a file name (stdin and stdout are not supported)"]
-    return []
+    return key.check(key.name, str(value)) if key.check else []
 
 
 def _topics(value: str) -> list[str]:
@@ -98,7 +99,7 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     config = {k: str(v) for k, v in config.items()}
     cross = _cross_errors(plugin, config)
     infos, groups = [], []
-    for order, key in enumerate(plugin.keys, 1):
+    for order, key in enumerate((*plugin.keys, *smt_keys(config)), 1):
         if key.group and key.group not in groups:
             groups.append(key.group)
         errors = _field_errors(plugin, key, config) + cross.get(key.name, [])
