@@ -76,7 +76,7 @@ class PartitionHost(Protocol):
 
 class MarkerBroker(PartitionHost, Protocol):
     """What writing transaction markers needs beyond a PartitionHost: the replica manager
-    (None on a single broker) and the group coordinator (None until it started)."""
+    (None on a controller-only node) and the group coordinator (None until it started)."""
 
     @property
     def replicas(self) -> AckWaiter | None: ...

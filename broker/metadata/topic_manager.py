@@ -42,8 +42,8 @@ class TopicManager:
 
     @property
     def view(self) -> MetadataImage:
-        """What a change is validated against: the controller's working view (the image itself
-        on a single broker)."""
+        """What a change is validated against: the controller's working view (its own records
+        not yet committed included)."""
         return self.store.working  # type: ignore[no-any-return]
 
     # ---- configs ---------------------------------------------------------------------------
