@@ -76,7 +76,7 @@ class PartitionHost(Protocol):
 
 class MarkerBroker(PartitionHost, Protocol):
     """What writing transaction markers needs beyond a PartitionHost: the replica manager
-    (None on a single broker) and the group coordinator (None until it started)."""
+    (None on a controller-only node) and the group coordinator (None until it started)."""
 
     @property
     def replicas(self) -> AckWaiter | None: ...
@@ -138,8 +138,7 @@ class OffsetsGroups(MarkerListener, Protocol):
 
 class TxnBroker(MarkerBroker, Protocol):
     """What the transaction coordinator needs beyond writing markers: producer ids, and
-    creating `__transaction_state` (itself, with no quorum or as the controller, or through the
-    controller)."""
+    creating `__transaction_state` (itself as the controller, or through the controller)."""
 
     @property
     def groups(self) -> OffsetsGroups | None: ...
@@ -148,7 +147,7 @@ class TxnBroker(MarkerBroker, Protocol):
     def producer_ids(self) -> ProducerIds: ...
 
     @property
-    def quorum(self) -> QuorumView | None: ...
+    def quorum(self) -> QuorumView: ...
 
     @property
     def is_broker(self) -> bool: ...

@@ -41,7 +41,7 @@ class CoordinatorTopic:
         Kafka, changing offsets.topic.num.partitions later would move every group). In a
         replicated cluster only the controller creates it, once enough brokers are up."""
         ts = self.broker.metadata.topics.get(self.topic)
-        if ts is None and self.broker.quorum is not None and not self.broker.quorum.is_controller:
+        if ts is None and not self.broker.quorum.is_controller:
             return None
         if ts is None:
             code, message, ts = self.broker.topics.create(
@@ -54,7 +54,10 @@ class CoordinatorTopic:
         return ts
 
     def partition_for(self, key: str) -> int:
-        return partition_for(key, self.num_partitions)
+        """By the topic's partition count as the metadata has it, once it exists (a topic
+        made with another `offsets.topic.num.partitions` keeps its count, as in Kafka)."""
+        ts = self.broker.metadata.topics.get(self.topic)
+        return partition_for(key, len(ts.partitions) if ts is not None else self.num_partitions)
 
     def led_partitions(self) -> list[int]:
         """Partitions led by this broker: it coordinates the keys that hash to them."""

@@ -5,8 +5,8 @@ an empty name), as Kafka's `kafka-configs.sh --entity-type brokers` does.
 Only the settings Kafka lets change at run time are accepted (`DYNAMIC`); any other broker
 setting is read-only (INVALID_REQUEST, "cannot be updated dynamically", Kafka's answer), an
 unknown name or a bad value INVALID_CONFIG. They are `broker_config` records of the
-metadata (Kafka's ConfigRecord with resource type BROKER) and a section of its snapshots, on a
-single broker as in a cluster, and reach the broker as a metadata publisher. Every broker
+metadata (Kafka's ConfigRecord with resource type BROKER) and a section of its snapshots,
+and reach the broker as a metadata publisher. Every broker
 overlays them on its static configuration as Kafka ranks them (per broker over cluster default
 over static), so the topic-level defaults they feed (`log.retention.ms`...) reach every partition without an
 override of its own. Settings minilog has no use for (thread counts, Kerberos) are kept and

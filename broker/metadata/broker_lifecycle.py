@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from minilog.connector.client.types import KafkaConnectionError
@@ -30,13 +31,18 @@ _REG, _BEAT = request(ApiKey.BROKER_REGISTRATION), request(ApiKey.BROKER_HEARTBE
 
 
 class BrokerLifecycle:
-    def __init__(self, broker: Any, store: Any, peers: Any) -> None:
+    def __init__(self, broker: Any, store: Any, peers: Any,
+                 own_controller: Callable[[int, Any], Awaitable[Any]] | None = None) -> None:
+        """`own_controller(api key, body)`: the answer of this node's own controller, asked
+        without a connection when it is the active one (a single broker always is)."""
         self.broker, self.store, self.peers = broker, store, peers
+        self.own_controller = own_controller
         self.node_id = broker.config.node_id
         self.interval = broker.config["broker.heartbeat.interval.ms"] / 1000
         self.incarnation = uuid.uuid4()
         self.epoch = -1
         self.fenced = True
+        self.unfenced = asyncio.Event()  # set the first time the controller unfences us
         self.session_timeout = broker.config["broker.session.timeout.ms"] / 1000
         self._lease_until = 0.0  # time.monotonic() up to which the controller cannot fence us
         self.beat_timeout = min(5.0, self.session_timeout / 3)
@@ -59,6 +65,8 @@ class BrokerLifecycle:
             (e.host, e.port) if (e := self.store.image.registered.get(leader)) else None)
 
     async def _send(self, api_key: int, body: Any, timeout: float = 5.0) -> Any:
+        if self.own_controller is not None and self.store.raft.leader_id == self.node_id:
+            return await self.own_controller(api_key, body)
         address = self._controller_address()
         if address is None:
             return None
@@ -72,9 +80,13 @@ class BrokerLifecycle:
         while True:
             if self.epoch < 0:
                 await self._register()
+                if self.epoch >= 0:
+                    continue  # the first heartbeat at once, as Kafka's brokers send it
             else:
                 await self._heartbeat(want_fence=False)
-            await asyncio.sleep(self.interval if self.epoch >= 0 else 0.2)
+            # Unregistered: again soon; sooner while no controller is known (nothing was sent).
+            await asyncio.sleep(self.interval if self.epoch >= 0 else
+                                0.2 if self.store.raft.leader_id is not None else 0.02)
 
     async def _register(self) -> None:
         ep = self.store.own_endpoint
@@ -103,6 +115,8 @@ class BrokerLifecycle:
             if self.fenced != resp.is_fenced:
                 log.info("broker %d %s", self.node_id, "fenced" if resp.is_fenced else "unfenced")
             self.fenced = resp.is_fenced
+            if not self.fenced:
+                self.unfenced.set()
             if not resp.is_fenced and self.broker.replicas is not None:
                 self.broker.replicas.broker_ready()
 

@@ -156,7 +156,7 @@ class Controller:
             if why:
                 log.info("broker %d %s: fencing it", b, why)
                 self.store.append(self._fence_records(b))
-        self._ensure_offsets_topic()
+        self.ensure_offsets_topic()
         if self.rebalance and now >= self._next_rebalance:
             self._next_rebalance = now + self.rebalance_every
             recs = self._changes(self._preferred)
@@ -176,7 +176,7 @@ class Controller:
             return "closed every connection (or refuses them) and is silent"
         return None
 
-    def _ensure_offsets_topic(self) -> None:
+    def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):
         offsets.topic.replication.factor of them, at most the voters where every voter is a
         broker (combined mode), so a small cluster's groups work with the default of 3."""

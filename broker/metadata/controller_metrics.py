@@ -2,8 +2,8 @@
 controller, and how many partitions have no leader (counted only there, so that summing over
 a cluster counts each partition once).
 
-Registered by whatever acts as the controller: the `Controller` on a quorum node, and on a
-single broker the broker itself, which is its own controller.
+Registered by the `Controller` of every controller node (a single broker's too: it is the only
+voter of its own quorum).
 """
 from __future__ import annotations
 

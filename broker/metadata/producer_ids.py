@@ -8,7 +8,7 @@ not it is the controller. A broker without ids (no block yet, no controller reac
 controller unable to commit) answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 
 `ProducerIdBlocks` is the broker side, `ProducerIdAllocator` the controller side; a single
-broker without a quorum allocates its blocks from its local metadata file.
+broker, the active controller of its one-voter quorum, allocates to itself the same way.
 """
 from __future__ import annotations
 
@@ -99,15 +99,8 @@ class ProducerIdAllocator:
                                      f"{ErrorCode(answer).name}", answer)
 
 
-def local_blocks(store: Any) -> ProducerIdBlocks:
-    """A broker without a quorum: blocks from its own metadata file, saved before use."""
-    async def fetch() -> Block:
-        return Block(store.allocate_producer_id_block(BLOCK_SIZE), BLOCK_SIZE)
-    return ProducerIdBlocks(fetch)
-
-
 def quorum_blocks(broker: Any) -> ProducerIdBlocks:
-    """A broker of a replicated cluster: blocks from the active controller, itself or remote."""
+    """Blocks from the active controller, itself or remote."""
     async def fetch() -> Block:
         deadline = time.monotonic() + FIND_CONTROLLER_S
         while True:

@@ -1,8 +1,10 @@
-"""Cluster metadata kept in the Raft-replicated `__cluster_metadata` log (multi-broker mode).
+"""Cluster metadata kept in the Raft-replicated `__cluster_metadata` log, KRaft's only backend.
 
-The same interface as `LocalMetadataStore` (an `image` for handlers, and the write methods
-`TopicManager` calls), but every write becomes records appended through the quorum leader, and
-every node's image is rebuilt from the committed records. Writes are only possible on the
+A cluster node and a single broker alike keep it: a broker started without
+`controller.quorum.voters` is the only voter of its own quorum (KRaft's combined mode with one
+node), elected at once and committing each record as it appends it. Handlers read an `image`;
+`TopicManager` calls the write methods (`store.py`); every write becomes records appended
+through the quorum leader, and every node's image is rebuilt from the committed records. Writes are only possible on the
 active controller (the quorum leader); the request router forwards admin requests there.
 Committed records go to the `MetadataLoader`, which makes each next image and hands it, with
 what changed, to the publishers the broker installed (the replica manager makes replicas
@@ -35,8 +37,9 @@ from . import records
 from .controller_result import ControllerPurgatory, ControllerResult, NotController
 from .delta import replayed
 from .image import BrokerEndpoint, MetadataImage
+from .json_import import is_blank, mark_imported, pending_import
 from .loader import MetadataLoader
-from .local_store import read_meta_properties
+from .meta_properties import read_meta_properties
 from .records import Record
 from .store import MetadataStore
 
@@ -44,19 +47,21 @@ log = logging.getLogger("minilog.broker.metadata")
 T = TypeVar("T")
 
 
-def _cluster_id(config: Any) -> str:
+def _cluster_id(config: Any) -> str | None:
     """cluster.id, or one derived from the voters, so that the nodes of a cluster configured
-    alike agree without a separate formatting step."""
-    if config["cluster.id"]:
-        return str(config["cluster.id"])
+    alike agree without a separate formatting step; a single broker's own (None: a new random
+    one, the first time)."""
+    if config["cluster.id"] or config.quorum_voters is None:
+        return str(config["cluster.id"]) if config["cluster.id"] else None
     spec = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(config.quorum_voters.items()))
     return base64.urlsafe_b64encode(uuid.uuid5(uuid.NAMESPACE_URL, spec).bytes).decode().rstrip("=")
 
 
 class QuorumMetadataStore(MetadataStore):
-    def __init__(self, config: Any, peers: Any,
+    def __init__(self, config: Any, peers: Any, voters: dict[int, tuple[str, int]],
                  on_refused: Callable[[int], None] = lambda node_id: None) -> None:
-        """`on_refused(node id)`: a voter's address refused a connection (see `raft_node.py`)."""
+        """`voters`: {node id: (host, port)} of the quorum; `on_refused(node id)`: a voter's
+        address refused a connection (see `raft_node.py`)."""
         data_dir, node_id = config.data_dir, config.node_id
         data_dir.mkdir(parents=True, exist_ok=True)
         meta = read_meta_properties(data_dir, node_id, _cluster_id(config))
@@ -75,7 +80,7 @@ class QuorumMetadataStore(MetadataStore):
             METADATA_TOPIC, 0, metadata_log,
             epoch_cache=cast(Any, LeaderEpochCache.load)(metadata_log))
         self.partition.wake_all = True  # voters apply commits as soon as they are made
-        self.raft: Any = cast(Any, RaftNode)(node_id, config.quorum_voters, self.partition, peers,
+        self.raft: Any = cast(Any, RaftNode)(node_id, voters, self.partition, peers,
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
                              apply=self._apply, reset=self._reset,
@@ -84,6 +89,9 @@ class QuorumMetadataStore(MetadataStore):
         self._working: MetadataImage | None = None  # the controller's own view, while leading
         self.purgatory = ControllerPurgatory()  # responses waiting for their records to commit
         self.role_listeners: list[Callable[[bool], None]] = []
+        # A single broker's data directory from before it was a quorum: imported once it leads.
+        self.data_dir = data_dir
+        self._import = pending_import(data_dir) if set(voters) == {node_id} else None
 
     @property
     def image(self) -> MetadataImage:
@@ -122,8 +130,20 @@ class QuorumMetadataStore(MetadataStore):
         self._working = replayed(self.image, self.raft.uncommitted()) if leading else None
         if not leading:
             self.purgatory.fail_all("no longer the active controller")
+        elif self._import is not None:
+            self._run_import(self._import)
         for listener in self.role_listeners:
             listener(leading)
+
+    def _run_import(self, recs: list[Record]) -> None:
+        """Append the old JSON store's records first (unless a previous start committed them),
+        and mark the import done once they are committed."""
+        self._import = None
+        last = self.append(recs) if is_blank(self.working) else self.next_offset - 1
+        marked = self.purgatory.wait_for(last, None)
+        marked.add_done_callback(
+            lambda f: None if f.cancelled() or f.exception() else mark_imported(self.data_dir,
+                                                                                last))
 
     @property
     def is_controller(self) -> bool:

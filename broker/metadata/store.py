@@ -1,9 +1,9 @@
-"""What changes the metadata, as records: the writes `TopicManager` makes, shared by both stores.
+"""What changes the metadata, as records: the writes `TopicManager` makes.
 
 Each write is decided against the store's working view (`working`: on the active controller,
 the committed image plus its own records not yet committed; elsewhere the image) and becomes
-records handed to `append`, which the store commits its own way (a single broker at once, a
-cluster through the Raft quorum). Nothing here changes an image: only replaying the records
+records handed to `append`, which the store commits through the Raft quorum (a single broker's
+one-voter quorum commits them as it appends them). Nothing here changes an image: only replaying the records
 does (`delta.py`).
 """
 from __future__ import annotations

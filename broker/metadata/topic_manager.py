@@ -14,7 +14,6 @@ from typing import Any, cast
 
 from minilog.connector.protocol import ErrorCode
 
-from ..replication.partition import Partition
 from ..storage.log_config import LogConfig
 from ..storage.log_config import unknown_config
 from .image import (
@@ -43,8 +42,8 @@ class TopicManager:
 
     @property
     def view(self) -> MetadataImage:
-        """What a change is validated against: the controller's working view (the image itself
-        on a single broker)."""
+        """What a change is validated against: the controller's working view (its own records
+        not yet committed included)."""
         return self.store.working  # type: ignore[no-any-return]
 
     # ---- configs ---------------------------------------------------------------------------
@@ -119,14 +118,13 @@ class TopicManager:
         wanted = {a.partition_index: list(a.broker_ids) for a in assignments}
         ts = self.store.create_topic(name, partitions, rf, configs, internal=internal,
                                      assignment=wanted)
-        self.open_partitions(ts)
         return 0, None, ts
 
     def _unreachable_replication(self, rf: int) -> str | None:
         """Kafka's message when fewer brokers are unfenced than `rf` replicas need, else None.
-        A single broker is its own only broker; a cluster counts unfenced registrations, which
-        may be none (every broker fenced): the controller refuses then, it does not fail."""
-        live = len(self.view.brokers) if self.broker.quorum is not None else 1
+        Unfenced registrations may be none (every broker fenced): the controller refuses
+        then, it does not fail."""
+        live = len(self.view.brokers)
         if rf <= live:
             return None
         return (f"Unable to replicate the partition {rf} time(s): the target replication factor "
@@ -164,7 +162,7 @@ class TopicManager:
                           partition: int) -> str | None:
         """What is wrong with one partition's manual replica list (None: nothing), as Kafka's
         controller words it; `rf`: the replica count the others have (None: any)."""
-        known = self.view.registered or self.view.brokers  # a single broker registers nowhere
+        known = self.view.registered
         if not replicas:
             return "The manual partition assignment includes an empty replica list."
         unknown = [b for b in replicas if b not in known]
@@ -187,18 +185,6 @@ class TopicManager:
         code, _, _ = self.create(name, -1, -1, {})
         return 0 if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS) else code
 
-    def open_partitions(self, ts: TopicState) -> None:
-        if self.broker.quorum is not None:
-            return  # replicated: the replica manager opens replicas as the metadata names them
-        config = self.log_config(ts.name)
-        for index, state in ts.partitions.items():
-            if (ts.name, index) in self.broker.partitions:
-                continue
-            log = self.broker.logs.open(ts.name, index, config)
-            self.broker.partitions[(ts.name, index)] = Partition(
-                ts.name, index, log, ts.topic_id, state.leader_epoch, state.replicas, state.isr)
-            self.broker.partitions[(ts.name, index)].apply_config(config)
-
     def delete(self, name: str) -> tuple[int, str | None, TopicState | None]:
         ts = self.view.topics.get(name)
         if ts is None:
@@ -208,16 +194,7 @@ class TopicManager:
         if not self.broker.config["delete.topic.enable"]:
             return ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false", ts
         self.store.delete_topic(name)
-        if self.broker.quorum is not None:
-            return 0, None, ts  # each replica manager removes its replicas once committed
-        # State kept by topic name (groups' offsets, the cleaner's checkpoint) went with the
-        # topic as its deletion was published.
-        for index in ts.partitions:
-            partition = self.broker.partitions.pop((name, index), None)
-            if partition is not None:
-                partition.notify()
-            self.broker.logs.delete(name, index)
-        return 0, None, ts
+        return 0, None, ts  # each replica manager removes its replicas once committed
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False,
                        assignments: Sequence[Sequence[int]] | None = None
@@ -245,8 +222,8 @@ class TopicManager:
             message = self._unreachable_replication(len(ts.partitions[0].replicas))
             if message:
                 return ErrorCode.INVALID_REPLICATION_FACTOR, message
-        if not validate_only:
-            self.open_partitions(self.store.add_partitions(name, count, assignments or None))
+        if not validate_only:  # the replica managers open the new replicas once committed
+            self.store.add_partitions(name, count, assignments or None)
         return 0, None
 
     def alter_configs(self, name: str, new_configs: Mapping[str, Any],
@@ -256,12 +233,5 @@ class TopicManager:
             return ErrorCode.INVALID_CONFIG, error
         if not validate_only:
             self._warn_deprecated(name, new_configs, self.image.topics[name].configs)
-            self.store.set_topic_configs(name, new_configs)
-            if self.broker.quorum is not None:
-                return 0, None  # replicas adopt it as the committed record reaches them
-            config = self.log_config(name)
-            for index in self.image.topics[name].partitions:
-                partition = self.broker.partitions.get((name, index))
-                if partition is not None:
-                    partition.apply_config(config)
+            self.store.set_topic_configs(name, new_configs)  # replicas adopt it once committed
         return 0, None

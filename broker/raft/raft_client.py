@@ -14,7 +14,8 @@ The rules, as the broker has them:
   election timeout) waits a random part of half an election timeout and then asks a pre-vote,
   without entering a new epoch. The others refuse while they lead or heard from their leader
   within the fetch timeout, and name that leader, which the asker then follows: a voter that
-  was paused or cut off does not depose a working leader.
+  was paused or cut off does not depose a working leader. The only voter of a one-voter
+  quorum (a single broker) needs no one's vote and campaigns at once, as Kafka's does.
 - The stranded-voter rule: a pre-vote also counts as won when a voter answered from an older
   epoch than ours. A voter that entered a newer epoch (then lost touch) can never follow that
   epoch's leader again, so the others grant its pre-vote, and only its election moves the
@@ -141,11 +142,14 @@ class RaftClient:
     def _poll_waiting(self, s: WaitingState, now: float) -> list[Request]:
         if s.fetch_in_flight is not None and now - s.fetch_sent_at > self.fetch_timeout:
             s.fetch_in_flight, s.next_fetch_at = None, now + RETRY_BACKOFF_S  # no answer came
-        lost = self._lost(s, now)
+        # The only voter needs nobody's vote: it campaigns at once (Kafka's `isOnlyVoter`), so
+        # a single broker leads its one-voter quorum as soon as it starts.
+        lost = self._lost(s, now) or self.voters == {self.node_id}
         if self.quorum.is_voter:
             if lost:  # a voter does not fetch from a leader it lost: it campaigns
                 if s.campaign_at is None:
-                    s.campaign_at = now + self.rng.uniform(0, self.election_timeout / 2)
+                    s.campaign_at = now if len(self.voters) == 1 else \
+                        now + self.rng.uniform(0, self.election_timeout / 2)
                 return self._start_ballot(now) if now >= s.campaign_at else []
             s.campaign_at = None
             if s.leader_id is None:

@@ -7,7 +7,7 @@ a PLAINTEXT connection is `User:ANONYMOUS`, as in Kafka.
 
 Forwarded requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls) are authorized where
-they are answered (the active controller, or a single broker), with the client's principal,
+they are answered (the active controller, a single broker's included), with the client's principal,
 which a forwarding broker sends along in an Envelope (KIP-590): refused entries are taken out of
 the request and answered, the rest is handled. The forwarding broker itself needs only
 CLUSTER_ACTION on the cluster for the Envelope, as for every inter-broker request.

@@ -1,6 +1,6 @@
 """Where ACLs live: records of the metadata (Kafka keeps them in `__cluster_metadata` as
 AccessControlEntryRecord), so an ACL created through any broker of a cluster is enforced by
-all; a single broker commits the same records to its own metadata store.
+all (a single broker's one-voter quorum commits them the same way).
 
 An `acl` record adds one ACL or removes it (`removed`); replayed, they make the image's ACLs,
 and snapshots carry them (`broker/metadata/delta.py`). Only the active controller appends

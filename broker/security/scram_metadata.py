@@ -1,6 +1,6 @@
 """SCRAM credentials: records of the metadata, so every broker of a cluster knows every user
-(Kafka keeps them in `__cluster_metadata` too, as UserScramCredentialRecord); a single broker
-commits the same records to its own metadata store.
+(Kafka keeps them in `__cluster_metadata` too, as UserScramCredentialRecord); a single broker's
+one-voter quorum commits them the same way.
 
 A `scram_credential` record carries one user's credential for one mechanism (salt, keys,
 iterations; never a password), or its removal; replayed, they make the image's credentials,

@@ -36,18 +36,24 @@ def parse_bootstrap(spec: str) -> list:
     return out
 
 
-def open_scram_credentials(config: BrokerConfig, store: Any, quorum: bool) -> Any:
-    """The broker's credentials, those of the metadata (`store`). A single broker's
-    `sasl.scram` seeds are committed as records where no credential was ever set; a cluster
-    node keeps its seeds in this file, a fallback for users the metadata never set (every node
-    has its own, and may be seeded before any controller runs)."""
-    if quorum:
+def open_scram_credentials(config: BrokerConfig, store: Any, seeds_file: bool) -> Any:
+    """The broker's credentials, those of the metadata (`store`). A node of a quorum of
+    several keeps its `sasl.scram` seeds in this file, a fallback for users the metadata never
+    set (every node has its own, and may be seeded before any controller runs); a single
+    broker (the only voter of its quorum) commits them as records instead, once it leads
+    (`scram_seed_records`), as `kafka-storage format --add-scram` puts them in the metadata."""
+    if seeds_file:
         return MetadataScramCredentials(store, _open_file(config))
-    seeds = [(m, u, p) for m, u, p in parse_bootstrap(config["sasl.scram"] or "")
-             if (u, m) not in store.image.scram]  # rotated or deleted since: theirs stands
-    if seeds:
-        store.append([credential_record(u, m, from_password(m, p)) for m, u, p in seeds])
+    parse_bootstrap(config["sasl.scram"] or "")  # a bad value: one error before anything starts
     return MetadataScramCredentials(store, ScramCredentials())
+
+
+def scram_seed_records(config: BrokerConfig, image: Any) -> list:
+    """The records of the `sasl.scram` seeds whose credential was never set in `image` (one
+    rotated or deleted since stands)."""
+    return [credential_record(u, m, from_password(m, p))
+            for m, u, p in parse_bootstrap(config["sasl.scram"] or "")
+            if (u, m) not in image.scram]
 
 
 def _open_file(config: BrokerConfig) -> ScramCredentials:

@@ -1,35 +1,40 @@
 """The broker process: owns the configuration, metadata, logs, partitions and the server.
 
 Handlers receive this object and reach everything through it; it holds no protocol logic.
-With `controller.quorum.voters` set it is one node of a replicated cluster: its metadata comes
-from the Raft quorum (`quorum`), it may be the active `controller`, its `replicas` lead or
-follow partitions, and admin requests go through the `router` to the controller.
-`process.roles` splits the node as KRaft does: a controller-only node is a voter that serves
-only the controller's requests (no partitions, no groups, never registered as a broker); a
-broker-only node is an observer of the quorum that registers with the active controller.
+Its metadata comes from the Raft quorum (`quorum`), it may be the active `controller`, its
+`replicas` lead or follow partitions, and admin requests go through the `router` to the
+controller. With `controller.quorum.voters` set it is one node of a replicated cluster; without
+it, the only voter of a quorum of its own, on its primary listener (KRaft's combined mode with
+one node): the same code, electing itself at once. A node that is its quorum's only voter is
+made ready (leader, registered, unfenced, its partitions led) before its port opens, so a
+client's first request finds it as it left it. `process.roles` splits a cluster node as KRaft
+does: a controller-only node is a voter that serves only the controller's requests (no
+partitions, no groups, never registered as a broker); a broker-only node is an observer of the
+quorum that registers with the active controller.
 """
 import asyncio
 import logging
 import os
 import signal
 
+from minilog.connector.client.connection import wait_set
+
 from ..coordinator.group.group_coordinator import GroupCoordinator
 from ..coordinator.transaction.txn_coordinator import TransactionCoordinator
 from ..metadata.broker_configs import DynamicBrokerConfig
 from ..metadata.broker_lifecycle import BrokerLifecycle
 from ..metadata.controller import Controller
-from ..metadata.controller_metrics import ControllerMetrics
 from ..metadata.image import BrokerEndpoint, MetadataImage
 from ..metadata.loader import MetadataCache
-from ..metadata.local_store import LocalMetadataStore
-from ..metadata.producer_ids import ProducerIdAllocator, local_blocks, quorum_blocks
+from ..metadata.producer_ids import ProducerIdAllocator, quorum_blocks
 from ..metadata.quorum_store import QuorumMetadataStore
 from ..metadata.topic_manager import TopicManager
+from ..raft.raft_node import METADATA_TOPIC
 from ..replication.replica_manager import ReplicaManager
 from ..replication.replica_metrics import ReplicaMetrics
 from ..security.acl_metadata import open_acls
 from ..security.authorizer import authorizer_from_config
-from ..security.scram_store import open_scram_credentials
+from ..security.scram_store import open_scram_credentials, scram_seed_records
 from ..storage.cleaner import LogCleaner
 from ..storage.dir_lock import DirectoryLocks
 from ..storage.log_manager import LogManager
@@ -41,11 +46,31 @@ from .metadata_publishers import broker_publishers
 from .metrics_http import MetricsServer
 from .peer_channel import PeerChannel
 from .peer_connections import PeerConnections
+from .quorum_bootstrap import single_broker_voters
 from .secure_connection import listener_server
-from .socket_server import BrokerServer
-from .startup import data_summary, is_new
+from .startup import bind_listener, data_summary, is_new
 
 log = logging.getLogger("minilog.broker")
+
+READY_ALONE_S = 30.0  # how long a one-voter node waits to be ready before serving anyway
+# A single broker's own quorum at work: its election, registration and leaderships are no news
+# to the operator of one broker, who reads a few lines at start (`--log-level DEBUG` shows them).
+_OWN_QUORUM_LOGGERS = ("minilog.broker.raft", "minilog.broker.lifecycle",
+                       "minilog.broker.replicas", "minilog.broker.controller")
+
+
+def _quiet_own_quorum() -> None:
+    for name in _OWN_QUORUM_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() == logging.INFO:
+            logger.setLevel(logging.WARNING)
+
+
+class _OwnRequest:
+    """The header of a request this node answers for itself (its lifecycle's registration and
+    heartbeats, when it is the active controller): no connection, no principal to check."""
+    closed = None
+    forwarded = False
 
 
 class Broker:
@@ -55,26 +80,28 @@ class Broker:
         # refused here (DirectoryLocked) and leaves them to the broker that holds them.
         self._locks = DirectoryLocks(config.log_dirs, what="broker")
         self.config = config
-        self.is_broker = config.quorum_voters is None or "broker" in config.process_roles
-        self.is_controller = config.quorum_voters is not None and \
-            "controller" in config.process_roles
+        self.is_broker = "broker" in config.process_roles
+        self.is_controller = "controller" in config.process_roles
         self.stopping = False
         self.exit_code = 0  # non-zero once the broker stopped itself for a fault
         data_dir = config.data_dir
         self._new_data_dir = is_new(data_dir)
         self._listener = listener
-        self.quorum = self.controller = self.replicas = self.router = self.lifecycle = None
+        self.controller = self.replicas = self.router = self.lifecycle = None
         self.peer_connections = PeerConnections(config["broker.session.timeout.ms"] / 1000)
-        if config.quorum_voters:
+        voters = config.quorum_voters
+        if voters:
             self.peers = PeerChannel(config.node_id, security=inter_broker_security(config),
                                      controller_security=controller_security(config),
-                                     controllers=config.quorum_voters.values())
-            self.store = self.quorum = QuorumMetadataStore(
-                config, self.peers, on_refused=self.peer_connections.refused)
-            self.producer_ids = quorum_blocks(self)
-        else:
-            self.store = LocalMetadataStore(data_dir, config.node_id, config["cluster.id"])
-            self.producer_ids = local_blocks(self.store)
+                                     controllers=voters.values())
+        else:  # a single broker: a quorum of its own, and no peer to reach
+            voters = single_broker_voters(config.node_id, config.advertised_address,
+                                          listener.getsockname()[1] if listener else None)
+            self.peers = PeerChannel(config.node_id)
+            _quiet_own_quorum()
+        self.store = self.quorum = QuorumMetadataStore(
+            config, self.peers, voters, on_refused=self.peer_connections.refused)
+        self.producer_ids = quorum_blocks(self)
         # What handlers read: the first metadata publisher (the others, in start()).
         self.metadata_cache = MetadataCache(self.store.image)
         self.store.loader.install([self.metadata_cache])
@@ -82,7 +109,7 @@ class Broker:
             else None
         host, port = config.advertised_address
         self.store.register_broker(BrokerEndpoint(config.node_id, host, port))
-        self.scram = open_scram_credentials(config, self.store, self.quorum is not None)
+        self.scram = open_scram_credentials(config, self.store, seeds_file=not self.alone)
         self.acls = open_acls(self.store)
         self.authorizer = authorizer_from_config(config, self.acls.current)
         self.logs = LogManager(data_dir)
@@ -90,8 +117,6 @@ class Broker:
         self.metrics = BrokerMetrics() if config.metrics_address else NO_METRICS
         self.replica_metrics = ReplicaMetrics(self.partitions)
         self.metrics.register(self.replica_metrics)
-        if self.quorum is None:  # a single broker is its own controller
-            self.metrics.register(ControllerMetrics(lambda: True, lambda: self.store.image))
         self.topics = TopicManager(self)
         self.dynamic_configs = DynamicBrokerConfig(self)
         self.dynamic_configs.reapply()
@@ -101,6 +126,11 @@ class Broker:
         self.metrics_server = None
         self._tasks = []
         self._stopped = None
+
+    @property
+    def alone(self) -> bool:
+        """The only voter of its quorum (a single broker): nobody else elects or registers it."""
+        return set(self.quorum.raft.voters) == {self.config.node_id}
 
     @property
     def metadata(self) -> MetadataImage:
@@ -113,56 +143,81 @@ class Broker:
     def auto_create_topic(self, name, on_behalf_of=None):
         """`on_behalf_of`: the header of the client request that asks (the controller
         authorizes its principal)."""
-        if self.quorum is None:
-            return self.topics.auto_create(name)
         return self.router.auto_create(name, on_behalf_of)
 
-    def _open_logs(self):
-        self.logs.remove_stale_deletions()
-        for ts in self.metadata.topics.values():
-            self.topics.open_partitions(ts)
-        known = set(self.partitions)
-        if self.quorum is not None:
-            return  # the replica manager opens replicas as the metadata names them
+    def _warn_unknown_partitions(self):
+        """Partition directories the complete metadata names no topic of: kept, and said."""
         for key in self.logs.existing_partitions():
-            if key not in known:
+            if key not in self.partitions and key[0] != METADATA_TOPIC:
                 log.warning("partition directory %s-%d has no topic in the metadata; left alone", *key)
 
     async def start(self):
         self._stopped = asyncio.Event()
-        self._open_logs()
+        self.logs.remove_stale_deletions()
         if self.is_broker:
             self.groups = GroupCoordinator(self).start()
             self.txn = TransactionCoordinator(self).start()
             self.cleaner = LogCleaner(self).start()
-        if self.quorum is None:
-            self.store.loader.install(broker_publishers(self))
         host, port = self.config.listen_address
-        for i, listener in enumerate(self.config.listeners):
-            sock = self._listener if i == 0 else None
-            self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
-        self.server = self.servers[0]
-        self.store.register_broker(self._endpoint())
+        # Every listener bound first (not yet accepting), so this node's addresses are known
+        # before it registers; it accepts connections once it is ready to answer them.
+        socks = [self._listener if i == 0 and self._listener else
+                 bind_listener(listener.host, listener.port)
+                 for i, listener in enumerate(self.config.listeners)]
+        self.store.register_broker(self._endpoint([s.getsockname()[1] for s in socks]))
         if self.metrics.enabled:
             self.metrics_server = await MetricsServer(self.metrics,
                                                       *self.config.metrics_address).start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
-        if self.quorum is not None:
-            self._join_cluster()
+        self._join_cluster()
+        if self.alone:
+            await self._ready_alone()
+        for i, (listener, sock) in enumerate(zip(self.config.listeners, socks)):
+            self.servers.append(await listener_server(self, listener, sock, primary=i == 0).start())
+        self.server = self.servers[0]
         log.info("minilog %s %d (cluster %s) listening on %s:%d", self.role_name,
                  self.config.node_id, self.metadata.cluster_id, host, self.server.port)
         log.info("%s", data_summary(self, self._new_data_dir))
         return self
 
-    def _endpoint(self) -> BrokerEndpoint:
-        """This broker's advertised addresses, every broker listener's (ephemeral ports as
-        bound); controller listeners are not advertised, as in Kafka."""
+    def _endpoint(self, ports) -> BrokerEndpoint:
+        """This broker's advertised addresses, every broker listener's (`ports`: each
+        listener's as bound, for ephemeral ones); controller listeners are not advertised, as
+        in Kafka."""
         registered = set(self.config.broker_listeners)
-        addresses = {lst.name: (lst.advertised_host, lst.advertised_port or server.port)
-                     for lst, server in zip(self.config.listeners, self.servers)
-                     if lst in registered}
+        addresses = {lst.name: (lst.advertised_host, lst.advertised_port or port)
+                     for lst, port in zip(self.config.listeners, ports) if lst in registered}
         host, port = next(iter(addresses.values()))
         return BrokerEndpoint(self.config.node_id, host, port, listeners=addresses)
+
+    async def _ready_alone(self):
+        """A one-voter node before it accepts connections: it leads at once; then its
+        `sasl.scram` seeds are committed where no credential was ever set, it registers and is
+        unfenced, and `__consumer_offsets` is made and led here, as a client finds a single
+        broker. Bounded: a node that cannot get there serves anyway, and says why."""
+        raft = self.quorum.raft
+        if not await wait_set(raft.caught_up, READY_ALONE_S):
+            log.warning("the one-voter quorum did not elect this node in %.0fs", READY_ALONE_S)
+            return
+        seeds = scram_seed_records(self.config, self.store.working)
+        if seeds:
+            self.store.append(seeds)
+        if self.lifecycle is None:  # a controller-only node: no broker to make ready
+            await self.quorum.committed()
+            return
+        if not await wait_set(self.lifecycle.unfenced, READY_ALONE_S):
+            log.warning("this broker was not unfenced by its own controller in %.0fs",
+                        READY_ALONE_S)
+            return
+        self.controller.ensure_offsets_topic()
+        await self.quorum.committed()
+        await asyncio.sleep(0)  # the replica manager acts on what was just published
+        self._warn_unknown_partitions()
+
+    async def _ask_own_controller(self, api_key, body):
+        """A request of this node's lifecycle to the controller it is itself, answered here."""
+        from .handlers import HANDLERS  # the handlers import the server package
+        return await HANDLERS[api_key].handler(self, _OwnRequest(), body)
 
     @property
     def role_name(self):
@@ -178,7 +233,8 @@ class Broker:
         self.quorum.loader.install(broker_publishers(self))
         self.quorum.raft.start()
         if self.is_broker:
-            self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers).start()
+            self.lifecycle = BrokerLifecycle(self, self.quorum, self.peers,
+                                             own_controller=self._ask_own_controller).start()
 
     async def _housekeeping(self):
         """Retention and time-based flushes, on Kafka's schedule; and, every second, a check
@@ -222,11 +278,15 @@ class Broker:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.quorum is not None:
-            for part in (self.replicas, self.controller):
-                if part is not None:
-                    await part.stop()
-            await self.quorum.raft.stop()
+        if self.replicas is not None:
+            try:
+                await self.replicas.stop()
+            except OSError as e:  # e.g. the data directory is gone: no checkpoint to write
+                log.error("stopping the replicas: %s", e)
+                self.exit_code = 1
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.quorum.raft.stop()
         if self.txn:
             await self.txn.stop()
         if self.groups:
@@ -242,9 +302,12 @@ class Broker:
         except OSError as e:  # e.g. the data directory is gone: its checkpoints cannot be written
             log.error("closing the logs: %s", e)
             self.exit_code = 1
-        if self.quorum is not None:
+        try:
             self.quorum.close()
-            self.peers.close()
+        except OSError as e:
+            log.error("closing the metadata log: %s", e)
+            self.exit_code = 1
+        self.peers.close()
         log.info("minilog %s %d stopped%s", self.role_name, self.config.node_id,
                  " after the error above" if self.exit_code else " cleanly")
         self._locks.release()

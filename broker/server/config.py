@@ -362,7 +362,7 @@ class BrokerConfig:
     def quorum_voters(self):
         """{node id: (host, port)} from controller.quorum.voters, else the one-voter quorum
         that controller.quorum.bootstrap.servers names (broker/server/quorum_bootstrap.py), or None
-        for a single broker."""
+        for a single broker (the broker makes it the one-voter quorum of itself)."""
         spec = self.values["controller.quorum.voters"]
         bootstrap = self.values["controller.quorum.bootstrap.servers"]
         if not spec and not bootstrap:

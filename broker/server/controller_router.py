@@ -130,8 +130,8 @@ class _Header:
 
 
 def authorized_here(handler):
-    """`handler` of a forwardable request, run where it is answered (the active controller, or
-    a single broker): the ACLs refuse entries first, with the client's principal."""
+    """`handler` of a forwardable request, run where it is answered (the active controller):
+    the ACLs refuse entries first, with the client's principal."""
     return functools.partial(_run_authorized, handler)
 
 

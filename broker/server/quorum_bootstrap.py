@@ -70,3 +70,13 @@ def standalone_voters(spec: str, node_id: int, roles: frozenset,
             f"listener: joining another controller's quorum (AddRaftVoter) is not supported "
             f"yet; {voters_instead}")
     return {node_id: servers[0]}
+
+
+def single_broker_voters(node_id: int, advertised: tuple[str, int],
+                         bound_port: int | None) -> dict[int, tuple[str, int]]:
+    """{node id: (host, port)}: the one-voter quorum of a broker started without
+    `controller.quorum.voters`, on its own primary listener as KRaft's combined mode serves the
+    quorum (an ephemeral port as bound). It reaches no other node: it elects itself at once and
+    registers with the controller it is."""
+    host, port = advertised
+    return {node_id: (host or "127.0.0.1", port or bound_port or 0)}

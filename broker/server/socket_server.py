@@ -97,10 +97,7 @@ class BrokerServer:
             return encode_response(key, version, header.correlation_id,
                                    error_response(key, version, request, code))
         handler = entry.handler if key not in FORWARDED else authorized_here(entry.handler)
-        if self.broker.router is not None:  # replicated: admin requests to the controller
-            call = self.broker.router.handle(key, header, request, handler)
-        else:
-            call = handler(self.broker, header, request)
+        call = self.broker.router.handle(key, header, request, handler)  # admin: to the controller
         return await self._answer(call, header, request, peer, started)
 
     async def _answer(self, call, header, request, peer, started):

@@ -59,9 +59,7 @@ def create_transaction_topic(broker: TxnBroker) -> tuple[int, str | None, object
     broker): transaction.state.log.replication.factor replicas, at most one per voter in
     combined mode, and not before that many brokers are registered."""
     wanted = broker.config["transaction.state.log.replication.factor"]
-    if broker.quorum is None:
-        wanted = 1
-    elif broker.is_broker:
+    if broker.is_broker:
         wanted = min(wanted, len(broker.quorum.raft.voters))
     if len(broker.metadata.brokers) < wanted:
         return (ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -130,11 +128,7 @@ class TransactionCoordinator:
         the first FindCoordinator for a transactional id) and answer when it is there."""
         if TRANSACTION_TOPIC in self.broker.metadata.topics:
             return True
-        if self.broker.quorum is None:
-            create_transaction_topic(self.broker)
-            for index in self.store.led_partitions():
-                self.load_partition(index)
-        elif self.broker.quorum.is_controller:
+        if self.broker.quorum.is_controller:
             create_transaction_topic(self.broker)
         else:
             self.broker.router.auto_create(TRANSACTION_TOPIC)

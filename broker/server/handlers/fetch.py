@@ -70,8 +70,7 @@ def _partition_response(index, code, partition=None, records=b"", diverging=None
 
 def _lookup(broker, name, index, follower):
     partition = broker.partition(name, index) if name is not None else None
-    if partition is None and follower and broker.quorum is not None and \
-            (name, index) == (METADATA_TOPIC, 0):
+    if partition is None and follower and (name, index) == (METADATA_TOPIC, 0):
         partition = broker.quorum.partition  # the quorum's own log, to its voters only
     return partition
 

@@ -21,7 +21,7 @@ def _brokers(broker, schema, header, id_field="node_id", forming=True):
     least this broker, so a client keeps a broker to ask (`forming`); DescribeCluster names
     only the brokers the controller unfenced, so waiting on it waits for a placeable cluster."""
     live = broker.metadata.brokers.values()
-    if not live and forming and broker.quorum is not None:
+    if not live and forming:
         live = [broker.quorum.own_endpoint]
     live = [on_listener(broker, header, b) for b in live]
     return [schema.make("brokers", **{id_field: b.node_id}, host=b.host, port=b.port, rack=b.rack)
@@ -29,7 +29,7 @@ def _brokers(broker, schema, header, id_field="node_id", forming=True):
 
 
 def describe_topic(broker, ts, ops: int = NOT_REQUESTED):
-    fenced = broker.metadata.fenced if broker.quorum is not None else ()
+    fenced = broker.metadata.fenced
     parts = [_META.make("topics", "partitions",
                         error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
                         partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch,
@@ -96,7 +96,7 @@ async def metadata(broker, header, req):
     # In a cluster every broker forwards admin requests to the active controller, so, as Kafka's
     # KRaft brokers do, Metadata names a live broker (this one): a client never waits on a
     # controller id that went stale during an election. DescribeCluster names the real one.
-    controller = broker.config.node_id if broker.quorum is not None else broker.store.controller_id
+    controller = broker.config.node_id
     cluster_ops = authorized_operations(broker, header, CLUSTER) \
         if 8 <= v <= 10 and req.include_cluster_authorized_operations else NOT_REQUESTED
     return _META.cls(throttle_time_ms=0, brokers=_brokers(broker, _META, header),

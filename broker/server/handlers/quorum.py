@@ -1,9 +1,9 @@
 """Requests between the nodes of a replicated cluster: the Raft quorum (Vote, BeginQuorumEpoch,
 EndQuorumEpoch), broker registration and heartbeats, and AlterPartition.
 
-A broker started without `controller.quorum.voters` is not part of a quorum and answers these
-with INVALID_REQUEST; registration, heartbeats and AlterPartition reaching a broker that is not
-the active controller get NOT_CONTROLLER, as in Kafka.
+A single broker is the only voter of its own quorum and answers them as any voter does;
+registration, heartbeats and AlterPartition reaching a node that is not the active controller
+get NOT_CONTROLLER, as in Kafka.
 """
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
@@ -39,9 +39,9 @@ def _quorum_answer(schema, raft, code, **fields):
 
 def _answer(broker, req, schema, decide):
     """Run `decide(raft, partition request)` -> (error code, extra fields) and answer."""
-    raft = broker.quorum.raft if broker.quorum else None
+    raft = broker.quorum.raft
     p = _raft_partition(req)
-    if raft is None or p is None:
+    if p is None:
         return _quorum_answer(schema, None, ErrorCode.INVALID_REQUEST)
     code, fields = decide(raft, p)
     return _quorum_answer(schema, raft, code, **fields)
@@ -68,8 +68,6 @@ async def end_quorum_epoch(broker, header, req):
 
 def _controller(broker):
     """(controller or None, error code)."""
-    if broker.quorum is None:
-        return None, ErrorCode.INVALID_REQUEST
     if broker.controller is None or not broker.controller.active:
         return None, ErrorCode.NOT_CONTROLLER
     return broker.controller, 0

@@ -164,3 +164,13 @@ def test_an_observer_finds_each_leader_by_asking_the_voters_and_never_campaigns(
         f"seed {seed}: the observer did not find the successor of node {old}"
     assert all(4 not in candidates for candidates in sim.votes.values()), \
         "the observer campaigned"
+
+
+def test_the_only_voter_leads_at_its_first_poll_and_commits_its_own_appends():
+    """A single broker's quorum: nobody to wait for, so no election timeout is waited out
+    (Kafka's `isOnlyVoter`), and a record is committed as soon as it is appended."""
+    core, store = _voter(voters=(1,))
+    assert core.poll(0.0) == [] and core.is_leader, core.state
+    assert store.load().epoch == 1 and store.load().voted_for == 1
+    last = core.append(["a"])
+    assert core.high_watermark == last + 1
