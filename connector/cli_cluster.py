@@ -30,7 +30,7 @@ from pathlib import Path
 
 from minilog.broker.storage.dir_lock import DirectoryLock, DirectoryLocked, is_locked
 from .local_cluster import STATE_FILE as STATE
-from .local_cluster import LocalCluster, free_port
+from .local_cluster import LocalCluster, free_port, wait_for_port
 from .private_files import write_private
 from .secure_cluster import (
     CLIENT_PROPERTIES,
@@ -247,6 +247,11 @@ def _console(data_dir, bootstrap, previous, client=None):
         proc = subprocess.Popen([sys.executable, "-m", "minilog.connector.cli", "-b", bootstrap,
                                  *secured, "console", "--listen", f"127.0.0.1:{port}"],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:  # the console's address, printed next, answers as soon as it is read
+        wait_for_port(port, 60, proc)
+    except (RuntimeError, TimeoutError) as e:
+        raise _UserError(f"minilog cluster: the console did not start ({e}); see "
+                         f"{data_dir / CONSOLE_LOG}") from None
     return {"pid": proc.pid, "port": port}
 
 

@@ -111,7 +111,7 @@ BROKER_PACKAGE_ROLES = {
 }
 HANDLER_REGISTRY = "minilog.broker.server.handlers"
 ALLOWED_UPWARD = {
-    ("metadata", "replication"): "the metadata stores open `Partition`s for the topics they create",
+    ("metadata", "replication"): "the quorum store keeps the metadata log (`__cluster_metadata`) in a `Partition`",
     ("metadata", "coordinator/group"): "the controller creates `__consumer_offsets` with its layout",
     ("metadata", "server"): "dynamic broker configs validate against the broker's config keys",
     ("replication", "coordinator/group"): "the replica manager names `__consumer_offsets`",
