@@ -1,12 +1,13 @@
-"""Spark's Python daemon with minilog's Kafka client imported once, before it forks workers.
+"""Spark's Python daemon with minilog's connector and client imported once, before it forks.
 
-Spark runs Python by forking a daemon (`pyspark.daemon`): each fork imports what its work
-needs. A `format("minilog")` job forks often: every read and write task in a new worker, and
-every planning step of a Python data source (lookup, create, plan the read, write, commit) in
-a fork of its own. Each imported the connector and minilog's client, half a second of CPU.
-Imported here, before the forks, they are shared. What starts threads when imported (numpy, pyarrow, pandas) is
-still imported after the fork, as `pyspark.daemon` does: a fork keeps only the thread that
-forked, and a library whose threads vanished can hang.
+Spark runs a task's Python by forking a daemon (`pyspark.daemon`): each fork imports what its
+work needs. A `format("minilog")` job forks a worker for its read and write tasks, again after
+a worker dies or idles out, and each imported the connector and minilog's client, half a second
+of CPU. Imported here, before the forks, they are shared. (The data source's planning steps,
+lookup, create, plan the read, write, commit, fork from Spark's own daemon whatever this
+setting says.) What starts threads when imported (numpy, pyarrow, pandas) is still imported
+after the fork, as `pyspark.daemon` does: a fork keeps only the thread that forked, and a
+library whose threads vanished can hang.
 
 Spark uses it with `spark.python.daemon.module minilog.datasource.worker_daemon`
 (spark-conf/spark-defaults.conf); it is Spark's own daemon otherwise.
