@@ -12,6 +12,7 @@ data holds all three as epoch milliseconds (the `java.util.Date` Kafka hands to 
 """
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from .converters import ConnectData, java_class
@@ -48,7 +49,7 @@ def settings_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-class FieldTransform:
+class FieldTransform(abc.ABC):
     """One transform of `side` ("key" or "value"), applied to the records a predicate selects."""
 
     purpose = ""
@@ -64,8 +65,9 @@ class FieldTransform:
                 out[i] = self.one(records, i, schema, payload)
         records.set_connect_data(self.side, out)
 
+    @abc.abstractmethod
     def one(self, records: Records, i: int, schema: dict | None, payload: Any) -> ConnectData:
-        raise NotImplementedError
+        """The transformed (schema, payload) of record `i`."""
 
 
 def _spec(spec: str | None) -> tuple[str, bool] | None:

@@ -8,6 +8,7 @@ does (`delta.py`).
 """
 from __future__ import annotations
 
+import abc
 import uuid
 from collections.abc import Mapping, Sequence
 
@@ -17,23 +18,23 @@ from .placement import assign_replicas
 from .records import Record
 
 
-class MetadataStore:
+class MetadataStore(abc.ABC):
     """The writes; a subclass provides `image`, `working` and `append`."""
 
     node_id: int
 
     @property
-    def image(self) -> MetadataImage:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def image(self) -> MetadataImage: ...
 
     @property
+    @abc.abstractmethod
     def working(self) -> MetadataImage:
         """What a change is validated against."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def append(self, recs: Sequence[Record]) -> int:
         """Commit `recs` (or start to); the offset of the last one."""
-        raise NotImplementedError
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: Mapping[str, str], internal: bool = False,
