@@ -6,12 +6,13 @@ keeps a cache per executor: a micro-batch then pays for no connections or metada
 A worker runs one task at a time; the lock covers the driver, where threads may share this.
 `MINILOG_CLIENT_POOL=0` in the workers' environment turns the pool off (each task opens and
 closes its own client), to measure what it saves.
+
+The client classes are imported where a client is made: Spark's planning steps import this
+module with the data source and most of them never open a client.
 """
 import atexit
 import os
 import threading
-
-from minilog.connector.client import AdminClient, Consumer, Producer
 
 _lock = threading.Lock()
 _pool = {}
@@ -42,10 +43,12 @@ def _get(kind, factory, config):
 
 def consumer(config):
     """A Consumer for fetching offset ranges (no group: ranges are read by assignment)."""
+    from minilog.connector.client import Consumer
     return _get("consumer", Consumer, {k: v for k, v in config.items() if k != "group.id"})
 
 
 def producer(config):
+    from minilog.connector.client import Producer
     return _get("producer", Producer, config)
 
 
@@ -73,6 +76,7 @@ def _close_quietly(client):
 
 def admin(config):
     """A new AdminClient for the driver's planning (closed by its owner)."""
+    from minilog.connector.client import AdminClient
     return AdminClient({k: v for k, v in config.items() if k != "group.id"})
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
-from minilog.connector.client import ErrorCode, KafkaError, PreparedTxnState
+from minilog.connector.client import ErrorCode, KafkaError
 
 from . import clients
 from .sink_decisions import WRITES, Decision, DecisionLog
@@ -347,6 +347,7 @@ class Completer:
         An abort of a transaction already ended (fenced, completed) is no error."""
         if not ends:
             return {}
+        from minilog.connector.client import PreparedTxnState  # the driver's commit step only
         results = self.admin.complete_transactions(
             {t: (PreparedTxnState.parse(s), c) for t, (s, c) in ends.items()})
         return {t: e for t, e in results.items() if e is not None and

@@ -3,7 +3,7 @@
 Spark runs a task's Python by forking a daemon (`pyspark.daemon`): each fork imports what its
 work needs. A `format("minilog")` job forks a worker for its read and write tasks, again after
 a worker dies or idles out, and each imported the connector and minilog's client, half a second
-of CPU. Imported here, before the forks, they are shared. (The data source's planning steps,
+of CPU (the client package imports its classes on first use: they are named here). Imported here, before the forks, they are shared. (The data source's planning steps,
 lookup, create, plan the read, write, commit, fork from Spark's own daemon whatever this
 setting says.) What starts threads when imported (numpy, pyarrow, pandas) is still imported
 after the fork, as `pyspark.daemon` does: a fork keeps only the thread that forked, and a
@@ -12,8 +12,8 @@ library whose threads vanished can hang.
 Spark uses it with `spark.python.daemon.module minilog.datasource.worker_daemon`
 (spark-conf/spark-defaults.conf); it is Spark's own daemon otherwise.
 """
-import minilog.connector.client  # noqa: F401 - imported for the forks
-import minilog.datasource  # noqa: F401
+import minilog.datasource  # noqa: F401 - imported for the forks
+from minilog.connector.client import AdminClient, Consumer, Producer  # noqa: F401 - the same
 from pyspark.daemon import manager
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ def test_python_workers_fork_from_a_daemon_with_the_client_imported(spark):
         import sys
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
             parent = f.read().replace(b"\0", b" ").decode()
-        yield parent, {"minilog.connector.client", "minilog.datasource"} <= set(sys.modules)
+        machinery = {"minilog.connector.client.producer", "minilog.connector.client.sync_consumer"}
+        yield parent, machinery | {"minilog.datasource"} <= set(sys.modules)
     # a fresh worker: a plain RDD task imports nothing of minilog's by itself
     (parent, loaded), = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
     assert "-m minilog.datasource.worker_daemon" in parent, parent
