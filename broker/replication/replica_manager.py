@@ -236,19 +236,29 @@ class ReplicaManager:
             fetcher.remove(p)
 
     # -- acks=all ---------------------------------------------------------------------------------
+    @staticmethod
+    def acks_now(p: Partition, last_offset: int) -> int | None:
+        """What an acks=all producer hears for `last_offset` if that is decided already (the
+        ISR has it: 0, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+        min.insync.replicas), else None. A partition whose ISR is its leader alone (RF=1, a
+        single broker) decides at the append: its answer needs no wait, task or timer."""
+        if p.high_watermark <= last_offset:
+            return None
+        if len(p.isr) < p.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return 0
+
     async def wait_for_acks(self, p: Partition, last_offset: int, timeout_ms: int) -> int:
         """0 once the ISR has `last_offset`, else the Kafka error to answer the producer with."""
         deadline = time.monotonic() + timeout_ms / 1000
-        while p.high_watermark <= last_offset:
+        while (code := self.acks_now(p, last_offset)) is None:
             if not p.is_leader:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.broker.stopping:
                 return ErrorCode.REQUEST_TIMED_OUT
             await wait_for_any([p], remaining)
-        if len(p.isr) < p.min_insync_replicas:
-            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return 0
+        return code
 
     # -- ISR --------------------------------------------------------------------------------------
     async def _maintain_isr(self) -> None:

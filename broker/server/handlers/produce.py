@@ -79,14 +79,22 @@ def produce_to_partition(broker, topic, index, records, acks, message_sets=False
 
 
 def _when_replicated(broker, results, timeout_ms):
-    """acks=all in a replicated cluster: the response, once the ISR has every batch appended.
-    The offsets to wait for are taken now, before the connection's next request appends."""
+    """acks=all: the response once the ISR has every batch appended; at once (None) when it
+    has already (a partition whose ISR is its leader alone). The offsets to wait for are taken
+    now, before the connection's next request appends."""
     waits = []
     for t in results:
         for part in t.partition_responses:
             if part.error_code == 0:
                 partition = broker.partition(t.name, part.index)
-                waits.append((part, partition, partition.log_end_offset - 1))
+                last = partition.log_end_offset - 1
+                code = broker.replicas.acks_now(partition, last)
+                if code is None:
+                    waits.append((part, partition, last))
+                else:
+                    part.error_code = code
+    if not waits:
+        return None
 
     async def wait(part, partition, last):
         part.error_code = await broker.replicas.wait_for_acks(partition, last, timeout_ms)
@@ -150,8 +158,10 @@ async def produce(broker, header, req):
         for t in req.topic_data:  # appended: let the frame's buffer serve the next request
             for p in t.partition_data:
                 p.records = None
-        return Pending(_when_replicated(broker, results, req.timeout_ms))
-    if acks == 0:
+        replicated = _when_replicated(broker, results, req.timeout_ms)
+        if replicated is not None:
+            return Pending(replicated)
+    elif acks == 0:
         failed = [f"{t.name}-{p.index}: error {p.error_code}" for t in results
                   for p in t.partition_responses if p.error_code]
         if failed:  # the client hears of it only by the connection closing, as in Kafka
