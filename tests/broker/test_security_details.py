@@ -1,13 +1,16 @@
 """Smaller points where a secured broker answers exactly as Kafka does: SCRAM's GS2 header
 (the channel-binding flag must be `n`, an authorization id is accepted when it is the username
-and refused otherwise, as Kafka's ScramSaslServer does), Envelope served on the controller's
-listener only (a combined node's broker listener closes the connection, as Kafka's does for an
-API its listener does not enable, and its ApiVersions does not list it), and nodes whose
-certificates their peers refuse say why."""
+and refused otherwise, as Kafka's ScramSaslServer does), Envelope and the other controller APIs
+served on the controller's listener only (a combined node's broker listener closes the
+connection, as Kafka's does for an API its listener does not enable, and its ApiVersions does
+not list it), and nodes whose certificates their peers refuse say why."""
 import base64
 import contextlib
 import hashlib
 import hmac
+import json
+import re
+from pathlib import Path
 
 import kafka
 import pytest
@@ -22,6 +25,7 @@ from minilog.connector.local_cluster import LocalCluster
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 
 NONCE = "fyko+d2lbbFgONRv9qkxdawL"
+KAFKA_PROTOCOL = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
 
 
 def _sasl(conn: RawConnection, api_key: int, **fields):
@@ -110,9 +114,63 @@ def test_api_versions_lists_envelope_on_the_controller_listener_only(combined_no
     assert ApiKey.ENVELOPE in {k.api_key for k in answer.api_keys}
 
 
-def _frame(envelope):
+def _listed(address):
+    with contextlib.closing(RawConnection(address)) as conn:
+        answer = conn.call(ApiKey.API_VERSIONS, 3, request(ApiKey.API_VERSIONS).cls(
+            client_software_name="probe", client_software_version="1"))
+    assert answer.error_code == 0
+    return {k.api_key for k in answer.api_keys}
+
+
+def _kafka_listener_types():
+    """{api key: the listener types Kafka's definition enables it on} from Kafka's JSON."""
+    found = {}
+    for path in KAFKA_PROTOCOL.glob("*Request.json"):
+        text = re.sub(r"^\s*//.*$", "", path.read_text(), flags=re.M)  # the files' comments
+        spec = json.loads(text)
+        found[spec["apiKey"]] = set(spec.get("listeners", ()))
+    return found
+
+
+@pytest.mark.skipif(not KAFKA_PROTOCOL.is_dir(),
+                    reason=f"Kafka's message definitions are not at {KAFKA_PROTOCOL}")
+def test_each_listener_lists_the_apis_kafka_enables_on_its_type(combined_node):
+    """The client listener lists only APIs whose Kafka definition names the broker listener
+    type (no Vote, BrokerHeartbeat, AlterPartition...); the controller listener lists the
+    quorum's and the broker lifecycle's."""
+    node, controller = combined_node
+    types = _kafka_listener_types()
+    client_side = _listed(node.bootstrap)
+    assert client_side, "nothing listed"
+    assert {k for k in client_side if "broker" not in types[k]} == set()
+    controller_side = _listed(f"127.0.0.1:{controller}")
+    for key in (ApiKey.VOTE, ApiKey.BROKER_HEARTBEAT, ApiKey.BROKER_REGISTRATION,
+                ApiKey.ALTER_PARTITION):
+        assert key in controller_side and key not in client_side, key
+
+
+def test_a_controller_api_on_the_client_listener_closes_the_connection(combined_node):
+    """A BrokerHeartbeat sent to the client listener: the connection closes, as Kafka's does
+    for an API its listener does not enable; the controller listener answers it."""
+    node, controller = combined_node
+    heartbeat = request(ApiKey.BROKER_HEARTBEAT).cls(
+        broker_id=1, broker_epoch=-1, current_metadata_offset=0, want_fence=False,
+        want_shut_down=False)
+    with contextlib.closing(RawConnection(node.bootstrap)) as conn:
+        conn.send_raw(b"".join(_frame_of(ApiKey.BROKER_HEARTBEAT, 0, heartbeat)))
+        assert conn.closed_by_peer_within(30)
+    with contextlib.closing(RawConnection(f"127.0.0.1:{controller}")) as conn:
+        answer = conn.call(ApiKey.BROKER_HEARTBEAT, 0, heartbeat)
+    assert answer.error_code != 0  # answered (a stale epoch), not closed
+
+
+def _frame_of(api_key, version, body):
     from minilog.connector.protocol.framing import RequestHeader, encode_request
-    return encode_request(RequestHeader(ApiKey.ENVELOPE, 0, 1, "raw"), envelope)
+    return encode_request(RequestHeader(api_key, version, 1, "raw"), body)
+
+
+def _frame(envelope):
+    return _frame_of(ApiKey.ENVELOPE, 0, envelope)
 
 
 def test_nodes_refusing_each_others_certificate_log_why(tmp_path):

@@ -58,15 +58,27 @@ def served(broker):
     return {k: e for k, e in HANDLERS.items() if k in wanted}
 
 
+def controller_listener_only():
+    """The APIs Kafka enables on controller listeners alone (their message definitions'
+    `listeners` name no "broker"): the quorum's, the broker lifecycle, AlterPartition,
+    producer id blocks and Envelope. Nodes send them to a controller's listener, the one
+    `controller.quorum.voters` names; a client listener neither lists nor answers them."""
+    from minilog.connector.protocol import ApiKey
+    return frozenset({
+        ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH, ApiKey.ALTER_PARTITION,
+        ApiKey.ENVELOPE, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALLOCATE_PRODUCER_IDS})
+
+
 def listener_apis(broker, listener_name: str) -> dict:
     """{api key: Entry} one listener of this node answers, and advertises in ApiVersions:
-    `served(broker)`, less Envelope unless it is the controller's listener. Kafka enables an
-    API per listener type (the `listeners` of its message definitions): Envelope is for
-    brokers forwarding to the controller, which reach it on the controller listener only."""
-    from minilog.connector.protocol import ApiKey
+    `served(broker)`, less the controller's own APIs unless it is the controller's listener.
+    Kafka enables an API per listener type (the `listeners` of its message definitions): a
+    request for one its listener does not enable closes the connection."""
     apis = served(broker)
     if listener_name != broker.config.controller_listener.name:
-        apis = {k: e for k, e in apis.items() if k != ApiKey.ENVELOPE}
+        hidden = controller_listener_only()
+        apis = {k: e for k, e in apis.items() if k not in hidden}
     return apis
 
 
