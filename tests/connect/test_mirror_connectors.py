@@ -1,14 +1,14 @@
 """MirrorMaker 2 run as Connect users run it in a Connect cluster: two minilog brokers as the
 clusters A and B, a `minilog connect` worker on B, and MM2's connectors created by their JSON
-over the REST API (`MirrorSourceConnector`, `MirrorCheckpointConnector`), read back with
-confluent-kafka. One worker for the module."""
+over the REST API (`MirrorSourceConnector`, `MirrorCheckpointConnector`,
+`MirrorHeartbeatConnector`), read back with confluent-kafka. One worker for the module."""
 import uuid
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from connecttools import ConnectWorker
-from minilog.mirror.formats import Checkpoint
+from minilog.mirror.formats import Checkpoint, Heartbeat
 from mirrortools import FAST, create, partitions_of, produce, read_all, read_internal
 from mirrortools import clusters  # noqa: F401 - a fixture
 from waiting import wait_until
@@ -46,7 +46,10 @@ def commit_on(bootstrap, group, offsets):
         c.close()
 
 
-def test_mirror_connectors_copy_orders_and_checkpoint_a_group(clusters, worker):
+CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+
+
+def test_mirror_connectors_copy_orders_checkpoint_a_group_and_beat(clusters, worker):
     a, b = clusters
     create(a, "orders", PARTITIONS)
     produce(a, "orders", PARTITIONS, 300)
@@ -54,7 +57,7 @@ def test_mirror_connectors_copy_orders_and_checkpoint_a_group(clusters, worker):
     committed = {0: 37, 1: 50, 2: 99}
     commit_on(a, group, committed)
 
-    for cls in ("MirrorSourceConnector", "MirrorCheckpointConnector"):
+    for cls in CONNECTORS:
         status, info = worker.call("POST", "/connectors", {"name": f"mm2-{cls}",
                                                            "config": mm2_config(cls, a)})
         assert status == 201, info
@@ -83,7 +86,10 @@ def test_mirror_connectors_copy_orders_and_checkpoint_a_group(clusters, worker):
         assert c.topic == "A.orders"
         next_on_b = min(o for o in on_b[p] if o >= c.downstream_offset)
         assert on_b[p][next_on_b] == on_a[p][committed[p]]
-    for name in ("mm2-MirrorSourceConnector", "mm2-MirrorCheckpointConnector"):
+    beats = wait_until(lambda: partitions_of(b, "heartbeats") and read_internal(
+        b, "heartbeats", Heartbeat.parse), DEADLINE, "heartbeats on B")
+    assert {(h.source, h.target) for h in beats} == {("A", "B")}
+    for name in (f"mm2-{cls}" for cls in CONNECTORS):
         status, body = worker.call("GET", f"/connectors/{name}/status")
         assert status == 200 and body["tasks"][0]["state"] == "RUNNING", body
 
