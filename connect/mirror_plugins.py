@@ -45,7 +45,9 @@ def _key(name: str, type_: str, doc: str, importance: str = "LOW",
 
 
 _CLUSTERS = (
-    _key("enabled", "BOOLEAN", "Whether to replicate source->target."),
+    # a connector runs unless told not to (a properties file's flow is off unless enabled)
+    ConfigKey("enabled", "BOOLEAN", "Whether to replicate source->target.", default="true",
+              importance="LOW", check=boolean),
     ConfigKey(SOURCE_ALIAS, "STRING", "Alias of the source cluster.", required=True),
     ConfigKey(TARGET_ALIAS, "STRING", "Alias of the target cluster.",
               default=TARGET_ALIAS_DEFAULT),
