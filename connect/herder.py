@@ -18,7 +18,7 @@ import os
 import shutil
 import threading
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -49,6 +49,9 @@ from .topic_log import TopicLog, ensure_compacted_topic
 from .validate import check
 from .worker_config import WorkerConfig
 
+if TYPE_CHECKING:
+    from .mirror_tasks import MirrorTask
+
 log = logging.getLogger("minilog.connect")
 MONITOR_INTERVAL_S = 1.0
 
@@ -61,7 +64,7 @@ class Herder:
         self.statuses = StatusState()
         self.offsets = OffsetReader()
         self._lock = threading.RLock()
-        self._queries: dict[str, StreamingQuery] = {}
+        self._queries: dict[str, StreamingQuery | MirrorTask] = {}
         self._running: dict[str, dict[str, str]] = {}  # the config each query was started with
         self._failed: dict[str, dict[str, str]] = {}   # failed with this config: not restarted
         self._restarts_done: dict[str, int] = {}        # restart requests acted on, by connector

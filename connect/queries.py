@@ -29,6 +29,8 @@ from minilog.jobs.pipeline import checkpoint_token, start_query
 from .converters import Converter, connector_converter
 from .file_sink import FileSinkWriter
 from .jdbc_sink import JdbcSinkWriter
+from . import mirror_tasks
+from .mirror_plugins import MIRROR_PLUGINS
 from .plugins import FILE_SINK, FILE_SOURCE, JDBC_SINK, find_plugin
 from .transforms import TransformChain, transform_chain
 from .worker_config import WorkerConfig
@@ -64,10 +66,13 @@ def _kafka_options(worker: WorkerConfig) -> dict[str, str]:
 
 
 def start(spark: SparkSession, worker: WorkerConfig, name: str,
-          config: dict[str, str]) -> StreamingQuery:
+          config: dict[str, str]) -> StreamingQuery | mirror_tasks.MirrorTask:
     """The connector's query, started, and returned once its sources are initialized (queries
     start one after the other, so that their Python planners do not all start at once; one
-    whose planner Spark stopped waiting for is started again, as the jobs do)."""
+    whose planner Spark stopped waiting for is started again, as the jobs do). MirrorMaker 2's
+    connectors run the mirror's flow (mirror_tasks.py)."""
+    if find_plugin(config["connector.class"]) in MIRROR_PLUGINS:
+        return mirror_tasks.start(spark, worker, name, config, checkpoint_dir(worker, name))
     return start_query(_writer(spark, worker, name, config))
 
 

@@ -19,38 +19,38 @@ from .field_transforms import (
     parse_renames,
     settings_list,
 )
-from .plugins import VERSION, ConfigKey
+from .config_def import VERSION, ConfigKey
 from .predicates import PREDICATES
 from .transforms import TRANSFORMS
 
 Check = Callable[[str, str], list[str]]
 
 
-def _invalid(name: str, value: str, message: str) -> str:
+def invalid(name: str, value: str, message: str) -> str:
     return f"Invalid value {value} for configuration {name}: {message}"
 
 
 def one_of(*choices: str) -> Check:
     def check(name: str, value: str) -> list[str]:
-        return [] if value in choices else [_invalid(name, value, "String must be one of: "
+        return [] if value in choices else [invalid(name, value, "String must be one of: "
                                                      + ", ".join(choices))]
     return check
 
 
 def boolean(name: str, value: str) -> list[str]:
     ok = value.strip().lower() in ("true", "false")
-    return [] if ok else [_invalid(name, value, "Expected value to be either true or false")]
+    return [] if ok else [invalid(name, value, "Expected value to be either true or false")]
 
 
 def non_empty(name: str, value: str) -> list[str]:
-    return [] if value else [_invalid(name, value, "String must be non-empty")]
+    return [] if value else [invalid(name, value, "String must be non-empty")]
 
 
 def regex(name: str, value: str) -> list[str]:
     try:
         re.compile(value)
     except re.error as e:
-        return [_invalid(name, value, f"Invalid regex: {e}")]
+        return [invalid(name, value, f"Invalid regex: {e}")]
     return []
 
 
@@ -59,7 +59,7 @@ def non_empty_regex(name: str, value: str) -> list[str]:
 
 
 def non_empty_list(name: str, value: str) -> list[str]:
-    return [] if settings_list(value) else [_invalid(name, "[]", "Empty list")]
+    return [] if settings_list(value) else [invalid(name, "[]", "Empty list")]
 
 
 def renames(name: str, value: str) -> list[str]:
@@ -150,7 +150,7 @@ def _alias_keys(kind: str, alias: str, class_name: str | None, known: dict,
             return [f"Config '{prefix}negate' was provided but there is no config "
                     f"'{prefix}predicate' defining a predicate to be negated."]
         if value.strip() not in known:
-            return [_invalid(name, value, f"Class {value} could not be found.")]
+            return [invalid(name, value, f"Class {value} could not be found.")]
         return []
     noun = "transformation" if kind == "transforms" else "predicate"
     keys = [_key(f"{prefix}type", "CLASS", f"Class for the '{alias}' {noun}.", required=True,
@@ -168,7 +168,7 @@ def _alias_keys(kind: str, alias: str, class_name: str | None, known: dict,
 def _aliases_check(name: str, value: str) -> list[str]:
     aliases = settings_list(value)
     if len(aliases) != len(set(aliases)):
-        return [_invalid(name, "[" + ", ".join(aliases) + "]", "Duplicate alias provided.")]
+        return [invalid(name, "[" + ", ".join(aliases) + "]", "Duplicate alias provided.")]
     return []
 
 

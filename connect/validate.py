@@ -7,7 +7,9 @@ import re
 from typing import Any
 
 from .errors import ConnectRestError
-from .plugins import PLUGINS, ConfigKey, Plugin, find_plugin
+from .config_def import ConfigKey, Plugin
+from .mirror_plugins import MIRROR_PLUGINS, mirror_errors
+from .plugins import PLUGINS, find_plugin
 from .smt_plugins import smt_keys
 
 _INT = re.compile(r"^-?\d+$")
@@ -19,8 +21,9 @@ def _field_errors(plugin: Plugin, key: ConfigKey, config: dict[str, str]) -> lis
         if key.required:
             return [f'Missing required configuration "{key.name}" which has no default value.']
         return []
-    if key.type == "INT" and not _INT.match(str(value).strip()):
-        return [f"Invalid value {value} for configuration {key.name}: Not a number of type INT"]
+    if key.type in ("INT", "SHORT", "LONG") and not _INT.match(str(value).strip()):
+        return [f"Invalid value {value} for configuration {key.name}: Not a number of type "
+                f"{key.type}"]
     if key.name == "tasks.max" and int(value) < 1:
         return [f"Invalid value {value} for configuration tasks.max: Value must be at least 1"]
     if plugin.type == "source" and key.name == "topic" and len(_topics(value)) != 1:
@@ -36,8 +39,10 @@ def _topics(value: str) -> list[str]:
     return [t.strip() for t in str(value).split(",") if t.strip()]
 
 
-def _cross_errors(plugin: Plugin, config: dict[str, str]) -> dict[str, list[str]]:
-    """The checks on several settings at once (Connect's SinkConnectorConfig.validate)."""
+def _cross_errors(plugin: Plugin, config: dict[str, str],
+                  fields_ok: bool) -> dict[str, list[str]]:
+    """The checks on several settings at once (Connect's SinkConnectorConfig.validate, the
+    connectors' own `validate`); `fields_ok`: no field has an error of its own."""
     out: dict[str, list[str]] = {}
     if plugin.type == "sink":
         has_topics = bool(_topics(config.get("topics", "")))
@@ -51,6 +56,8 @@ def _cross_errors(plugin: Plugin, config: dict[str, str]) -> dict[str, list[str]
             out = {"topics": [message], "topics.regex": [message]}
     if plugin.class_name.endswith("JdbcSinkConnector"):
         _jdbc_errors(config, out)
+    elif plugin in MIRROR_PLUGINS:
+        out.update(mirror_errors(plugin, config, fields_ok))
     elif "file" not in config:
         out["file"] = ["minilog's file connectors need a file name (stdin and stdout are not "
                        "supported)"]
@@ -97,12 +104,14 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     if plugin is None:
         raise ConnectRestError(400, unknown_class_message(config.get("connector.class")))
     config = {k: str(v) for k, v in config.items()}
-    cross = _cross_errors(plugin, config)
+    keys = (*plugin.keys, *smt_keys(config))
+    own = [_field_errors(plugin, key, config) for key in keys]
+    cross = _cross_errors(plugin, config, not any(own))
     infos, groups = [], []
-    for order, key in enumerate((*plugin.keys, *smt_keys(config)), 1):
+    for order, (key, errors) in enumerate(zip(keys, own), 1):
         if key.group and key.group not in groups:
             groups.append(key.group)
-        errors = _field_errors(plugin, key, config) + cross.get(key.name, [])
+        errors = errors + cross.get(key.name, [])
         infos.append({
             "definition": {"name": key.name, "type": key.type, "required": key.required,
                            "default_value": key.default, "importance": key.importance,

@@ -17,6 +17,7 @@ from minilog.connector.properties import read_properties
 from minilog.console.server import bind  # a port in use is one line, as for the console
 
 from minilog.datasource.source import MinilogDataSource
+from minilog.mirror.sink import MirrorDataSource
 
 from .file_source import FileLinesDataSource
 from .herder import Herder
@@ -45,6 +46,7 @@ def spark_session(worker: WorkerConfig) -> SparkSession:
     # Spark finds format("minilog") by itself, through a Python process it gives 10 s to start;
     # on a loaded machine that search can fail, and the connectors with it: registered here
     spark.dataSource.register(MinilogDataSource)
+    spark.dataSource.register(MirrorDataSource)  # MirrorSourceConnector's sink
     return spark
 
 

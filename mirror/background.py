@@ -10,6 +10,11 @@ Heartbeats as MM2 emits them: the flow A->B writes `heartbeats` on B keyed (A, B
 runs the heartbeat connector of the pair B->A when that flow is disabled, writing A's
 `heartbeats` keyed (B, A), which A->B then copies to B's `A.heartbeats`: a record there is
 end-to-end proof that the copy runs, and its age the replication latency.
+
+`minilog mirror` runs all of a flow's work in one Background; MM2's three connectors under
+`minilog connect` each run their own part of it (`roles`): the source connector the topic
+refresh and the offset syncs' forwarding, the checkpoint connector the checkpoints and the
+groups' offsets, the heartbeat connector the heartbeats.
 """
 from __future__ import annotations
 
@@ -31,11 +36,15 @@ from .topics import ensure_internal, ensure_remote, sync_configs
 
 log = logging.getLogger("minilog.mirror")
 TICK_S = 0.2
+SOURCE, CHECKPOINT, HEARTBEAT = "source", "checkpoint", "heartbeat"
+ALL_ROLES = frozenset((SOURCE, CHECKPOINT, HEARTBEAT))
+SYNCS_INTERVAL_S = 1.0  # the source connector's forwarding of offset syncs, alone
 
 
 class Background:
-    def __init__(self, flow: Flow, reverse_enabled: bool = False):
-        self.flow, self.reverse_enabled = flow, reverse_enabled
+    def __init__(self, flow: Flow, reverse_enabled: bool = False,
+                 roles: frozenset[str] = ALL_ROLES):
+        self.flow, self.reverse_enabled, self.roles = flow, reverse_enabled, roles
         self.checkpointer: Checkpointer | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -59,22 +68,45 @@ class Background:
     def prepare(self) -> None:
         """Before the query starts: the internal topics, and the copies of the topics that
         exist now (their configs synced before a record arrives)."""
-        f = self.flow
-        ensure_internal(self.target_admin, staging_topic(f), f.replication_factor, compact=False)
-        self.refresh_topics()
-        self.checkpointer = Checkpointer(f, self.source_admin, self.target_admin)
-        self._steps = [("topics", f.refresh_topics_interval, self.refresh_topics),
-                       ("checkpoints", f.emit_checkpoints_interval if f.emit_checkpoints
-                        else -1, self.checkpoints)]
-        if f.sync_group_offsets:
-            self._steps.append(("group offsets", f.sync_group_offsets_interval,
-                                self.checkpointer.sync_group_offsets))
-        if f.emit_heartbeats:
-            self._steps.append(("heartbeats", f.emit_heartbeats_interval, self.heartbeat))
+        f, roles = self.flow, self.roles
+        if roles & {SOURCE, CHECKPOINT}:
+            ensure_internal(self.target_admin, staging_topic(f), f.replication_factor,
+                            compact=False)
+        if SOURCE in roles:
+            self.refresh_topics()
+        self.checkpointer = Checkpointer(f, self.source_admin, self.target_admin,
+                                         forwards=SOURCE in roles)
+        self._steps = self._plan()
+
+    def _plan(self) -> list[tuple[str, float, Callable[[], None]]]:
+        f, roles, c = self.flow, self.roles, self.checkpointer
+        checkpoints = f.emit_checkpoints_interval if f.emit_checkpoints else -1
+        steps = []
+        if SOURCE in roles:
+            steps.append(("topics", f.refresh_topics_interval, self.refresh_topics))
+        if {SOURCE, CHECKPOINT} <= roles:
+            steps.append(("checkpoints", checkpoints, self.checkpoints))
+        elif SOURCE in roles:
+            steps.append(("offset syncs", SYNCS_INTERVAL_S, self.forward_syncs))
+        elif CHECKPOINT in roles:
+            steps.append(("checkpoints", checkpoints, c.emit_checkpoints))
+        if CHECKPOINT in roles and f.sync_group_offsets:
+            steps.append(("group offsets", f.sync_group_offsets_interval, c.sync_group_offsets))
+        if HEARTBEAT in roles and f.emit_heartbeats:
+            steps.append(("heartbeats", f.emit_heartbeats_interval, self.heartbeat))
+        return steps
 
     def checkpoints(self) -> None:
         self.checkpointer.emit_checkpoints()
         self.checkpointer.forward_syncs()
+
+    def forward_syncs(self) -> None:
+        self.checkpointer.read_syncs()
+        self.checkpointer.forward_syncs()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def heartbeat(self) -> None:
         now = int(time.time() * 1000)

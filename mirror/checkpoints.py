@@ -39,8 +39,9 @@ def read_topic(consumer: Consumer, admin: AdminClient, topic: str, start: int):
 
 
 class Checkpointer:
-    def __init__(self, flow: Flow, source_admin: AdminClient, target_admin: AdminClient):
-        self.flow = flow
+    def __init__(self, flow: Flow, source_admin: AdminClient, target_admin: AdminClient,
+                 forwards: bool = True):
+        self.flow, self.forwards = flow, forwards  # forwards: keeps syncs for forward_syncs
         self.source_admin, self.target_admin = source_admin, target_admin
         self.store = OffsetSyncStore()
         self.position = 0                      # in the staging topic
@@ -88,7 +89,8 @@ class Checkpointer:
         for key, value in records:
             sync = OffsetSync.parse(key, value)
             self.store.add(sync)
-            self.unforwarded.append(sync)
+            if self.forwards:
+                self.unforwarded.append(sync)
         return len(records)
 
     def forward_syncs(self) -> None:

@@ -11,10 +11,14 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+from brokers import MinilogBroker
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import KafkaError as CKError
+from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient as CKAdmin
+from confluent_kafka.admin import NewTopic
 from sparkprocs import MarkedProcess, environment
 from waiting import wait_until
 
@@ -67,6 +71,32 @@ class MirrorProcess(MarkedProcess):
             raise AssertionError(f"the mirror exited with {self.proc.returncode}:\n{self.log}")
         return "mirroring A->B" in self.log[self._from:]
 
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    """Two minilog brokers, the clusters A and B: (A's bootstrap servers, B's)."""
+    a, b = MinilogBroker().start(), MinilogBroker().start()
+    yield a.bootstrap, b.bootstrap
+    a.cleanup()
+    b.cleanup()
+
+
+def create(bootstrap, name, partitions, config=None):
+    admin = CKAdmin({"bootstrap.servers": bootstrap})  # alive until its futures are done
+    for f in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
+        f.result(60)
+
+
+def produce(bootstrap, topic, partitions, count, start=0):
+    """`count` records spread over the partitions, each with a key, headers and its own
+    timestamp; returns nothing until every one is acknowledged."""
+    p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + count):
+        p.produce(topic, value=f"value-{i}".encode(), key=f"key-{i}".encode(),
+                  partition=i % partitions, timestamp=1_700_000_000_000 + i,
+                  headers=[("n", str(i).encode()), ("empty", b"")])
+    assert p.flush(60) == 0
 
 
 def partitions_of(bootstrap, topic):

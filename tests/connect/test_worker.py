@@ -47,7 +47,9 @@ def test_root_and_plugins_answer_as_connect(worker):
     status, plugins = worker.call("GET", "/connector-plugins")
     assert status == 200
     assert {(p["class"], p["type"]) for p in plugins} == {
-        (SOURCE, "source"), (SINK, "sink"), ("io.confluent.connect.jdbc.JdbcSinkConnector", "sink")}
+        (SOURCE, "source"), (SINK, "sink"), ("io.confluent.connect.jdbc.JdbcSinkConnector", "sink"),
+        *((f"org.apache.kafka.connect.mirror.Mirror{kind}Connector", "source")
+          for kind in ("Source", "Checkpoint", "Heartbeat"))}
 
 
 def test_file_to_topic_to_file_exactly_once_through_kill9(worker, broker, tmp_path):

@@ -4,40 +4,14 @@ module, A->B with the default policy (`orders` on A is `A.orders` on B)."""
 import time
 
 import pytest
-from brokers import MinilogBroker
-from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient as CKAdmin
-from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource, NewPartitions
 from minilog.mirror.formats import Checkpoint, Heartbeat, OffsetSync
-from mirrortools import MirrorProcess, partitions_of, read_all, read_internal
+from mirrortools import MirrorProcess, create, partitions_of, produce, read_all, read_internal
+from mirrortools import clusters  # noqa: F401 - a fixture
 from waiting import wait_until
 
 DEADLINE = 120.0
-
-
-@pytest.fixture(scope="module")
-def clusters():
-    a, b = MinilogBroker().start(), MinilogBroker().start()
-    yield a.bootstrap, b.bootstrap
-    a.cleanup()
-    b.cleanup()
-
-
-def create(bootstrap, name, partitions, config=None):
-    admin = CKAdmin({"bootstrap.servers": bootstrap})  # alive until its futures are done
-    for f in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
-        f.result(60)
-
-
-def produce(bootstrap, topic, partitions, count, start=0):
-    """`count` records spread over the partitions, each with a key, headers and its own
-    timestamp; returns nothing until every one is acknowledged."""
-    p = CKProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(start, start + count):
-        p.produce(topic, value=f"value-{i}".encode(), key=f"key-{i}".encode(),
-                  partition=i % partitions, timestamp=1_700_000_000_000 + i,
-                  headers=[("n", str(i).encode()), ("empty", b"")])
-    assert p.flush(60) == 0
 
 
 @pytest.fixture(scope="module")
