@@ -114,8 +114,6 @@ ALLOWED_UPWARD = {
     ("metadata", "replication"): "the quorum store keeps the metadata log (`__cluster_metadata`) in a `Partition`",
     ("metadata", "coordinator/group"): "the controller creates `__consumer_offsets` with its layout",
     ("metadata", "server"): "dynamic broker configs validate against the broker's config keys",
-    ("replication", "coordinator/group"): "the replica manager names `__consumer_offsets`",
-    ("replication", "coordinator/transaction"): "the replica manager names `__transaction_state`",
     ("coordinator/transaction", "metadata"): "the transaction coordinator awaits the "
                                              "controller's producer-id blocks",
     ("security", "server"): "TLS, SCRAM and the authorizer read the broker's config and listeners",

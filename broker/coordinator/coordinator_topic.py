@@ -59,13 +59,6 @@ class CoordinatorTopic:
         ts = self.broker.metadata.topics.get(self.topic)
         return partition_for(key, len(ts.partitions) if ts is not None else self.num_partitions)
 
-    def led_partitions(self) -> list[int]:
-        """Partitions led by this broker: it coordinates the keys that hash to them."""
-        ts = self.broker.metadata.topics.get(self.topic)
-        node = self.broker.config.node_id
-        return [] if ts is None else [i for i, st in sorted(ts.partitions.items())
-                                      if st.leader == node]
-
     def coordinator(self, key: str) -> Any:
         """The broker endpoint coordinating `key`, or None when its partition has no leader."""
         ts = self.broker.metadata.topics.get(self.topic)

@@ -2,11 +2,13 @@
 
 Kafka's CoordinatorRuntime, shrunk to the broker's event loop. A coordinator partition (of
 `__consumer_offsets`, `__transaction_state`, or any topic a shard kind is registered for) is
-loaded when this broker becomes its leader: a shard of the topic's kind is made and every
-record of the partition is replayed into it through `replay`, the same method that applies a
-write. The shard is fenced by the coordinator epoch, the partition's leader epoch when it was
+loaded when this broker becomes its leader (`on_election`, from the metadata publisher in
+`coordinator_elections.py`, with the partition's leader epoch): a shard of the topic's kind is
+made and every record of the partition is replayed into it through `replay`, the same method
+that applies a write. The shard is fenced by the coordinator epoch, the partition's leader epoch when it was
 loaded; unloading it (or loading it again at a newer epoch) fails the operations still waiting
-with NOT_COORDINATOR.
+with NOT_COORDINATOR. An election or resignation carrying an epoch no newer than the shard's
+is a stale view of who leads, and is ignored.
 
 A write is an operation on the shard returning `(records, response)`. The runtime replays the
 records into the shard at once, so the next operation sees them; appends them with acks=all,
@@ -216,6 +218,33 @@ class CoordinatorRuntime:
         ctx.shard.loaded()
         log.debug("loaded %s-%d at coordinator epoch %d (%d batches)", topic, index, epoch, batches)
         return ctx.shard
+
+    def on_election(self, topic: str, index: int, epoch: int) -> bool:
+        """This broker became the leader of `topic`-`index` at leader `epoch` (Kafka's
+        scheduleLoadOperation): the shard is loaded, unless it is held at this epoch or a
+        newer one already (a late election of a leadership since replaced). Whether it was."""
+        ctx = self._shards.get((topic, index))
+        if ctx is not None and not ctx.closed and ctx.epoch >= epoch:
+            log.debug("ignored the election of %s-%d at epoch %d: held at epoch %d",
+                      topic, index, epoch, ctx.epoch)
+            return False
+        self.load(topic, index, epoch)
+        return True
+
+    def on_resignation(self, topic: str, index: int, epoch: int | None) -> bool:
+        """This broker no longer leads `topic`-`index`, whose leader epoch is now `epoch`
+        (None: the partition is gone). Kafka's scheduleUnloadOperation: the shard is unloaded
+        only if it was loaded at an older epoch; a resignation no newer than the shard's
+        leadership is a stale view and is ignored. Whether it was unloaded."""
+        ctx = self._shards.get((topic, index))
+        if ctx is None:
+            return False
+        if epoch is not None and epoch <= ctx.epoch:
+            log.debug("ignored the resignation of %s-%d at epoch %d: held at epoch %d",
+                      topic, index, epoch, ctx.epoch)
+            return False
+        self.unload(topic, index)
+        return True
 
     def unload(self, topic: str, index: int) -> None:
         """Stop coordinating `topic`-`index`: writes still waiting answer NOT_COORDINATOR."""

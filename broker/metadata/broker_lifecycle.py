@@ -119,6 +119,8 @@ class BrokerLifecycle:
                 self.unfenced.set()
             if not resp.is_fenced and self.broker.replicas is not None:
                 self.broker.replicas.broker_ready()
+                if self.broker.elections is not None:  # after the replicas' pass, queued first
+                    self.broker.elections.broker_ready()
 
     async def stop(self) -> None:
         """Controlled shutdown: ask to be fenced (leadership moves away), then stop."""

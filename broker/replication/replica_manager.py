@@ -6,8 +6,9 @@ smallest log end of the ISR, a new leader epoch starting at its log end) or a fo
 by the `ReplicaFetcher` of its leader's broker); replicas moved away or deleted are dropped.
 As leader it shrinks the ISR of followers not caught up for `replica.lag.time.max.ms` and adds
 back those that caught up, through AlterPartition to the controller, and it answers acks=all
-produce requests once the high watermark passes their records. The group coordinator loads the
-`__consumer_offsets` partitions led here and unloads those that move away.
+produce requests once the high watermark passes their records. The coordinators learn which of
+their partitions are led here from the metadata too (`coordinator/coordinator_elections.py`,
+installed after this manager), asking `leading_epoch` whether the replica leads yet.
 
 It acts on committed metadata only, and not at all before this broker has registered, caught
 up with the metadata log and been unfenced (`broker_ready`): a broker restarted with an old
@@ -26,8 +27,6 @@ from typing import Any
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
-from ..coordinator.group.group_store import OFFSETS_TOPIC
-from ..coordinator.transaction.txn_coordinator import TRANSACTION_TOPIC
 from ..storage import hw_checkpoint
 from ..storage.leader_epoch_cache import LeaderEpochCache
 from .partition import Partition, wait_for_any
@@ -183,7 +182,6 @@ class ReplicaManager:
         if p is not None:
             self._stop_fetching(p)
             p.stop_serving()
-            self._resigned(p)
         return p
 
     def _remove(self, key: Key, deleted: bool) -> None:
@@ -201,14 +199,10 @@ class ReplicaManager:
                          state.partition_epoch, _isr_high_watermark):
             log.info("leading %s-%d in epoch %d from offset %d (ISR %s)", p.topic, p.index,
                      p.leader_epoch, p.log_end_offset, p.isr)
-            self._elected(p)
 
     def _become_follower(self, p: Partition, state: Any) -> None:
-        was_leader = p.is_leader
         if p.make_follower(state.leader, state.leader_epoch, state.replicas, state.isr,
                            state.partition_epoch):
-            if was_leader:
-                self._resigned(p)
             self._stop_fetching(p)
             if state.leader >= 0:
                 fetcher = self.fetchers.get(state.leader)
@@ -216,20 +210,11 @@ class ReplicaManager:
                     fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader)
                 fetcher.add(p)
 
-    def _elected(self, p: Partition) -> None:
-        """The coordinators load what a partition of theirs led here holds (Kafka's
-        onElection), once this replica leads it."""
-        if p.topic == OFFSETS_TOPIC and self.broker.groups:
-            self.broker.groups.load_partition(p.index)
-        if p.topic == TRANSACTION_TOPIC and self.broker.txn:
-            self.broker.txn.load_partition(p.index)
-
-    def _resigned(self, p: Partition) -> None:
-        """...and unload it once it is led here no more (Kafka's onResignation)."""
-        if p.topic == OFFSETS_TOPIC and self.broker.groups:
-            self.broker.groups.unload_partition(p.index)
-        if p.topic == TRANSACTION_TOPIC and self.broker.txn:
-            self.broker.txn.unload_partition(p.index)
+    def leading_epoch(self, topic: str, index: int) -> int | None:
+        """The leader epoch this broker's replica of the partition leads at, None if it does
+        not lead it (or the broker is not unfenced yet)."""
+        p: Partition | None = self.broker.partitions.get((topic, index)) if self.ready else None
+        return p.leader_epoch if p is not None and p.is_leader else None
 
     def _stop_fetching(self, p: Partition) -> None:
         for fetcher in self.fetchers.values():

@@ -42,7 +42,7 @@ from .config import BrokerConfig
 from .controller_router import ControllerRouter
 from .inter_broker import controller_security, inter_broker_security
 from .metrics import NO_METRICS, BrokerMetrics
-from .metadata_publishers import broker_publishers
+from .metadata_publishers import broker_publishers, coordinator_elections
 from .metrics_http import MetricsServer
 from .peer_channel import PeerChannel
 from .peer_connections import PeerConnections
@@ -88,6 +88,7 @@ class Broker:
         self._new_data_dir = is_new(data_dir)
         self._listener = listener
         self.controller = self.replicas = self.router = self.lifecycle = None
+        self.elections = None  # tells the coordinators what they lead (a broker's publisher)
         self.peer_connections = PeerConnections(config["broker.session.timeout.ms"] / 1000)
         voters = config.quorum_voters
         if voters:
@@ -229,6 +230,7 @@ class Broker:
             self.controller = Controller(self, self.quorum)
         if self.is_broker:
             self.replicas = ReplicaManager(self, self.quorum, self.peers).start()
+            self.elections = coordinator_elections(self)
         self.router = ControllerRouter(self, self.quorum, self.peers)
         self.quorum.loader.install(broker_publishers(self))
         self.quorum.raft.start()

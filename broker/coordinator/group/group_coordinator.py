@@ -67,9 +67,10 @@ class GroupCoordinator:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> GroupCoordinator:
-        """Create `__consumer_offsets` if needed and load the partitions this broker leads."""
+        """Create `__consumer_offsets` if needed and serve; its partitions are loaded as the
+        metadata elects this broker their leader (`on_election`)."""
         self.store.ensure()
-        return self.serve(self.store.led_partitions())
+        return self.serve([])
 
     def serve(self, partitions: list[int]) -> GroupCoordinator:
         """Load `partitions` (led here) and start serving requests and expiring offsets."""
@@ -103,6 +104,18 @@ class GroupCoordinator:
         records replayed into a new shard, fenced by the partition's leader epoch."""
         partition = self.broker.partition(OFFSETS_TOPIC, index)
         self.runtime.load(OFFSETS_TOPIC, index, partition.leader_epoch if partition else -1)
+
+    def on_election(self, index: int, epoch: int) -> None:
+        """This broker leads `__consumer_offsets` partition `index` at leader `epoch` (Kafka's
+        onElection, from the metadata publisher): its groups are loaded, unless already at
+        that epoch or a newer one."""
+        self.runtime.on_election(OFFSETS_TOPIC, index, epoch)
+
+    def on_resignation(self, index: int, epoch: int | None) -> None:
+        """...and no longer leads it, whose leader epoch is now `epoch` (Kafka's
+        onResignation): its groups are unloaded unless they were loaded at that epoch or a
+        newer one."""
+        self.runtime.on_resignation(OFFSETS_TOPIC, index, epoch)
 
     def unload_partition(self, index: int) -> None:
         """This broker stops coordinating the groups of partition `index` (Kafka's

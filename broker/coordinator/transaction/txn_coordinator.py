@@ -2,8 +2,9 @@
 
 The coordinator of a transactional id is the leader of partition `partition_for(id)` of
 `__transaction_state`, as a group's is for `__consumer_offsets`, and it loads and unloads those
-partitions as leadership moves (the replica manager tells it): each is a `TransactionShard` of
-the coordinator runtime (`runtime.py`), whose state changes only by replaying its records. Every
+partitions as leadership moves (the metadata publisher in `coordinator_elections.py` tells it,
+with the leader epoch): each is a `TransactionShard` of the coordinator runtime (`runtime.py`),
+whose state changes only by replaying its records. Every
 state change is one record written there with acks=all, replayed at once, reverted if the
 append fails, and answered once acknowledged (`txn_state.py` has the record and the rules). EndTxn writes PREPARE_COMMIT / PREPARE_ABORT and answers; the markers then go to
 every partition of the transaction (`txn_markers.py`), and COMPLETE_* is written once all have
@@ -98,7 +99,8 @@ class TransactionCoordinator:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> TransactionCoordinator:
-        return self.serve(self.store.led_partitions())
+        """Serve; partitions are loaded as the metadata elects this broker (`on_election`)."""
+        return self.serve([])
 
     def serve(self, partitions: list[int]) -> TransactionCoordinator:
         """Load `partitions` (led here) and start serving and aborting timed-out transactions."""
@@ -148,6 +150,17 @@ class TransactionCoordinator:
                 log.info("finishing %s of %r left by the previous coordinator", md.state,
                          md.transactional_id)
                 self._spawn(self._complete(md))
+
+    def on_election(self, index: int, epoch: int) -> None:
+        """This broker leads `__transaction_state` partition `index` at leader `epoch` (Kafka's
+        onElection, from the metadata publisher): loaded unless already at that epoch or a
+        newer one; the epoch is the coordinator epoch its markers carry."""
+        self.runtime.on_election(TRANSACTION_TOPIC, index, epoch)
+
+    def on_resignation(self, index: int, epoch: int | None) -> None:
+        """...and no longer leads it (Kafka's onResignation): unloaded unless it was loaded at
+        `epoch` or a newer one."""
+        self.runtime.on_resignation(TRANSACTION_TOPIC, index, epoch)
 
     def unload_partition(self, index: int) -> None:
         self.runtime.unload(TRANSACTION_TOPIC, index)
