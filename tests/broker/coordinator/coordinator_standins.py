@@ -2,13 +2,18 @@
 cluster of named topics, and the coordinator partitions in memory (`MemoryPartitions`)."""
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_partitions import MemoryPartitions
 
+from minilog.broker.coordinator.runtime import CoordinatorRuntime
 from minilog.broker.server.config import BrokerConfig
+
+C = TypeVar("C")
 
 
 def topic(name: str, partitions: int, internal: bool = False) -> Any:
@@ -34,3 +39,20 @@ class StandInBroker:
     def partition(self, name: str, index: int) -> Any:
         epoch = self.coordinator_partitions.leader_epochs.get((name, index))
         return None if epoch is None else SimpleNamespace(leader_epoch=epoch)
+
+
+def serving(kind: Callable[[Any, CoordinatorRuntime], C], broker: StandInBroker, topic: str,
+            epoch: int) -> C:
+    """A coordinator of `kind` elected leader of `topic`-0 at leader `epoch` and serving it, on
+    a runtime over the broker's in-memory partitions (needs a running loop)."""
+    broker.coordinator_partitions.lead(topic, 0, epoch)
+    coordinator = kind(broker, CoordinatorRuntime(broker.coordinator_partitions))
+    coordinator.serve([0])  # type: ignore[attr-defined]
+    return coordinator
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run an in-process scenario on a fresh event loop, bounded in time."""
+    async def bounded() -> None:
+        await asyncio.wait_for(scenario(), 30)
+    asyncio.run(bounded())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator_standins import StandInBroker
+from coordinator_standins import StandInBroker, run, serving
 from memory_partitions import MemoryPartitions
 
 from minilog.broker.coordinator.group.consumer_group import ConsumerGroup
@@ -24,7 +24,7 @@ from minilog.broker.coordinator.group.group_records import (
     offset_key,
     offset_value,
 )
-from minilog.broker.coordinator.runtime import CoordinatorRuntime, LoggedBatch, Marker, Producer
+from minilog.broker.coordinator.runtime import LoggedBatch, Marker, Producer
 from minilog.connector.protocol import ErrorCode
 from minilog.connector.protocol.consumer_protocol import Subscription, encode_subscription
 
@@ -34,8 +34,7 @@ OFFSETS = "__consumer_offsets"
 def coordinator_on(partitions: MemoryPartitions, epoch: int = 3) -> GroupCoordinator:
     """A group coordinator leading the single `__consumer_offsets` partition (needs a loop)."""
     broker = StandInBroker(partitions, {"t": 4, "u": 2}, offsets_topic_num_partitions=1)
-    partitions.lead(OFFSETS, 0, epoch)
-    return GroupCoordinator(broker, CoordinatorRuntime(partitions)).serve([0])
+    return serving(GroupCoordinator, broker, OFFSETS, epoch)
 
 
 def join(member_id: str, topics: tuple[str, ...] = ("t",), epoch: int = 0,
@@ -57,12 +56,6 @@ def snapshot(group: ConsumerGroup) -> tuple:
 def reloaded(partitions: MemoryPartitions) -> GroupCoordinator:
     """A second coordinator loading the same partition, as a new leader would."""
     return coordinator_on(partitions, epoch=partitions.leader_epochs[(OFFSETS, 0)] + 1)
-
-
-def run(scenario) -> None:
-    async def bounded():
-        await asyncio.wait_for(scenario(), 30)
-    asyncio.run(bounded())
 
 
 def test_what_a_heartbeat_leaves_in_memory_is_what_its_records_load_to():

@@ -8,10 +8,10 @@ import asyncio
 import itertools
 from types import SimpleNamespace
 
-from coordinator_standins import StandInBroker
+from coordinator_standins import StandInBroker, run, serving
 from memory_partitions import MemoryPartitions
 
-from minilog.broker.coordinator.runtime import CoordinatorRuntime, LoggedBatch
+from minilog.broker.coordinator.runtime import LoggedBatch
 from minilog.broker.coordinator.transaction import txn_state as s
 from minilog.broker.coordinator.transaction.txn_coordinator import (
     TRANSACTION_TOPIC,
@@ -29,14 +29,7 @@ def coordinator_on(partitions: MemoryPartitions, epoch: int = 3) -> TransactionC
     async def next_id() -> int:
         return next(_ids)
     broker.producer_ids = SimpleNamespace(next_id=next_id)
-    partitions.lead(TRANSACTION_TOPIC, 0, epoch)
-    return TransactionCoordinator(broker, CoordinatorRuntime(partitions)).serve([0])
-
-
-def run(scenario) -> None:
-    async def bounded():
-        await asyncio.wait_for(scenario(), 30)
-    asyncio.run(bounded())
+    return serving(TransactionCoordinator, broker, TRANSACTION_TOPIC, epoch)
 
 
 def fields(md: TxnMetadata) -> tuple:
