@@ -100,6 +100,7 @@ def secure_broker(tmp_path_factory):
 # beside the many short modules instead of making a tail at the end of the run.
 LONG_MODULES = ("datasource/test_exactly_once_replan.py", "test_bench_quick.py",
                 "connect/test_worker.py", "datasource/test_exactly_once_edges.py",
+                "connect/test_mirror_connectors.py",
                 "mirror/test_mirror_faults.py", "mirror/test_mirror_failover.py",
                 "test_fresh_install.py", "jobs/test_bank_demo.py",
                 "jobs/test_spark_submit.py", "test_readme.py", "jobs/test_missing_input.py",
