@@ -65,9 +65,9 @@ def _kafka_options(worker: WorkerConfig) -> dict[str, str]:
 
 def start(spark: SparkSession, worker: WorkerConfig, name: str,
           config: dict[str, str]) -> StreamingQuery:
-    """The connector's query, started, and returned once its sources are initialized (queries
-    start one after the other, so that their Python planners do not all start at once; one
-    whose planner Spark stopped waiting for is started again, as the jobs do)."""
+    """The connector's query, started, and returned once its sources are initialized (one whose
+    planner Spark stopped waiting for is started again, as the jobs do). The herder calls it
+    from a bounded pool, several connectors at once."""
     return start_query(_writer(spark, worker, name, config))
 
 

@@ -179,13 +179,21 @@ async def restart(request: Request) -> Response:
     return Response(status_code=204) if status is None else JSONResponse(status, 202)
 
 
-async def restart_task(request: Request) -> Response:
+def _task(request: Request) -> int:
     try:
-        task = int(request.path_params["task"])
+        return int(request.path_params["task"])
     except ValueError:
         raise ConnectRestError(404, "HTTP 404 Not Found") from None
-    await _call(_herder(request).restart_task, request.path_params["name"], task)
+
+
+async def restart_task(request: Request) -> Response:
+    await _call(_herder(request).restart_task, request.path_params["name"], _task(request))
     return Response(status_code=204)
+
+
+async def task_status(request: Request) -> Response:
+    return JSONResponse(await _call(_herder(request).task_status, request.path_params["name"],
+                                    _task(request)))
 
 
 async def offsets(request: Request) -> Response:
@@ -228,6 +236,7 @@ ROUTES = [
     Route("/connectors/{name}/stop", stop, methods=["PUT"]),
     Route("/connectors/{name}/restart", restart, methods=["POST"]),
     Route("/connectors/{name}/tasks/{task}/restart", restart_task, methods=["POST"]),
+    Route("/connectors/{name}/tasks/{task}/status", task_status),
     Route("/connectors/{name}/offsets", offsets, methods=["GET", "PATCH", "DELETE"]),
 ]
 
