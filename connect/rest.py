@@ -79,11 +79,17 @@ async def validate_config(request: Request) -> Response:
     config = _string_map(await _body(request), "config")
     plugin = request.path_params["plugin"]
     given = config.get("connector.class")
-    if given is not None and given != plugin:
-        # Connect checks the path's class against the body's before anything else
+    if given is not None and not _plugin_name(given).endswith(_plugin_name(plugin)):
+        # Connect checks the path's class against the body's before anything else: the same
+        # plugin by class name or alias (FileStreamSource for ...FileStreamSourceConnector)
         raise ConnectRestError(400, "Included connector type " + given + " does not match "
                                "request type " + plugin)
-    return JSONResponse(validate({**config, "connector.class": plugin}))
+    return JSONResponse(validate({**config, "connector.class": given or plugin}))
+
+
+def _plugin_name(name: str) -> str:
+    """Connect's normalizedPluginName: without a trailing "Connector"."""
+    return name.removesuffix("Connector") if name != "Connector" else name
 
 
 async def connectors(request: Request) -> Response:
