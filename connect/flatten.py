@@ -2,7 +2,8 @@
 map becomes one level, each field named by its path joined with `delimiter` (default "."), as
 Kafka's Flatten does: primitives, bytes and arrays are kept as they are, structs (maps, when
 schemaless) are opened, a field inside an optional struct becomes optional, and a struct's
-default reaches the fields it holds (a null struct's fields are their defaults, or null). A null key or value goes through unchanged.
+default reaches the fields it holds (a null struct's fields are their defaults, or null). A
+null key or value goes through unchanged.
 
 The flattened schema is built once for each new schema the batch brings, not per record.
 """
