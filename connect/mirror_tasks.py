@@ -24,7 +24,7 @@ _ROLES = {MIRROR_SOURCE: SOURCE, MIRROR_CHECKPOINT: CHECKPOINT, MIRROR_HEARTBEAT
 
 class MirrorTask:
     """What the herder holds for a running MM2 connector, answering as Spark's StreamingQuery
-    does (`isActive`, `exception()`, `stop()`): the copy query, if any, and the driver's work.
+    does (`isActive`, `exception()`, `lastProgress`, `stop()`): the copy query, if any, and the driver's work.
     A disabled connector (`enabled=false`) has neither, and runs doing nothing, as MM2's."""
 
     def __init__(self, background: Background | None, query: StreamingQuery | None) -> None:
@@ -37,6 +37,12 @@ class MirrorTask:
 
     def exception(self) -> BaseException | None:
         return self.query.exception() if self.query is not None else None
+
+    @property
+    def lastProgress(self) -> dict | None:  # noqa: N802 - StreamingQuery's name
+        """The copy query's last progress; a connector without one (checkpoints, heartbeats)
+        makes none, and its Python processes are the driver's own: {} once running."""
+        return self.query.lastProgress if self.query is not None else {}
 
     def stop(self) -> None:
         try:

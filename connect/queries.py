@@ -67,10 +67,10 @@ def _kafka_options(worker: WorkerConfig) -> dict[str, str]:
 
 def start(spark: SparkSession, worker: WorkerConfig, name: str,
           config: dict[str, str]) -> StreamingQuery | mirror_tasks.MirrorTask:
-    """The connector's query, started, and returned once its sources are initialized (queries
-    start one after the other, so that their Python planners do not all start at once; one
-    whose planner Spark stopped waiting for is started again, as the jobs do). MirrorMaker 2's
-    connectors run the mirror's flow (mirror_tasks.py)."""
+    """The connector's query, started, and returned once its sources are initialized (one whose
+    planner Spark stopped waiting for is started again, as the jobs do). The herder calls it
+    from a bounded pool, several connectors at once. MirrorMaker 2's connectors run the
+    mirror's flow (mirror_tasks.py)."""
     if find_plugin(config["connector.class"]) in MIRROR_PLUGINS:
         return mirror_tasks.start(spark, worker, name, config, checkpoint_dir(worker, name))
     return start_query(_writer(spark, worker, name, config))

@@ -79,11 +79,17 @@ async def validate_config(request: Request) -> Response:
     config = _string_map(await _body(request), "config")
     plugin = request.path_params["plugin"]
     given = config.get("connector.class")
-    if given is not None and given != plugin:
-        # Connect checks the path's class against the body's before anything else
+    if given is not None and not _plugin_name(given).endswith(_plugin_name(plugin)):
+        # Connect checks the path's class against the body's before anything else: the same
+        # plugin by class name or alias (FileStreamSource for ...FileStreamSourceConnector)
         raise ConnectRestError(400, "Included connector type " + given + " does not match "
                                "request type " + plugin)
-    return JSONResponse(validate({**config, "connector.class": plugin}))
+    return JSONResponse(validate({**config, "connector.class": given or plugin}))
+
+
+def _plugin_name(name: str) -> str:
+    """Connect's normalizedPluginName: without a trailing "Connector"."""
+    return name.removesuffix("Connector") if name != "Connector" else name
 
 
 async def connectors(request: Request) -> Response:
@@ -179,13 +185,21 @@ async def restart(request: Request) -> Response:
     return Response(status_code=204) if status is None else JSONResponse(status, 202)
 
 
-async def restart_task(request: Request) -> Response:
+def _task(request: Request) -> int:
     try:
-        task = int(request.path_params["task"])
+        return int(request.path_params["task"])
     except ValueError:
         raise ConnectRestError(404, "HTTP 404 Not Found") from None
-    await _call(_herder(request).restart_task, request.path_params["name"], task)
+
+
+async def restart_task(request: Request) -> Response:
+    await _call(_herder(request).restart_task, request.path_params["name"], _task(request))
     return Response(status_code=204)
+
+
+async def task_status(request: Request) -> Response:
+    return JSONResponse(await _call(_herder(request).task_status, request.path_params["name"],
+                                    _task(request)))
 
 
 async def offsets(request: Request) -> Response:
@@ -228,6 +242,7 @@ ROUTES = [
     Route("/connectors/{name}/stop", stop, methods=["PUT"]),
     Route("/connectors/{name}/restart", restart, methods=["POST"]),
     Route("/connectors/{name}/tasks/{task}/restart", restart_task, methods=["POST"]),
+    Route("/connectors/{name}/tasks/{task}/status", task_status),
     Route("/connectors/{name}/offsets", offsets, methods=["GET", "PATCH", "DELETE"]),
 ]
 

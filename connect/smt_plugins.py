@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
+from .cast import parse_spec
 from .converters import BYTES, JSON, STRING
 from .field_transforms import (
     TIMESTAMP_TYPES,
@@ -62,12 +63,16 @@ def non_empty_list(name: str, value: str) -> list[str]:
     return [] if settings_list(value) else [invalid(name, "[]", "Empty list")]
 
 
-def renames(name: str, value: str) -> list[str]:
-    try:
-        parse_renames(settings_list(value))
-    except TransformConfigError as e:
-        return [str(e)]
-    return []
+def parses(parse: Callable[[list[str]], object]) -> Check:
+    """A list setting checked by the parser the transform configures itself with: its
+    ConfigException message, as `config/validate` shows it."""
+    def check(name: str, value: str) -> list[str]:
+        try:
+            parse(settings_list(value))
+        except TransformConfigError as e:
+            return [str(e)]
+        return []
+    return check
 
 
 def _key(name: str, type_: str, doc: str, default: str | None = None, required: bool = False,
@@ -91,7 +96,7 @@ _REPLACE_FIELD = (
          "include.", default=""),
     _key("include", "LIST", "Fields to include. If specified, only these fields will be used.",
          default=""),
-    _key("renames", "LIST", "Field rename mappings.", default="", check=renames),
+    _key("renames", "LIST", "Field rename mappings.", default="", check=parses(parse_renames)),
 )
 _MASK_FIELD = (
     _key("fields", "LIST", "Names of fields to mask.", required=True, check=non_empty_list,
@@ -121,6 +126,15 @@ _KEYS: dict[str, tuple[ConfigKey, ...]] = {
     "ReplaceField": (*_REPLACE_FIELD, _REPLACE_NULL),
     "MaskField": (*_MASK_FIELD, _REPLACE_NULL),
     "TimestampConverter": (*_TIMESTAMP_CONVERTER, _REPLACE_NULL),
+    "Cast": (
+        _key("spec", "LIST", "List of fields and the type to cast them to of the form "
+             "field1:type,field2:type to cast fields of Maps or Structs. A single type to cast "
+             "the entire value. Valid types are int8, int16, int32, int64, float32, float64, "
+             "boolean, and string. Note that binary fields can only be cast to string.",
+             required=True, check=parses(parse_spec), importance="HIGH"), _REPLACE_NULL),
+    "Flatten": (
+        _key("delimiter", "STRING", "Delimiter to insert between field names from the input "
+             "record when generating field names for the output record", default="."),),
     "RegexRouter": (
         _key("regex", "STRING", "Regular expression to use for matching.", required=True,
              check=regex, importance="HIGH"),

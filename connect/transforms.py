@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .cast import Cast
 from .converters import Converter
 from .field_transforms import (
     InsertField,
@@ -29,6 +30,7 @@ from .field_transforms import (
     TransformConfigError,
     settings_list,
 )
+from .flatten import Flatten
 from .predicates import PREDICATES, Predicate
 from .records import Records
 
@@ -104,7 +106,7 @@ def _sided(cls: Any) -> dict[str, Any]:
 
 TRANSFORMS: dict[str, Any] = {
     **_sided(InsertField), **_sided(ReplaceField), **_sided(MaskField),
-    **_sided(TimestampConverter),
+    **_sided(TimestampConverter), **_sided(Cast), **_sided(Flatten),
     f"{PKG}.RegexRouter": RegexRouter, f"{PKG}.Filter": Filter,
 }
 

@@ -15,8 +15,7 @@ from pyspark.sql import SparkSession
 from minilog.connector.client import AdminClient
 from minilog.connector.properties import read_properties
 from minilog.console.server import bind  # a port in use is one line, as for the console
-
-from minilog.datasource.source import MinilogDataSource
+from minilog.datasource import register
 from minilog.mirror.sink import MirrorDataSource
 
 from .file_source import FileLinesDataSource
@@ -42,11 +41,10 @@ def spark_session(worker: WorkerConfig) -> SparkSession:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(FileLinesDataSource)
-    # Spark finds format("minilog") by itself, through a Python process it gives 10 s to start;
-    # on a loaded machine that search can fail, and the connectors with it: registered here
-    spark.dataSource.register(MinilogDataSource)
+    spark.dataSource.register(FileLinesDataSource)  # the connectors' own, not installed
     spark.dataSource.register(MirrorDataSource)  # MirrorSourceConnector's sink
+    # a worker's connectors must not depend on Spark's search for format("minilog")
+    register(spark, even_if_installed=True)
     return spark
 
 

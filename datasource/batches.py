@@ -16,10 +16,15 @@ def statically_registered() -> bool:
     return importlib.util.find_spec("pyspark_minilog") is not None
 
 
-def register(spark: Any) -> None:
+def register(spark: Any, *, even_if_installed: bool = False) -> None:
     """Register `format("minilog")` in `spark` where it is not installed (pip-installed, Spark
-    finds it by name, and this does nothing)."""
-    if statically_registered():
+    finds it by name, and this does nothing).
+
+    `even_if_installed`: for a long-lived process whose queries must not hang on Spark's own
+    search (a Python process it gives 10 s to start, which a loaded machine can miss, failing
+    every query that names the format): registered all the same, at the price of Spark's one
+    "replaced a statically registered data source" warning."""
+    if statically_registered() and not even_if_installed:
         return
     from .source import MinilogDataSource
     spark.dataSource.register(MinilogDataSource)

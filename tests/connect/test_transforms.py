@@ -141,6 +141,35 @@ def setup_schemaless(worker, broker, directory):
     return {"routed": "web" + topic.removeprefix("clicks"), "out": out}
 
 
+NESTED = {"type": "struct", "optional": False, "fields": [
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "score", "type": "float64", "optional": True},
+    {"field": "address", "type": "struct", "optional": True, "fields": [
+        {"field": "city", "type": "string", "optional": False},
+        {"field": "zip", "type": "string", "optional": False}]},
+    {"field": "tags", "type": "array", "optional": True, "items": {"type": "string"}}]}
+
+
+def setup_flatten_cast(worker, broker, directory):
+    """Flatten opens a nested struct (and an optional one that is null), then Cast narrows,
+    parses and prints fields as Java does."""
+    topic = create_topic(broker.bootstrap, unique("nested"))
+    produce(broker.bootstrap, topic, [
+        (0, None, envelope_of(NESTED, {"id": 300, "score": 1e10, "tags": ["a"],
+                                       "address": {"city": "Boston", "zip": "02139"}}), None),
+        (0, None, envelope_of(NESTED, {"id": 7, "score": 0.5, "tags": None, "address": None}),
+         None)])
+    out = directory / "flat.txt"
+    start(worker, "smt-flatten-cast", {
+        "connector.class": SINK, "topics": topic, "file": str(out),
+        "value.converter": JSON, "value.converter.schemas.enable": "true",
+        "transforms": "flat,cast",
+        "transforms.flat.type": T + "Flatten$Value", "transforms.flat.delimiter": "_",
+        "transforms.cast.type": T + "Cast$Value",
+        "transforms.cast.spec": "id:int8,score:string,address_zip:int32"})
+    return {"out": out}
+
+
 def setup_source(worker, broker, directory):
     """A source's RegexRouter sends the file's lines to another topic than its `topic`."""
     topic = create_topic(broker.bootstrap, unique("raw"))
@@ -181,7 +210,8 @@ def pipelines(worker, broker, tmp_path_factory):
     directory = tmp_path_factory.mktemp("smt-pipelines")
     return {name: setup(worker, broker, directory) for name, setup in (
         ("schemas", setup_schemas), ("schemaless", setup_schemaless),
-        ("source", setup_source), ("fails", setup_fails), ("nothing", setup_nothing))}
+        ("source", setup_source), ("fails", setup_fails), ("nothing", setup_nothing),
+        ("flatten_cast", setup_flatten_cast))}
 
 
 def test_sink_chain_over_json_with_schemas(worker, pipelines):
@@ -198,6 +228,15 @@ def test_sink_chain_over_schemaless_json_and_a_router(worker, pipelines):
     assert got == [{"user": f"u{i}", "secret": 0, "at": f"2023-11-14 22:13:2{i}",
                     "t": pipelines["schemaless"]["routed"], "p": 0} for i in range(3)]
     assert worker.call("DELETE", "/connectors/smt-schemaless")[0] == 204
+
+
+def test_flatten_then_cast_in_a_sink(worker, pipelines):
+    got = sink_lines(worker, "smt-flatten-cast", pipelines["flatten_cast"]["out"], 2)
+    assert got == [
+        {"id": 44, "score": "1.0E10", "address_city": "Boston", "address_zip": 2139,
+         "tags": ["a"]},
+        {"id": 7, "score": "0.5", "address_city": None, "address_zip": None, "tags": None}]
+    assert worker.call("DELETE", "/connectors/smt-flatten-cast")[0] == 204
 
 
 def test_source_chain_routes_lines_to_another_topic(worker, broker, pipelines):
@@ -254,6 +293,34 @@ def test_validate_lists_each_transform_settings_errors(worker):
     assert errors == {} and body["error_count"] == 6
     assert {"Transforms", "Predicates", "Transforms: route", "Predicates: p"} <= set(
         body["groups"])
+
+
+def test_validate_answers_casts_spec_as_kafka_does(worker):
+    def errors(spec):
+        config = {"connector.class": "FileStreamSink", "name": "v", "topics": "t",
+                  "file": "/tmp/v", "transforms": "c,f", "transforms.c.type": T + "Cast$Key",
+                  "transforms.f.type": T + "Flatten$Value"}
+        if spec is not None:
+            config["transforms.c.spec"] = spec
+        status, body = worker.call("PUT", "/connector-plugins/FileStreamSink/config/validate",
+                                   config)
+        assert status == 200
+        found = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"]
+                 if c["value"]["errors"]}
+        assert body["error_count"] == len(found)
+        return found
+    assert errors("a:int8,b:float32") == {}
+    assert errors(None) == {"transforms.c.spec": [
+        'Missing required configuration "transforms.c.spec" which has no default value.']}
+    assert errors("") == {"transforms.c.spec": ["Must specify at least one field to cast."]}
+    assert errors("a:bytes") == {"transforms.c.spec": [
+        "Cast transformation does not support casting to BYTES; supported types are [INT8, "
+        "INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING]"]}
+    assert errors("a:int7") == {"transforms.c.spec": [
+        "Invalid type found in casting spec: int7"]}
+    assert errors("int8,a:string") == {"transforms.c.spec": [
+        "Cast transformations that specify a type to cast the entire value to may ony specify "
+        "a single cast in their spec"]}
 
 
 def test_create_with_an_unknown_transform_is_400_over_curl(worker, tmp_path):
@@ -351,3 +418,86 @@ def test_key_transforms_and_a_router_apply_only_where_the_predicate_says():
     assert out.column("topic").to_pylist() == ["a-1", "2.b", "c"]
     assert [json.loads(k) for k in out.column("key").to_pylist()] == [
         {"id": 0}, {"id": 1, "pii": "p"}, {"id": 2, "pii": "p"}]
+
+
+def test_cast_converts_as_java_and_updates_the_schema():
+    schema = {"type": "struct", "optional": False, "fields": [
+        {"field": "small", "type": "int64", "optional": False},
+        {"field": "ratio", "type": "float32", "optional": True, "default": 1.5},
+        {"field": "flag", "type": "string", "optional": False},
+        {"field": "big", "type": "float64", "optional": False},
+        {"field": "at", "type": "int64", "optional": False,
+         "name": "org.apache.kafka.connect.data.Timestamp", "version": 1},
+        {"field": "kept", "type": "string", "optional": False}]}
+    value = envelope_of(schema, {"small": 65_537, "ratio": None, "flag": "TRUE", "big": -3e9,
+                                 "at": STAMP, "kept": "x"})
+    out = chain_of({"transforms": "c", "transforms.c.type": T + "Cast$Value",
+                    "transforms.c.spec": "small:int16,ratio:string,flag:boolean,big:int32,"
+                                         "at:string"}).apply(batch_of([value]))
+    got = json.loads(out.column("value")[0].as_py())
+    assert got["payload"] == {"small": 1, "ratio": "1.5", "flag": True, "big": -2_147_483_648,
+                              "at": "2023-11-14T22:13:20.123Z", "kept": "x"}
+    assert got["schema"]["fields"] == [
+        {"type": "int16", "optional": False, "field": "small"},
+        {"type": "string", "optional": True, "field": "ratio", "default": "1.5"},
+        {"type": "boolean", "optional": False, "field": "flag"},
+        {"type": "int32", "optional": False, "field": "big"},
+        {"type": "string", "optional": False, "field": "at"},
+        {"field": "kept", "type": "string", "optional": False}]
+    with pytest.raises(DataException, match=r"^Value \(12x\) was out of range for requested "
+                                            r"data type$"):
+        chain_of({"transforms": "c", "transforms.c.type": T + "Cast$Value",
+                  "transforms.c.spec": "kept:int64"}).apply(batch_of([envelope_of(
+                      schema, {"small": 1, "ratio": 1.0, "flag": "", "big": 0.0, "at": 0,
+                               "kept": "12x"})]))
+
+
+def test_cast_of_a_whole_string_key_and_of_schemaless_fields():
+    """A StringConverter key cast as a whole to int64; schemaless fields inferred as a Long, a
+    Double, a String; a map refused with Kafka's message."""
+    string = converter({"converter": "org.apache.kafka.connect.storage.StringConverter"})
+    plain = converter({"converter": JSON, "schemas.enable": "false"})
+    chain = transform_chain({"transforms": "k,v", "transforms.k.type": T + "Cast$Key",
+                             "transforms.k.spec": "int64", "transforms.v.type": T + "Cast$Value",
+                             "transforms.v.spec": "n:int8,x:float32,s:float64,missing:string"},
+                            {"key": string, "value": plain}, True)
+    out = chain.apply(batch_of([json.dumps({"n": 255, "x": 0.1, "s": " 2.5e3 "}).encode()],
+                               keys=[b"00042"]))
+    assert out.column("key").to_pylist() == [b"42"]
+    assert json.loads(out.column("value")[0].as_py()) == {
+        "n": -1, "x": pytest.approx(0.1, rel=1e-7), "s": 2500.0, "missing": None}
+    with pytest.raises(DataException, match=r"^Cast transformation does not support casting "
+                                            r"from MAP; supported types are \[INT8, INT16, "
+                                            r"INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, "
+                                            r"BYTES\]$"):
+        chain.apply(batch_of([json.dumps({"n": {"a": 1}}).encode()], keys=[b"1"]))
+
+
+def test_flatten_with_a_schema_keeps_optionality_and_defaults():
+    schema = {"type": "struct", "optional": False, "name": "Order", "fields": [
+        {"field": "id", "type": "int32", "optional": False},
+        {"field": "ship", "type": "struct", "optional": True,
+         "default": {"to": {"city": "Paris"}}, "fields": [
+             {"field": "to", "type": "struct", "optional": False, "fields": [
+                 {"field": "city", "type": "string", "optional": False}]}]}]}
+    out = chain_of({"transforms": "f", "transforms.f.type": T + "Flatten$Value"}).apply(
+        batch_of([envelope_of(schema, {"id": 1, "ship": {"to": {"city": "Oslo"}}}),
+                  envelope_of(schema, {"id": 2, "ship": None}), None]))
+    got = [json.loads(v) if v else None for v in out.column("value").to_pylist()]
+    assert got[0]["schema"] == {"name": "Order", "type": "struct", "optional": False,
+                                "fields": [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "string", "optional": True, "default": "Paris", "field": "ship.to.city"}]}
+    assert [g["payload"] for g in got[:2]] == [{"id": 1, "ship.to.city": "Oslo"},
+                                           {"id": 2, "ship.to.city": "Paris"}]
+    assert got[2] is None  # a tombstone goes through
+    mapped = {**schema, "fields": [{"field": "m", "type": "map", "optional": True,
+                                    "keys": {"type": "string"}, "values": {"type": "string"}}]}
+    with pytest.raises(DataException, match=r"^Flatten transformation does not support MAP for "
+                                            r"record with schemas \(for field m\)\.$"):
+        chain_of({"transforms": "f", "transforms.f.type": T + "Flatten$Value"}).apply(
+            batch_of([envelope_of(mapped, {"m": {}})]))
+    with pytest.raises(DataException, match=r"^Only Map objects supported in absence of schema "
+                                            r"for \[flattening\], found: java.lang.Long$"):
+        chain_of({"transforms": "f", "transforms.f.type": T + "Flatten$Key"},
+                 schemas="false").apply(batch_of([b"{}"], keys=[b"5"]))

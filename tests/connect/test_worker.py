@@ -256,3 +256,72 @@ def test_stop_reset_and_alter_offsets_then_resume(worker, broker, tmp_path):
     records = consume_all(broker.bootstrap, topic, 1, expect=15, deadline=DEADLINE)
     assert [v.decode() for _, _, _, v, _ in records] == lines + lines[5:]
     assert worker.call("DELETE", "/connectors/kip875")[0] == 204
+
+
+def test_driven_by_kafka_connect_py(worker, broker, tmp_path):
+    """kafka-connect-py (a Connect REST client from PyPI, not ours) through a connector's life:
+    its calls succeed where Connect's answers would, and raise where Connect's would."""
+    kafka_connect = pytest.importorskip("kafka_connect")
+    from requests import HTTPError
+    kc = kafka_connect.KafkaConnect(url=worker.url)
+    assert {"version", "commit", "kafka_cluster_id"} <= set(kc.get_cluster_info())
+    topic = create_topic(broker.bootstrap, unique("kcpy"))
+    source_file = tmp_path / "in.txt"
+    lines = append_lines(source_file, 0, 5)
+    config = {"connector.class": SOURCE, "file": str(source_file), "topic": topic}
+    created = kc.create_connector({"name": "kcpy", "config": config})
+    assert created == {"name": "kcpy", "config": {**config, "name": "kcpy"},
+                       "tasks": [{"connector": "kcpy", "task": 0}], "type": "source"}
+    assert kc.get_connector_config("kcpy") == {**config, "name": "kcpy"}
+    assert "kcpy" in kc.list_connectors()
+    assert kc.list_connector_tasks("kcpy")[0]["id"] == {"connector": "kcpy", "task": 0}
+
+    def states():
+        status = kc.get_connector_status("kcpy")
+        return status["connector"]["state"], [t["state"] for t in status["tasks"]]
+    wait_until(lambda: states() == ("RUNNING", ["RUNNING"]), DEADLINE, "kcpy RUNNING")
+    records = consume_all(broker.bootstrap, topic, 1, expect=5, deadline=DEADLINE)
+    assert [v.decode() for _, _, _, v, _ in records] == lines
+    worker_id = kc.get_connector_status("kcpy")["connector"]["worker_id"]
+    assert kc.get_connector_status("kcpy") == {
+        "name": "kcpy", "type": "source",
+        "connector": {"state": "RUNNING", "worker_id": worker_id},
+        "tasks": [{"id": 0, "state": "RUNNING", "worker_id": worker_id}]}
+    assert kc.get_connector_task_status("kcpy", 0) == {"id": 0, "state": "RUNNING",
+                                                       "worker_id": worker_id}
+    assert kc.list_connectors(expand="status")["kcpy"]["status"]["tasks"][0]["state"] \
+        == "RUNNING"
+
+    assert kc.pause_connector("kcpy") is None
+    wait_until(lambda: states() == ("PAUSED", ["PAUSED"]), DEADLINE, "kcpy PAUSED")
+    assert kc.resume_connector("kcpy") is None
+    wait_until(lambda: states() == ("RUNNING", ["RUNNING"]), DEADLINE, "kcpy RUNNING again")
+    assert kc.restart_connector("kcpy") is None  # 204: the connector object only
+    restarted = kc.restart_connector("kcpy", include_tasks=True, only_failed=True)  # 202
+    assert restarted["name"] == "kcpy" and restarted["tasks"][0]["state"] == "RUNNING"
+
+    validated = kc.validate_connector_config("FileStreamSource", {
+        "connector.class": SOURCE, "name": "kcpy-bad", "file": "/tmp/x"})
+    assert validated["name"] == SOURCE and validated["error_count"] == 1
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in validated["configs"]}
+    assert errors["topic"] == ['Missing required configuration "topic" which has no default '
+                               'value.']
+    for call, code, message in (
+            (lambda: kc.create_connector({"name": "kcpy-bad", "config": {
+                "connector.class": "com.example.NoSuchConnector"}}), 400,
+             "Connector configuration is invalid"),
+            (lambda: kc.create_connector({"name": "kcpy", "config": config}), 409,
+             "Connector kcpy already exists"),
+            (lambda: kc.get_connector_task_status("kcpy", 7), 404,
+             "No status found for task kcpy-7")):
+        with pytest.raises(HTTPError) as raised:
+            call()
+        assert raised.value.response.status_code == code
+        body = raised.value.response.json()
+        assert body["error_code"] == code and body["message"].startswith(message), body
+
+    assert kc.delete_connector("kcpy") is None
+    with pytest.raises(HTTPError) as raised:
+        kc.get_connector("kcpy")
+    assert raised.value.response.json() == {"error_code": 404,
+                                            "message": "Connector kcpy not found"}
