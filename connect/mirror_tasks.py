@@ -24,7 +24,8 @@ _ROLES = {MIRROR_SOURCE: SOURCE, MIRROR_CHECKPOINT: CHECKPOINT, MIRROR_HEARTBEAT
 
 class MirrorTask:
     """What the herder holds for a running MM2 connector, answering as Spark's StreamingQuery
-    does (`isActive`, `exception()`, `lastProgress`, `stop()`): the copy query, if any, and the driver's work.
+    does (`isActive`, `exception()`, `lastProgress`, `stop()`): the copy query, if any, and the
+    driver's work.
     A disabled connector (`enabled=false`) has neither, and runs doing nothing, as MM2's."""
 
     def __init__(self, background: Background | None, query: StreamingQuery | None) -> None:
