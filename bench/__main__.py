@@ -8,7 +8,8 @@ import traceback
 BENCHMARKS = ("produce", "consume", "latency", "constant_cost", "scale", "replication", "spark",
               "rebalance", "transactions")
 # On request only: diagnoses (profile), micro-benchmarks, comparisons with another revision.
-EXTRA = ("profile", "kernel", "security", "metrics", "txn_markers", "mirror", "compare")
+EXTRA = ("profile", "kernel", "security", "metrics", "txn_markers", "mirror", "compare",
+         "eos_sink")
 USAGE = (f"usage: python -m bench {{{'|'.join(BENCHMARKS + EXTRA)}|all}} "
          "[--quick] [--out DIR] [--repeats N]")
 
