@@ -13,17 +13,20 @@ storage.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import threading
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from minilog.connector.client import AdminClient
 from minilog.jobs.pipeline import SOURCE_WORKER_LATE
 
 from . import connector_offsets, queries
@@ -40,6 +43,7 @@ from .config_state import (
 from .errors import ConnectRestError, already_exists, not_found
 from .offsets import OffsetReader
 from .plugins import find_plugin
+from .progress import TaskProgress
 from .status import (
     FAILED,
     RESTARTING,
@@ -83,6 +87,9 @@ class Herder:
         # queries being started (by the pool), with the config each was started with
         self._starting: dict[str, tuple[dict[str, str], Future[StreamingQuery]]] = {}
         self._late: dict[str, int] = {}  # restarts after a late Python process, in a row
+        self._progress: dict[str, TaskProgress] = {}  # each task's query's, since it started
+        self._reported: dict[str, Any] = {}  # the last progress report folded in, by connector
+        self._admins: dict[str, AdminClient] = {}  # for lag: one per cluster, made when asked
         self._starts = ThreadPoolExecutor(STARTS_AT_ONCE, thread_name_prefix="connect-start",
                                           initializer=self._activate_session)
         self._stopping = threading.Event()
@@ -120,6 +127,8 @@ class Herder:
             self._stop_query(name)
         for topic_log in (self.config_log, self.status_log, self.offset_log):
             topic_log.close()
+        for admin in self._admins.values():
+            admin.close()
 
     def _run(self) -> None:
         """The herder's thread: the only one that starts and stops queries. It reconciles
@@ -166,10 +175,35 @@ class Herder:
             return self._config(name)
 
     def status(self, name: str) -> dict[str, Any]:
+        """Connect's status, each running task's entry with its `progress` (progress.py)."""
         with self._lock:
             config = self._config(name)
             self.status_log.read_to_end()
-            return self.statuses.describe(name, self._type(config))
+            status = self.statuses.describe(name, self._type(config))
+            progress = self._progress.get(name)
+            for task in status["tasks"]:
+                if task["id"] == 0 and progress is not None:
+                    task["progress"] = progress.shown(self._latest_offsets(name, config))
+            return status
+
+    def _latest_offsets(self, name: str, config: dict[str, str]
+                        ) -> Callable[[list[tuple[str, int]]], dict[tuple[str, int], int]] | None:
+        """Where a task's lag is measured: a sink's topics are the worker's cluster's, a
+        mirror's are its source cluster's; a file source has none."""
+        query = self._queries.get(name)
+        client = getattr(query, "source_client", None)
+        if client is None and self._type(config) == "sink":
+            client = self.worker.client_config()
+        if client is None:
+            return None
+        key = json.dumps(client, sort_keys=True, default=str)
+        admin = self._admins.get(key) or self._admins.setdefault(key, AdminClient(client))
+
+        def latest(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+            found = admin.list_offsets({tp: "latest" for tp in tps}, timeout=10)
+            return {(tp.topic, tp.partition): o.offset for tp, o in found.items()
+                    if o is not None}
+        return latest
 
     def task_status(self, name: str, task: int) -> dict[str, Any]:
         """`GET .../tasks/<n>/status`: the task's entry of the connector's status."""
@@ -317,6 +351,7 @@ class Herder:
                 queries.forget(self.worker, name)
         for name in [n for n in list(self.statuses.connectors) if n not in wanted]:
             self._failed.pop(name, None)
+            self._progress.pop(name, None)
             self.status_log.send_all([connector_status(name, None, wid),
                                       *(task_status(name, t, None, wid)
                                         for t in self.statuses.tasks.get(name, {}))])
@@ -368,6 +403,8 @@ class Herder:
         """Hand the query's start to the pool; its task is UNASSIGNED until the query runs
         (`_collect_started`), as a Connect task is until its worker starts it."""
         self._failed.pop(name, None)
+        self._progress[name] = TaskProgress()
+        self._reported.pop(name, None)
         restarting = self.statuses.tasks.get(name, {}).get(0, {}).get("state") == RESTARTING
         self._report(name, RUNNING, RESTARTING if restarting else UNASSIGNED)
         future = self._starts.submit(queries.start, self.spark, self.worker, name, config)
@@ -413,8 +450,10 @@ class Herder:
         """A query that died is a FAILED task, with Spark's error as the trace."""
         for name, query in list(self._queries.items()):
             if query.isActive:
-                if name in self._late and query.lastProgress is not None:
+                last = query.lastProgress
+                if name in self._late and last is not None:
                     del self._late[name]  # it ran a batch: its Python processes are up
+                self._fold_progress(name, query, last)
                 continue
             error = query.exception()
             config = self._running.get(name, {})
@@ -425,6 +464,18 @@ class Herder:
             self._failed[name] = config
             self._report(name, RUNNING, FAILED,
                          _trace(error) if error else "the task's query stopped")
+
+    def _fold_progress(self, name: str, query: StreamingQuery | MirrorTask,
+                       last: dict[str, Any] | None) -> None:
+        """Fold the query's reports into its task's progress when there is a new one (a
+        second's batches; Spark keeps the last 100)."""
+        stamp = (last or {}).get("timestamp")
+        if stamp is None or self._reported.get(name) == stamp:
+            return
+        reports = query.recentProgress
+        with self._lock:
+            self._progress.setdefault(name, TaskProgress()).observe(reports)
+            self._reported[name] = stamp
 
     def _started_again(self, name: str, config: dict[str, str],
                        error: BaseException | None) -> bool:

@@ -28,8 +28,10 @@ class MirrorTask:
     driver's work.
     A disabled connector (`enabled=false`) has neither, and runs doing nothing, as MM2's."""
 
-    def __init__(self, background: Background | None, query: StreamingQuery | None) -> None:
+    def __init__(self, background: Background | None, query: StreamingQuery | None,
+                 source_client: dict | None = None) -> None:
         self.background, self.query = background, query
+        self.source_client = source_client  # the cluster the copy reads: where its lag is
 
     @property
     def isActive(self) -> bool:  # noqa: N802 - StreamingQuery's name
@@ -44,6 +46,10 @@ class MirrorTask:
         """The copy query's last progress; a connector without one (checkpoints, heartbeats)
         makes none, and its Python processes are the driver's own: {} once running."""
         return self.query.lastProgress if self.query is not None else {}
+
+    @property
+    def recentProgress(self) -> list:  # noqa: N802 - StreamingQuery's name
+        return self.query.recentProgress if self.query is not None else []
 
     def stop(self) -> None:
         try:
@@ -69,4 +75,4 @@ def start(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str
     except BaseException:
         background.stop()
         raise
-    return MirrorTask(background, query)
+    return MirrorTask(background, query, flow.source_client)

@@ -179,6 +179,9 @@ def build_parser():
                         "user instead of asking each to log in")
     p.add_argument("--allow-remote-without-login", action="store_true",
                    help="listen beyond loopback although nobody logs in")
+    p.add_argument("--connect", action="append", default=[], metavar="URL",
+                   help="a Kafka Connect worker's REST URL (minilog connect's `listeners`), "
+                        "whose connectors the Connect page shows (repeatable)")
     p = sub.add_parser("connect", help="a Kafka Connect worker: Connect's REST API, connectors "
                                        "run as Spark queries (minilog.connect)")
     p.add_argument("worker_properties", metavar="worker.properties",
@@ -492,8 +495,12 @@ def _console(args, out):
     from minilog.console.server import Options, serve
     if args.lag_interval <= 0:
         raise UserError("minilog console: --lag-interval must be positive")
+    for url in args.connect:
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"minilog console: --connect expects a worker's REST URL, "
+                            f"e.g. http://127.0.0.1:8083, got {url!r}")
     options = Options(tuple(args.allow_host), args.read_only, args.no_login,
-                      args.allow_remote_without_login)
+                      args.allow_remote_without_login, tuple(args.connect))
     try:
         serve(_settings(args), args.listen, out, args.lag_interval, options)
     except ValueError as e:

@@ -1,7 +1,7 @@
 """The console's web application: Starlette routes rendering Jinja2 templates, server side.
 
 Pages: `/` overview, `/topics`, `/topics/<name>`, `/topics/<name>/records`, `/groups`,
-`/groups/<id>`. Changes (create, delete, alter a topic) are POSTed forms answered first by a
+`/groups/<id>`, and `/connect` for the Kafka Connect workers it was given (connect_view.py). Changes (create, delete, alter a topic) are POSTed forms answered first by a
 confirmation page that re-posts them with `confirmed=yes`. Live parts refresh with plain
 `fetch` (see base.html). Before any page, `Guard` (guard.py) checks the Host, the origin and
 CSRF token of changes, the login and read-only mode. Clients come from one bounded `ClientPool`
@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from minilog.connector.client import AsyncAdminClient, ErrorCode, KafkaError, NewTopic
 
-from . import cluster_view, login, record_browser
+from . import cluster_view, connect_view, login, record_browser
 from .clients import MAX_ADMINS, ClientPool, Principal
 from .guard import CSRF_FIELD, Guard, Policy
 from .lag_history import LagHistory, svg_chart
@@ -42,8 +42,10 @@ class ConsoleState:
     """What the console keeps for its lifetime: its clients, the brokers it has seen (a
     broker DescribeCluster stops listing shows as down) and each group's lag history."""
 
-    def __init__(self, config: dict[str, Any], sample_interval: float) -> None:
+    def __init__(self, config: dict[str, Any], sample_interval: float,
+                 connect_urls: tuple[str, ...] = ()) -> None:
         self.config = config
+        self.connect_urls = connect_urls
         self.sample_interval = sample_interval
         self.clients = ClientPool(config)
         self.seen_brokers: dict[int, str] = {}
@@ -127,6 +129,14 @@ async def group(request: Request) -> Response:
     state.history.record(viewer, view.group_id, view.total_lag)
     return _page(request, "group.html", group=view,
                  chart=svg_chart(state.history.points(viewer, view.group_id)))
+
+
+async def connect(request: Request) -> Response:
+    urls = _state(request).connect_urls
+    if not urls:
+        return _page(request, "error.html", status=404,
+                     message="no Kafka Connect worker: start the console with --connect URL")
+    return _page(request, "connect.html", workers=await connect_view.workers(urls))
 
 
 def _int(value: str | None) -> int | None:
@@ -227,10 +237,12 @@ async def _kafka_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(config: dict[str, Any], policy: Policy,
-               sample_interval: float = LAG_SAMPLE_INTERVAL_S) -> Starlette:
+               sample_interval: float = LAG_SAMPLE_INTERVAL_S,
+               connect_urls: tuple[str, ...] = ()) -> Starlette:
     """The console for the cluster `config` (client settings, Kafka's names) reaches, with
-    the login, Host allow-list and read-only mode of `policy`."""
-    state = ConsoleState(config, sample_interval)
+    the login, Host allow-list and read-only mode of `policy`, and the Kafka Connect workers
+    at `connect_urls`."""
+    state = ConsoleState(config, sample_interval, connect_urls)
     sessions = SessionStore()
 
     def principals() -> list[Principal]:
@@ -249,7 +261,8 @@ def create_app(config: dict[str, Any], policy: Policy,
     app = Starlette(routes=[
         Route("/", overview), Route("/topics", topics), Route("/topics/{name}", topic),
         Route("/topics/{name}/records", records), Route("/groups", groups),
-        Route("/groups/{group_id}", group), Route("/change", change, methods=["POST"]),
+        Route("/groups/{group_id}", group), Route("/connect", connect),
+        Route("/change", change, methods=["POST"]),
         Route("/login", login.login_page), Route("/login", login.log_in, methods=["POST"]),
         Route("/logout", login.log_out, methods=["POST"]),
     ], lifespan=lifespan, exception_handlers={KafkaError: _kafka_error},

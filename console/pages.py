@@ -16,7 +16,8 @@ def _common(request: Request) -> dict[str, Any]:
     policy = request.app.state.policy
     return {"csrf_token": request.app.state.sessions.csrf_token(session) if session else "",
             "user": session.user.username if session is not None and session.user else None,
-            "read_only": policy.read_only, "login": policy.login}
+            "read_only": policy.read_only, "login": policy.login,
+            "connect": bool(request.app.state.console.connect_urls)}
 
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"),

@@ -34,6 +34,7 @@ class Options:
     read_only: bool = False
     no_login: bool = False
     allow_remote_without_login: bool = False
+    connect_urls: tuple[str, ...] = ()  # Kafka Connect workers' REST URLs, for /connect
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -80,6 +81,6 @@ def serve(config: dict[str, Any], listen: str, out: TextIO,
     out.write(f"console at http://{host}:{port}/ (cluster {config['bootstrap.servers']}; "
               f"{how}{'; read-only' if policy.read_only else ''}); Ctrl-C stops it\n")
     out.flush()
-    app = create_app(config, policy, sample_interval)
+    app = create_app(config, policy, sample_interval, options.connect_urls)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     server.run(sockets=[sock])

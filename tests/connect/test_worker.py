@@ -2,10 +2,17 @@
 over HTTP, a file → topic → file pipeline through FileStreamSource and FileStreamSink, and the
 worker killed with -9 and restarted. One worker (one Spark session) for the module."""
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
 
 import pytest
+from brokers import free_port, wait_for_port
 from connecttools import ConnectWorker
-from sparktools import consume_all, create_topic, unique
+from sparktools import consume_all, create_topic, produce, unique
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -41,6 +48,11 @@ def task_state(worker, name):
     return body["tasks"][0]["state"] if status == 200 and body["tasks"] else None
 
 
+def progress(worker, name):
+    status, body = worker.call("GET", f"/connectors/{name}/status")
+    return body["tasks"][0].get("progress", {}) if status == 200 and body["tasks"] else {}
+
+
 def test_root_and_plugins_answer_as_connect(worker):
     status, root = worker.call("GET", "/")
     assert status == 200 and root["version"] and root["kafka_cluster_id"]
@@ -69,6 +81,11 @@ def test_file_to_topic_to_file_exactly_once_through_kill9(worker, broker, tmp_pa
     wait_until(lambda: lines_of(sink_file) == expected, DEADLINE, "the first lines in the sink")
     for name in ("file-source", "file-sink"):
         assert task_state(worker, name) == "RUNNING"
+    # each line counted once in each task's progress, however many batches and reports
+    wait_until(lambda: (progress(worker, "file-source").get("records"),
+                        progress(worker, "file-sink").get("records")) == (300, 300),
+               DEADLINE, "300 records in each task's progress")
+    assert "lag" not in progress(worker, "file-source")  # a file has no log end to lag behind
 
     expected += append_lines(source_file, 300, 300)
     worker.kill9()  # whatever the queries were doing with the new lines
@@ -83,6 +100,64 @@ def test_file_to_topic_to_file_exactly_once_through_kill9(worker, broker, tmp_pa
     assert [value.decode() for _, _, _, value, _ in records] == expected
     for name in ("file-source", "file-sink"):
         assert task_state(worker, name) == "RUNNING"
+
+
+def console_page(console_port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{console_port}{path}", timeout=60) as page:
+        return page.status, page.read().decode()
+
+
+def row(page, row_id):
+    found = re.search(rf'<tr id="{re.escape(row_id)}">(.*?)</tr>', page, re.S)
+    assert found, f"no row {row_id} in:\n{page}"
+    return {cls: value.strip() for cls, value in
+            re.findall(r'<td class="([a-z-]+)">(.*?)</td>', found.group(1), re.S)}
+
+
+def test_status_and_console_show_a_sinks_records_and_lag(worker, broker, tmp_path):
+    """The sink's lag is its topic's end less what it has read: shown while it is paused, in
+    its status and on the console's Connect page (one console for this worker, one for a
+    worker that does not answer)."""
+    topic = create_topic(broker.bootstrap, unique("progress"))
+    produce(broker.bootstrap, topic, [(0, None, f"r{i}".encode(), None) for i in range(100)])
+    sink_file = tmp_path / "out.txt"
+    status, _ = worker.call("PUT", "/connectors/lagging-sink/config", {
+        "connector.class": SINK, "file": str(sink_file), "topics": topic})
+    assert status == 201
+    wait_until(lambda: progress(worker, "lagging-sink").get("lag") == 0
+               and progress(worker, "lagging-sink").get("records") == 100, DEADLINE,
+               "100 records through the sink, lag 0")
+    produce(broker.bootstrap, topic, [(0, None, f"q{i}".encode(), None) for i in range(20)])
+    wait_until(lambda: progress(worker, "lagging-sink").get("lag") == 0  # each batch once
+               and progress(worker, "lagging-sink").get("records") == 120, DEADLINE,
+               "120 records through the sink, lag 0")
+    assert worker.call("PUT", "/connectors/lagging-sink/pause")[0] == 202
+    wait_until(lambda: task_state(worker, "lagging-sink") == "PAUSED", DEADLINE, "PAUSED")
+    produce(broker.bootstrap, topic, [(0, None, f"s{i}".encode(), None) for i in range(30)])
+    wait_until(lambda: progress(worker, "lagging-sink").get("lag") == 30, 60, "lag 30")
+    assert progress(worker, "lagging-sink")["records"] == 120
+
+    ports, procs = [free_port(), free_port()], []
+    try:
+        for port, connect in zip(ports, (worker.url, f"http://127.0.0.1:{free_port()}")):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "minilog.connector.cli", "-b", broker.bootstrap,
+                 "console", "--listen", f"127.0.0.1:{port}", "--connect", connect],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            wait_for_port(port, 60, procs[-1])
+        status, page = console_page(ports[0], "/connect")
+        assert status == 200
+        shown = row(page, "connector-lagging-sink-0")
+        assert (shown["task-state"], shown["records"], shown["lag"]) == ("PAUSED", "120", "30")
+        status, page = console_page(ports[0], "/")
+        assert '<a href="/connect">Connect</a>' in page
+        status, page = console_page(ports[1], "/connect")
+        assert status == 200 and 'id="worker-error"' in page and "did not answer" in page
+    finally:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert worker.call("DELETE", "/connectors/lagging-sink")[0] == 204
 
 
 def test_source_offsets_are_connects_records_in_the_offsets_topic(worker, broker, tmp_path):
@@ -282,13 +357,17 @@ def test_driven_by_kafka_connect_py(worker, broker, tmp_path):
     wait_until(lambda: states() == ("RUNNING", ["RUNNING"]), DEADLINE, "kcpy RUNNING")
     records = consume_all(broker.bootstrap, topic, 1, expect=5, deadline=DEADLINE)
     assert [v.decode() for _, _, _, v, _ in records] == lines
+    wait_until(lambda: progress(worker, "kcpy").get("records") == 5, 60, "5 records in progress")
     worker_id = kc.get_connector_status("kcpy")["connector"]["worker_id"]
-    assert kc.get_connector_status("kcpy") == {
+    status = kc.get_connector_status("kcpy")
+    assert status["tasks"][0].pop("progress")["records"] == 5  # minilog's, beside Connect's
+    assert status == {
         "name": "kcpy", "type": "source",
         "connector": {"state": "RUNNING", "worker_id": worker_id},
         "tasks": [{"id": 0, "state": "RUNNING", "worker_id": worker_id}]}
-    assert kc.get_connector_task_status("kcpy", 0) == {"id": 0, "state": "RUNNING",
-                                                       "worker_id": worker_id}
+    task = kc.get_connector_task_status("kcpy", 0)
+    assert task.pop("progress")["records"] == 5
+    assert task == {"id": 0, "state": "RUNNING", "worker_id": worker_id}
     assert kc.list_connectors(expand="status")["kcpy"]["status"]["tasks"][0]["state"] \
         == "RUNNING"
 
