@@ -41,7 +41,8 @@ from .config_state import (
     task_records,
 )
 from .errors import ConnectRestError, already_exists, not_found
-from .offsets import OffsetReader
+from .offsets import OffsetReader, offset_key
+from .mirror_plugins import MIRROR_PLUGINS
 from .plugins import find_plugin
 from .progress import TaskProgress
 from .status import (
@@ -293,6 +294,11 @@ class Herder:
                                        "their offsets can be modified. This can be done for the "
                                        "specified connector by issuing a 'PUT' request to the "
                                        f"'/connectors/{name}/stop' endpoint")
+            if find_plugin(config["connector.class"]) in MIRROR_PLUGINS:
+                raise ConnectRestError(400, f"Connector {name} does not support altering or "
+                                       "resetting its offsets on this worker: a mirror's "
+                                       "position is its Spark checkpoint's (the offsets shown "
+                                       "are what it has copied)")
             client = self.worker.client_config()
             if self._type(config) == "sink":
                 if body is None:
@@ -474,8 +480,24 @@ class Herder:
             return
         reports = query.recentProgress
         with self._lock:
-            self._progress.setdefault(name, TaskProgress()).observe(reports)
+            progress = self._progress.setdefault(name, TaskProgress())
+            progress.observe(reports)
             self._reported[name] = stamp
+            connect_offsets = getattr(query, "connect_offsets", None)
+            if connect_offsets is not None:
+                self._store_source_offsets(name, connect_offsets(progress.read_to))
+
+    def _store_source_offsets(self, name: str,
+                              offsets: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        """A task's source offsets that changed, to the offsets topic (Connect's
+        OffsetStorageWriter, flushed after each of the task's micro-batches)."""
+        stored = {json.dumps(e["partition"], sort_keys=True): e["offset"]
+                  for e in self.offsets.of(name)}
+        changed = [(offset_key(name, partition), json.dumps(offset).encode())
+                   for partition, offset in offsets
+                   if stored.get(json.dumps(partition, sort_keys=True)) != offset]
+        if changed:
+            self.offset_log.send_all(changed)
 
     def _started_again(self, name: str, config: dict[str, str],
                        error: BaseException | None) -> bool:

@@ -1,18 +1,22 @@
 """MirrorMaker 2's connectors at work in the worker: each runs its part of `minilog mirror`'s
 flow (mirror/), built from the connector's JSON. MirrorSourceConnector runs the flow's copy
 query (the same Spark query and exactly-once sink as `minilog mirror`, checkpointed under the
-connector's directory) with the topic refresh and the offset syncs' forwarding beside it;
+connector's directory) with the topic refresh and the offset syncs' forwarding beside it, its
+position kept in Connect's offsets topic as MM2's task keeps it (`connect_offsets`);
 MirrorCheckpointConnector the checkpoints and the groups' offsets on the target;
 MirrorHeartbeatConnector the heartbeats on the target, keyed (source, target), as MM2's does
 (the pair the other way round is a connector of its own, as in Connect).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from minilog.mirror import flow as flows
 from minilog.mirror.background import CHECKPOINT, HEARTBEAT, SOURCE, Background
+from minilog.mirror.config import Flow
 from minilog.mirror.connector_config import connector_flow
 
 from .mirror_plugins import MIRROR_CHECKPOINT, MIRROR_HEARTBEAT, MIRROR_SOURCE
@@ -29,9 +33,23 @@ class MirrorTask:
     A disabled connector (`enabled=false`) has neither, and runs doing nothing, as MM2's."""
 
     def __init__(self, background: Background | None, query: StreamingQuery | None,
-                 source_client: dict | None = None) -> None:
-        self.background, self.query = background, query
-        self.source_client = source_client  # the cluster the copy reads: where its lag is
+                 flow: Flow | None = None) -> None:
+        self.background, self.query, self.flow = background, query, flow
+
+    @property
+    def source_client(self) -> dict | None:
+        """The cluster the copy reads: where its lag is measured."""
+        return self.flow.source_client if self.flow is not None and self.query else None
+
+    def connect_offsets(self, read_to: dict[tuple[str, int], int]
+                        ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """The copy's position as MM2's MirrorSourceTask keeps it in Connect's offsets topic:
+        per source partition `{"cluster": A, "partition": p, "topic": t}` ->
+        `{"offset": the last upstream offset copied}` (`read_to` is the next one to read)."""
+        if self.flow is None or self.query is None:
+            return []
+        return [({"cluster": self.flow.source, "partition": p, "topic": t}, {"offset": end - 1})
+                for (t, p), end in sorted(read_to.items()) if end > 0]
 
     @property
     def isActive(self) -> bool:  # noqa: N802 - StreamingQuery's name
@@ -75,4 +93,4 @@ def start(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str
     except BaseException:
         background.stop()
         raise
-    return MirrorTask(background, query, flow.source_client)
+    return MirrorTask(background, query, flow)

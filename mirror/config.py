@@ -115,6 +115,7 @@ class Flow:
     offset_syncs_rf: int
     checkpoints_rf: int
     heartbeats_rf: int
+    connector: str = ""  # the Connect connector running this flow; "" under `minilog mirror`
 
     @property
     def name(self) -> str:

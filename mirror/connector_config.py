@@ -15,6 +15,8 @@ writes a source connector's records.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from .config import Flow, MirrorConfigError, _bool, _known_flow_key, mirror_config
 
 SOURCE_ALIAS = "source.cluster.alias"
@@ -67,4 +69,5 @@ def connector_flow(config: dict[str, str], worker_client: dict | None = None) ->
     nothing, as MM2's); MirrorConfigError for a config the properties file would refuse."""
     if not _bool("enabled", config.get("enabled", "true")):
         return None
-    return mirror_config(mm2_properties(config, worker_client)).flows[0]
+    flow = mirror_config(mm2_properties(config, worker_client)).flows[0]
+    return dataclasses.replace(flow, connector=config.get("name", ""))

@@ -49,6 +49,13 @@ def _kafka(client: dict) -> dict[str, str]:
     return {f"kafka.{k}": str(v) for k, v in client.items()}
 
 
+def query_name(flow: Flow) -> str:
+    """`minilog mirror` runs one query per flow; a Connect worker may run several connectors
+    for the same flow (other topics), each a query named after its connector, as every
+    connector's query is."""
+    return flow.connector or f"mirror_{flow.ident}".replace("-", "_")
+
+
 def start(spark: SparkSession, flow: Flow, checkpoint_root: str) -> StreamingQuery:
     """The flow's query, started (returned once its source is initialized)."""
     checkpoint = checkpoint_dir(checkpoint_root, flow)
@@ -66,6 +73,6 @@ def start(spark: SparkSession, flow: Flow, checkpoint_root: str) -> StreamingQue
               .option("mirror.flow", flow_to_json(flow))
               .option("transactionalIdPrefix", transactional_id_prefix(checkpoint, flow))
               .option("checkpointLocation", checkpoint)
-              .queryName(f"mirror_{flow.ident}".replace("-", "_"))
+              .queryName(query_name(flow))
               .trigger(processingTime=TRIGGER))
     return start_query(writer)

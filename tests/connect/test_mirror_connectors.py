@@ -127,3 +127,42 @@ def test_validation_lists_mm2_settings_with_per_field_errors(clusters, worker):
                                       "following 1 error(s):\nMissing required configuration "
                                       '"source.cluster.alias" which has no default value.')
     assert worker.call("GET", "/connectors/no-alias")[0] == 404
+
+
+def test_two_source_connectors_for_the_same_clusters_each_copy_and_keep_offsets(clusters,
+                                                                                worker):
+    """Two MirrorSourceConnectors A->B on one worker (other topics each), as a Connect cluster
+    runs them: each copies its topics, and keeps its position in Connect's offsets topic as
+    MM2's task does ({cluster, partition, topic} -> {offset}: the last one copied)."""
+    a, b = clusters
+    topics = {"payments": 120, "refunds": 45}
+    for topic, count in topics.items():
+        create(a, topic, PARTITIONS)
+        produce(a, topic, PARTITIONS, count)
+        status, body = worker.call("PUT", f"/connectors/mirror-{topic}/config", mm2_config(
+            "MirrorSourceConnector", a, topics=topic))
+        assert status == 201, body
+    for topic in topics:
+        want = read_all(a, topic, PARTITIONS)
+        wait_until(lambda: read_all(b, f"A.{topic}", PARTITIONS) == want, DEADLINE,
+                   f"A.{topic} on B to equal {topic} on A")
+        last = {p: len(records) - 1 for p, records in want.items() if records}
+        expected = sorted(
+            ({"partition": {"cluster": "A", "partition": p, "topic": topic},
+              "offset": {"offset": o}} for p, o in last.items()),
+            key=lambda e: e["partition"]["partition"])
+        wait_until(lambda: sorted(worker.call("GET", f"/connectors/mirror-{topic}/offsets")[1]
+                                  ["offsets"], key=lambda e: e["partition"]["partition"])
+                   == expected, DEADLINE, f"mirror-{topic}'s offsets at {last}")
+        status, body = worker.call("GET", f"/connectors/mirror-{topic}/status")
+        assert body["tasks"][0]["state"] == "RUNNING", body
+    # altering a mirror's offsets is refused in words (its position is its checkpoint's)
+    assert worker.call("PUT", "/connectors/mirror-refunds/stop")[0] == 204
+    wait_until(lambda: worker.call("GET", "/connectors/mirror-refunds/status")[1]["connector"]
+               ["state"] == "STOPPED", DEADLINE, "mirror-refunds STOPPED")
+    status, body = worker.call("PATCH", "/connectors/mirror-refunds/offsets", {"offsets": [
+        {"partition": {"cluster": "A", "partition": 0, "topic": "refunds"},
+         "offset": {"offset": 0}}]})
+    assert status == 400 and "does not support altering" in body["message"], body
+    for topic in topics:
+        assert worker.call("DELETE", f"/connectors/mirror-{topic}")[0] == 204
