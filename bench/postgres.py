@@ -1,5 +1,5 @@
-"""A PostgreSQL server for tests: Debian's `initdb` and `postgres` on 127.0.0.1, an ephemeral
-port, a temporary data directory, trust authentication; killed by pid at teardown.
+"""A PostgreSQL server for tests and benchmarks: Debian's `initdb` and `postgres` on 127.0.0.1,
+an ephemeral port, a temporary data directory, trust authentication; killed by pid at teardown.
 
 PostgreSQL refuses to run as root: under root the server runs as the `postgres` user.
 """
@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from brokers import free_port, wait_for_port
+from minilog.connector.local_cluster import free_port, wait_for_port
 
 INITDB = shutil.which("initdb") or "/usr/lib/postgresql/15/bin/initdb"
 POSTGRES = shutil.which("postgres") or "/usr/lib/postgresql/15/bin/postgres"

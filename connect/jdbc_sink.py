@@ -101,12 +101,24 @@ class JdbcSinkWriter:
                         f"connector = %s FOR UPDATE", (self.name,))
             done = {(t, p): o for t, p, o in cur.fetchall()}
             reached = {}
+            # consecutive rows with the same statement go in one executemany (psycopg pipelines
+            # it: one round trip for many rows), in the records' order
+            same_sql, params = None, []
             for row in rows:
                 tp = (row["original_topic"], row["partition"])
                 if row["offset"] <= done.get(tp, -1):
                     continue  # written by an earlier transaction
-                self._write(cur, row)
+                statement = self._statement(cur, row)
                 reached[tp] = max(reached.get(tp, -1), row["offset"])
+                if statement is None:
+                    continue
+                if statement[0] != same_sql:
+                    if params:
+                        cur.executemany(same_sql, params)
+                    same_sql, params = statement[0], []
+                params.append(statement[1])
+            if params:
+                cur.executemany(same_sql, params)
             for (topic, partition), offset in reached.items():
                 cur.execute(f"INSERT INTO {OFFSETS_TABLE} VALUES (%s, %s, %s, %s) ON CONFLICT "
                             f"(connector, topic, partition) DO UPDATE SET \"offset\" = "
@@ -130,7 +142,9 @@ class JdbcSinkWriter:
             return {f: parsed[f] for f in (self.pk_fields or parsed)}
         return {(self.pk_fields or ["__connect_key"])[0]: parsed}
 
-    def _write(self, cur: Any, row: dict) -> None:
+    def _statement(self, cur: Any, row: dict) -> tuple[str, list[Any]] | None:
+        """The statement writing `row` and its parameters (None: nothing to write). A table
+        `auto.create` makes is created here, before the statement that needs it."""
         table = self.table_format.replace("${topic}", row["topic"])
         keys = self._key_columns(row)
         value = _struct(row["value"], "value")
@@ -139,10 +153,9 @@ class JdbcSinkWriter:
                 raise JdbcSinkError("Sink connector requires records with a non-null Struct "
                                     "value (a tombstone needs delete.enabled=true)")
             if table in self._created or self._exists(cur, table):
-                cur.execute(f"DELETE FROM {_ident(table)} WHERE "
-                            + " AND ".join(f"{_ident(k)} = %s" for k in keys),
-                            list(keys.values()))
-            return
+                return (f"DELETE FROM {_ident(table)} WHERE "
+                        + " AND ".join(f"{_ident(k)} = %s" for k in keys), list(keys.values()))
+            return None
         fields, payload = value
         columns = dict(keys)
         for f in fields:
@@ -160,7 +173,7 @@ class JdbcSinkWriter:
             sql += f" ON CONFLICT ({', '.join(_ident(k) for k in keys)}) DO " + (
                 "UPDATE SET " + ", ".join(f"{_ident(c)} = EXCLUDED.{_ident(c)}" for c in rest)
                 if rest else "NOTHING")
-        cur.execute(sql, list(columns.values()))
+        return sql, list(columns.values())
 
     @staticmethod
     def _exists(cur: Any, table: str) -> bool:
