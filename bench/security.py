@@ -3,19 +3,32 @@
 One broker listens with PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512), its certificate from a
 throw-away CA (`trustme`). confluent-kafka produces records of 1 KiB (acks=1, linger 5 ms,
 256 KiB batches) and reads them back through each listener in turn (interleaved repeats,
-median), and minilog's producer writes the same records (it hands the TLS layer whole requests,
-where librdkafka writes one TLS record per buffer segment: the broker's decryption cost per
-byte differs by the records' size); then a new connection is opened through each listener
-again and again: the time
-from creating minilog's client connection to its first answer, TLS and SASL handshakes
-included (the added connection set-up time). minilog's consumer and kafka-python (a quarter
+each round starting with the next listener, median), and minilog's producer writes the same
+records (it hands the TLS layer whole requests, where librdkafka writes one TLS record per
+buffer segment: the broker's decryption cost per byte differs by the records' size); then a
+new connection is opened through each listener again and again: the time from creating
+minilog's client connection to its first answer, TLS and SASL handshakes included (the added
+connection set-up time). minilog's consumer and kafka-python (a quarter
 of the records) produce and read them back too. The target, TLS over plaintext: >= 0.8 for
 minilog's producer and consumer and for kafka-python; confluent-kafka's ratios are reported
 beside them, with its CPU, and held to no target (librdkafka's one TLS record per buffer
 segment bounds them against any broker).
 Each confluent-kafka produce run also counts CPU seconds (this process, its busiest
 librdkafka thread, the broker): on two cores the run is as fast as the CPU both sides need
-lets it be, and what TLS adds on each side shows which side holds the ratio down.
+lets it be, and what TLS adds on each side shows which side holds the ratio down. minilog's
+produce and consume runs count theirs too (this process: the application's thread and the
+client's event-loop thread; the broker), and the load average before and after the run is
+kept with the results: on a busy machine the CPU both sides need, not the wall time, is what
+TLS changes.
+What holds minilog's consumer down (measured with Python 3.11's `ssl` on OpenSSL 3.0, two
+cores): receiving over TLS costs about 1.4 ms of CPU per MiB more than a plaintext receive
+(asyncio's TLS transport and a non-blocking `SSLSocket` alike), all of it on the client's
+event-loop thread, which decodes the fetched records too. `ssl` decrypts one 16 KiB TLS
+record per read call and needs the GIL back between records, which a thread decoding a
+fetched chunk holds for the whole C call, so moving decoding to the application's thread
+buys little overlap. The consumer's ratio follows its client CPU (0.6 s plaintext, 1.06 s
+over TLS per 200,000 records here); 4 MiB fetches instead of 1 MiB speed plaintext up more
+than TLS (its per-fetch wake-ups weigh more), so they do not raise the ratio either.
 """
 import asyncio
 import math
@@ -38,6 +51,8 @@ KAFKA_PYTHON_SHARE = 4  # kafka-python moves a quarter of the records: it is the
 HELD = ("produce_minilog_s", "consume_minilog_s", "produce_kafka_python_s",
         "consume_kafka_python_s")
 TARGET = 0.8
+MINILOG_CPU = ("produce_minilog_client_cpu_s", "produce_minilog_broker_cpu_s",
+               "consume_minilog_client_cpu_s", "consume_minilog_broker_cpu_s")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
 USER, PASSWORD = "bench", "bench-secret"
 
@@ -99,6 +114,22 @@ def _produce_run(broker, protocol, topic, n, client="confluent"):
         prod.close()
 
 
+def _rotated(items, by):
+    """`items` turned left `by` places: each round starts with the next listener, so none
+    always runs after the others' writes (the page cache writing back the gigabyte the round
+    produced so far) or always right after a pause."""
+    k = by % len(items)
+    return items[k:] + items[:k]
+
+
+def _load_average():
+    """The 1, 5 and 15 minute load averages, rounded; None where the system has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def _own_cpu_seconds():
     """CPU time of this process, all threads (librdkafka's included)."""
     t = os.times()
@@ -117,6 +148,14 @@ def _rdkafka_threads():
         if raw[raw.find("(") + 1:].startswith("rdk:"):
             found[stat.parent.name] = cluster.stat_cpu_seconds(raw)
     return found
+
+
+def _with_cpu(broker, run):
+    """(what `run()` returns, CPU seconds this process spent meanwhile, the broker's)."""
+    ours, theirs = _own_cpu_seconds(), broker.cpu_seconds()
+    got = run()
+    theirs = broker.cpu_seconds() - theirs if theirs is not None else math.nan
+    return got, _own_cpu_seconds() - ours, theirs
 
 
 def _consume_seconds(broker, protocol, topic, n, client="confluent"):
@@ -194,25 +233,31 @@ def run(args):
     repeats = args.repeats or (1 if quick else 3)
     n = QUICK_RECORDS if quick else RECORDS
     rep = Report("security", quick, args.out, {"records": n, "value_bytes": SIZE,
-                                               "repeats": repeats, "mechanism": "SCRAM-SHA-512"})
+                                               "repeats": repeats, "mechanism": "SCRAM-SHA-512",
+                                               "load_average_before": _load_average()})
     produce = {p: [] for p in PROTOCOLS}
     cpu = {p: [] for p in PROTOCOLS}  # CPU seconds of each confluent produce: (client, its
     # busiest librdkafka thread, broker)
     produce_minilog = {p: [] for p in PROTOCOLS}
     consume_minilog = {p: [] for p in PROTOCOLS}
+    cpu_minilog = {p: [] for p in PROTOCOLS}  # CPU seconds of minilog's runs: (produce:
+    # client, broker, consume: client, broker)
     kafka_python = {p: [] for p in PROTOCOLS}  # (produce seconds, consume seconds)
     kp_n = max(1, n // KAFKA_PYTHON_SHARE)
     consume = {p: [] for p in PROTOCOLS}
     with cluster.running_broker(SecureBenchBroker()) as b:
         for r in range(repeats + 1):  # the first round warms up
-            for p in PROTOCOLS:
+            for p in _rotated(PROTOCOLS, r):
                 topic = f"sec-{p.lower()}-{r}"
                 cluster.create_topic(b.bootstrap, topic, 1)
                 seconds, *spent = _produce_run(b, p, topic, n)
                 took = (seconds, _consume_seconds(b, p, topic, n))
                 cluster.create_topic(b.bootstrap, f"{topic}-m", 1)
-                ours = (_produce_run(b, p, f"{topic}-m", n, "minilog")[0],
-                        _consume_seconds(b, p, f"{topic}-m", n, "minilog"))
+                produced, produce_client, _, produce_broker = _produce_run(
+                    b, p, f"{topic}-m", n, "minilog")
+                consumed, consume_client, consume_broker = _with_cpu(
+                    b, lambda: _consume_seconds(b, p, f"{topic}-m", n, "minilog"))
+                ours = (produced, consumed)
                 cluster.create_topic(b.bootstrap, f"{topic}-k", 1)
                 kp = _kafka_python_seconds(b, p, f"{topic}-k", kp_n)
                 if r:
@@ -221,6 +266,8 @@ def run(args):
                     consume[p].append(took[1])
                     produce_minilog[p].append(ours[0])
                     consume_minilog[p].append(ours[1])
+                    cpu_minilog[p].append((produce_client, produce_broker, consume_client,
+                                           consume_broker))
                     kafka_python[p].append(kp)
         connect = {p: _connect_seconds(b, p, CONNECTIONS) for p in PROTOCOLS}
     rows = []
@@ -238,7 +285,9 @@ def run(args):
                      "rdkafka_thread_cpu_s": median(c for _, c, _ in cpu[p]),
                      "broker_cpu_s": median(c for _, _, c in cpu[p]),
                      "cores_busy": median((ours + theirs) / t
-                                          for (ours, _, theirs), t in zip(cpu[p], produce[p]))})
+                                          for (ours, _, theirs), t in zip(cpu[p], produce[p])),
+                     **{key: median(c[i] for c in cpu_minilog[p])
+                        for i, key in enumerate(MINILOG_CPU)}})
         rep.log(f"{p:10} produce {rows[-1]['produce_s']:>10,.0f}/s  consume "
                 f"{rows[-1]['consume_s']:>10,.0f}/s  connect {rows[-1]['connect_ms']:.1f} ms  "
                 f"produce CPU client {rows[-1]['client_cpu_s']:.2f} s (busiest librdkafka "
@@ -262,6 +311,14 @@ def run(args):
                 [("protocol", "protocol"), ("client_cpu_s", "client CPU s"),
                  ("rdkafka_thread_cpu_s", "librdkafka thread CPU s"),
                  ("broker_cpu_s", "broker CPU s"), ("cores_busy", "cores busy")])
+    rep.section("CPU seconds of minilog's produce and consume runs (median): this process "
+                "(the application's thread and the client's event-loop thread) and the broker; "
+                "what a protocol adds to PLAINTEXT's is its cost on that side", rows,
+                [("protocol", "protocol"),
+                 ("produce_minilog_client_cpu_s", "produce: client CPU s"),
+                 ("produce_minilog_broker_cpu_s", "produce: broker CPU s"),
+                 ("consume_minilog_client_cpu_s", "consume: client CPU s"),
+                 ("consume_minilog_broker_cpu_s", "consume: broker CPU s")])
     got = {r["protocol"]: r for r in rows}
     for p in PROTOCOLS[1:]:
         for what in HELD:
@@ -271,6 +328,9 @@ def run(args):
             rep.ratio(f"confluent-kafka {what[:-2]} {p}/PLAINTEXT", got[p][what],
                       got["PLAINTEXT"][what], "reported beside them: librdkafka writes one "
                       "TLS record per buffer segment, whatever the broker; see its CPU above")
+    rep.params["load_average_after"] = _load_average()
+    rep.log(f"load average (1, 5, 15 min) before {rep.params['load_average_before']}, after "
+            f"{rep.params['load_average_after']} on {os.cpu_count()} cores")
     rep.plot("throughput", lambda plt: bars(
         plt, list(PROTOCOLS), {what: [got[p][f"{what}_s"] for p in PROTOCOLS]
                                for what in ("produce", "consume")},
