@@ -112,7 +112,6 @@ BROKER_PACKAGE_ROLES = {
 }
 HANDLER_REGISTRY = "minilog.broker.server.handlers"
 ALLOWED_UPWARD = {
-    ("metadata", "replication"): "the quorum store keeps the metadata log (`__cluster_metadata`) in a `Partition`",
     ("server", "server/handlers"): "the socket server dispatches to the handler registry, whose "
                                    "handlers use the server's config and controller router",
 }
