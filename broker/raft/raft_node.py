@@ -22,7 +22,6 @@ snapshot first.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import time
 from typing import Any, Callable, Iterator, Optional
@@ -74,9 +73,10 @@ class RaftNode:
                  apply: Callable[[int, dict[str, Any]], None], reset: Callable[[], None],
                  on_role_change: Callable[[bool], None], cluster_id: Optional[str] = None,
                  on_refused: Callable[[int], None] = lambda node_id: None,
-                 serde: Optional[RecordSerde] = None) -> None:
+                 serde: RecordSerde) -> None:
         """`on_refused(node id)`: nothing listens at that voter's address. `serde`: how the
-        records are written, the metadata records' (`metadata/records.py`) unless told."""
+        records are written, given by the log's user (the metadata store gives the metadata
+        records' module, as Kafka's RaftManager gives the client its MetadataRecordSerde)."""
         self.node_id, self.voters, self.peers = node_id, voters, peers
         self.partition, self.log = partition, partition.log
         self.dir = self.log.dir
@@ -85,8 +85,7 @@ class RaftNode:
         self._apply, self._reset, self._on_role_change = apply, reset, on_role_change
         self._on_refused = on_refused
         self.cluster_id = cluster_id
-        self.serde: RecordSerde = serde or importlib.import_module(
-            "..metadata.records", __package__)
+        self.serde = serde
         self.raft_log = PartitionLog(partition, self.serde)
         partition.high_watermark = self.log.log_start_offset  # learned from the leader
         self.core = RaftClient(node_id, voters, self.raft_log, FileQuorumStateStore(self.dir),
