@@ -101,7 +101,7 @@ BROKER_PACKAGES = ["config", "storage", "raft", "metadata", "replication", "coor
 BROKER_PACKAGE_ROLES = {
     "config": "the broker's settings as Kafka names them: keys, types, defaults, listeners",
     "storage": "the log: segments, indexes, loading, cleaning, producer state, checkpoints",
-    "raft": "the Raft quorum of `__cluster_metadata`",
+    "raft": "the Raft quorum of `__cluster_metadata` and its log",
     "metadata": "the metadata image and records, their stores, the controller",
     "replication": "partitions, the replica manager, fetchers, the ISR",
     "coordinator/group": "classic and KIP-848 groups, `__consumer_offsets`",

@@ -6,7 +6,7 @@ records. It calls `poll` on a timer and whenever something happened, sends each 
 core returns over the node's peer connections (`wire.py`) and feeds the answer back to
 `handle`; the broker's request handlers hand it incoming Vote, BeginQuorumEpoch and
 EndQuorumEpoch requests, and the Fetch handler asks it about each voter's fetch of the
-metadata partition (`partition_log.QuorumPartition`). After every step it copies the core's
+metadata log (`quorum_partition.QuorumPartition`). After every step it copies the core's
 role and high watermark into the partition, which the Fetch handler and the waiters on
 commits read.
 
@@ -32,6 +32,7 @@ from .epoch_state import LeaderState
 from .messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, Message, Request,
                        RequestFailed, VoteRequest)
 from .partition_log import PartitionLog
+from .quorum_partition import QuorumPartition
 from .quorum_state import QuorumState
 from .raft_client import NotLeader, RaftClient
 from .raft_log import FileQuorumStateStore, RecordSerde
@@ -68,7 +69,8 @@ async def _wait(event: asyncio.Event, timeout: float) -> None:
 
 
 class RaftNode:
-    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], partition: Any,
+    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]],
+                 partition: QuorumPartition,
                  peers: Any, *, election_timeout_ms: int = 1000, fetch_timeout_ms: int = 2000,
                  apply: Callable[[int, dict[str, Any]], None], reset: Callable[[], None],
                  on_role_change: Callable[[bool], None], cluster_id: Optional[str] = None,
@@ -216,7 +218,6 @@ class RaftNode:
         """Copy the core's role and high watermark into the partition the handlers read."""
         p, core = self.partition, self.core
         p.leader_epoch, p.leader_id, p.is_leader = core.epoch, core.leader_id, core.is_leader
-        p.followers = None
         if core.high_watermark > p.high_watermark:
             p.high_watermark = core.high_watermark
             p.notify()  # what waits for commits, and voters' fetches (they apply at once)
