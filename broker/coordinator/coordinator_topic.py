@@ -13,7 +13,22 @@ from __future__ import annotations
 from typing import Any
 
 from ..metadata.internal_topics import InternalTopic, ensure_internal_topic
-from .group.group_records import partition_for
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(key: str, partitions: int) -> int:
+    """Kafka's `Utils.abs(key.hashCode) % partitions` (abs(Integer.MIN_VALUE) is 0): the
+    partition of a group id or a transactional id."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 class CoordinatorTopic:

@@ -27,8 +27,7 @@ from minilog.connector.protocol import ErrorCode
 from ...metadata.internal_topics import TRANSACTION_STATE
 from ...metadata.producer_ids import ProducerIdsUnavailable
 from ..broker_view import TxnBroker
-from ..coordinator_topic import CoordinatorTopic
-from ..group.group_records import partition_for
+from ..coordinator_topic import CoordinatorTopic, partition_for
 from ..group.group_store import OFFSETS_TOPIC
 from ..partition_writer import LogPartitionWriter
 from ..runtime import CoordinatorRuntime
