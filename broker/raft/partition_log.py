@@ -45,8 +45,7 @@ class PartitionLog:
     def append_as_leader(self, records: Sequence[Any], epoch: int) -> int:
         data = encode_batch([(None, None, self.serde.encode(r), ()) for r in records])
         (_, header), = split_batches(data)
-        self.partition.leader_epoch = epoch
-        result = self.partition.append_as_leader([(data, header)])
+        result = self.partition.append_as_leader([(data, header)], epoch)
         self.bytes_appended += len(data)
         return int(result.last_offset)
 

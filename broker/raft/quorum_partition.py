@@ -2,8 +2,9 @@
 replicated partition (Kafka's `KafkaMetadataLog` over the storage layer's log).
 
 It holds the storage log and its leader epoch cache, and the role, leader epoch and high
-watermark the Raft core decided, which the driver copies in after every step
-(`RaftNode._sync`); it decides nothing itself. A voter's or observer's fetch is judged by the
+watermark the Raft core decided, which the driver hands it after every step (`adopt`, from
+`RaftNode._sync`; its appends name their epoch); it decides nothing itself and nobody sets
+them from outside. A voter's or observer's fetch is judged by the
 core (`raft`, asked through `follower_fetched`), and every change wakes every waiter: KRaft
 answers a voter's fetch when the high watermark moves, so voters apply commits at once. The
 Fetch handler serves it through the same calls as a topic's `Partition` (read, waiters,
@@ -59,9 +60,23 @@ class QuorumPartition:
         """The metadata log holds no transactions: its high watermark."""
         return self.high_watermark
 
+    def adopt(self, epoch: int, leader_id: Optional[int], leading: bool,
+              high_watermark: int) -> bool:
+        """What the Raft core decided now; whether the high watermark moved forward, which
+        wakes every waiter (what waits for commits, and voters' fetches: they apply at once).
+        It moves back only with a truncation the core made."""
+        self.leader_epoch, self.leader_id, self.is_leader = epoch, leader_id, leading
+        advanced = high_watermark > self.high_watermark
+        self.high_watermark = high_watermark
+        if advanced:
+            self.notify()
+        return advanced
+
     # -- the log, as the Raft core writes it (`partition_log.py`) ---------------------------------
-    def append_as_leader(self, batches: list[tuple[bytes, BatchHeader]]) -> AppendResult:
-        """Batches of the leader's epoch; every waiter is woken (voters fetch them)."""
+    def append_as_leader(self, batches: list[tuple[bytes, BatchHeader]],
+                         epoch: int) -> AppendResult:
+        """Batches of the leader's `epoch`; every waiter is woken (voters fetch them)."""
+        self.leader_epoch = epoch
         result = self.log.append(batches, leader_epoch=self.leader_epoch)
         if not result.duplicate:
             self.epoch_cache.assign(self.leader_epoch, result.first_offset)

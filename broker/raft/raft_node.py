@@ -89,7 +89,6 @@ class RaftNode:
         self.cluster_id = cluster_id
         self.serde = serde
         self.raft_log = PartitionLog(partition, self.serde)
-        partition.high_watermark = self.log.log_start_offset  # learned from the leader
         self.core = RaftClient(node_id, voters, self.raft_log, FileQuorumStateStore(self.dir),
                                self, now=time.monotonic(),
                                election_timeout=self.election_timeout,
@@ -215,16 +214,12 @@ class RaftNode:
         return answers
 
     def _sync(self) -> None:
-        """Copy the core's role and high watermark into the partition the handlers read."""
-        p, core = self.partition, self.core
-        p.leader_epoch, p.leader_id, p.is_leader = core.epoch, core.leader_id, core.is_leader
-        if core.high_watermark > p.high_watermark:
-            p.high_watermark = core.high_watermark
-            p.notify()  # what waits for commits, and voters' fetches (they apply at once)
+        """Hand the core's role and high watermark to the partition the handlers read."""
+        core = self.core
+        if self.partition.adopt(core.epoch, core.leader_id, core.is_leader,
+                                core.high_watermark):
             self._committed.set()
             self._committed = asyncio.Event()
-        elif core.high_watermark < p.high_watermark:
-            p.high_watermark = core.high_watermark
 
     def _after(self) -> None:
         self._sync()

@@ -34,7 +34,7 @@ def _metadata_log(tmp_path):
 def test_a_fetch_of_the_metadata_log_reads_to_the_log_end_and_a_consumer_to_the_high_watermark(
         tmp_path):
     partition, raft_log = _metadata_log(tmp_path)
-    partition.leader_epoch, partition.is_leader = 1, True
+    partition.adopt(1, 1, True, 0)  # leading epoch 1, as the Raft core decided
     raft_log.append_leader_change(1, 1)
     raft_log.append_as_leader([{"n": 1}, {"n": 2}], 1)
     assert partition.high_watermark == 0, "the log moved its own high watermark"
@@ -46,7 +46,7 @@ def test_a_fetch_of_the_metadata_log_reads_to_the_log_end_and_a_consumer_to_the_
 def test_every_change_wakes_every_waiting_fetch(tmp_path):
     async def scenario():
         partition, raft_log = _metadata_log(tmp_path)
-        partition.leader_epoch, partition.is_leader = 1, True
+        partition.adopt(1, 1, True, 0)  # leading epoch 1, as the Raft core decided
         loop = asyncio.get_running_loop()
         voter, consumer = loop.create_future(), loop.create_future()
         partition.add_waiter(voter, follower=True)
@@ -55,19 +55,18 @@ def test_every_change_wakes_every_waiting_fetch(tmp_path):
         assert voter.done() and consumer.done(), "an append left a fetch waiting"
         again = loop.create_future()
         partition.add_waiter(again, follower=True)
-        partition.high_watermark = 1
-        partition.notify()  # what the Raft driver does when the core's high watermark moves
-        assert again.done()
+        assert not partition.adopt(1, 1, True, 0) and not again.done()  # nothing changed
+        assert partition.adopt(1, 1, True, 1), "the core's high watermark moved"
+        assert again.done(), "a new high watermark left a fetch waiting"
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
 
 def test_a_truncation_takes_the_epochs_and_the_high_watermark_with_it(tmp_path):
     partition, raft_log = _metadata_log(tmp_path)
-    partition.leader_epoch, partition.is_leader = 1, True
+    partition.adopt(1, 1, True, 0)  # leading epoch 1, as the Raft core decided
     raft_log.append_as_leader([{"n": 1}, {"n": 2}], 1)
-    partition.leader_epoch = 2
     raft_log.append_as_leader([{"n": 3}], 2)
-    partition.high_watermark = 3
+    partition.adopt(2, 1, True, 3)
     raft_log.truncate_to(2)
     assert (partition.log_end_offset, partition.high_watermark) == (2, 2)
     assert raft_log.latest_epoch == 1
