@@ -14,6 +14,7 @@ PACKAGES = {
     "minilog.connector.protocol.definitions": "connector/protocol/definitions",
     "minilog.connector.client": "connector/client",
     "minilog.broker": "broker",
+    "minilog.broker.config": "broker/config",
     "minilog.broker.coordinator": "broker/coordinator",
     "minilog.broker.coordinator.group": "broker/coordinator/group",
     "minilog.broker.coordinator.transaction": "broker/coordinator/transaction",

@@ -21,7 +21,7 @@ from pathlib import Path
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
-from minilog.broker.coordinator.group.group_records import partition_for
+from minilog.broker.coordinator.coordinator_topic import partition_for
 from minilog.broker.storage.log import Log
 from minilog.connector.client import Consumer, TopicPartition
 from minilog.connector.records import decode_batches, next_offset_after

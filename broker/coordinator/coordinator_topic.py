@@ -4,53 +4,51 @@ The coordinator of a key (a group id, a transactional id) is the leader of parti
 `partition_for(key)`, Kafka's `Utils.abs(key.hashCode) % partitions`; on a single broker that
 is this broker for every partition, but the mapping stays explicit so replication can move
 partitions (and what they coordinate) between brokers. One class serves each topic with its
-own name and settings; writing and loading its partitions is the coordinator runtime's
-(`runtime.py`, `partition_writer.py`).
+own name and settings (its layout, `InternalTopic`, is the metadata's, which creates it);
+writing and loading its partitions is the coordinator runtime's (`runtime.py`,
+`partition_writer.py`).
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from .group.group_records import partition_for
+from ..metadata.internal_topics import InternalTopic, ensure_internal_topic
 
-SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 
-log = logging.getLogger("minilog.broker.coordinator")
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(key: str, partitions: int) -> int:
+    """Kafka's `Utils.abs(key.hashCode) % partitions` (abs(Integer.MIN_VALUE) is 0): the
+    partition of a group id or a transactional id."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 class CoordinatorTopic:
-    def __init__(self, broker: Any, topic: str, num_partitions_key: str,
-                 min_isr_key: str | None = None) -> None:
+    def __init__(self, broker: Any, layout: InternalTopic) -> None:
         self.broker = broker
-        self.topic = topic
-        self.num_partitions: int = broker.config[num_partitions_key]
-        self._min_isr_key = min_isr_key
+        self.layout = layout
+        self.topic = layout.name
+        self.num_partitions: int = layout.num_partitions(broker.config)
 
     def topic_configs(self, replication_factor: int) -> dict[str, str]:
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)}
-        if self._min_isr_key is not None:
-            min_isr = self.broker.config[self._min_isr_key]
-            if replication_factor > 0:
-                min_isr = min(min_isr, replication_factor)
-            configs["min.insync.replicas"] = str(min_isr)
-        return configs
+        return self.layout.configs(self.broker.config, replication_factor)
 
     def ensure(self, replication_factor: int = -1) -> Any:
-        """Create the topic on first start; an existing one keeps its partition count (as in
-        Kafka, changing offsets.topic.num.partitions later would move every group). In a
-        replicated cluster only the controller creates it, once enough brokers are up."""
-        ts = self.broker.metadata.topics.get(self.topic)
-        if ts is None and not self.broker.quorum.is_controller:
-            return None
-        if ts is None:
-            code, message, ts = self.broker.topics.create(
-                self.topic, self.num_partitions, replication_factor,
-                self.topic_configs(replication_factor), internal=True)
-            if code:
-                raise RuntimeError(f"cannot create {self.topic}: {message}")
-            log.info("created %s with %d partitions", self.topic, self.num_partitions)
-        self.num_partitions = len(ts.partitions)
+        """Create the topic on first start (`ensure_internal_topic`: in a replicated cluster
+        only the controller creates it, once enough brokers are up); an existing one keeps its
+        partition count, which partitioning follows from then on."""
+        ts = ensure_internal_topic(self.broker, self.layout, self.num_partitions,
+                                   replication_factor)
+        if ts is not None:
+            self.num_partitions = len(ts.partitions)
         return ts
 
     def partition_for(self, key: str) -> int:

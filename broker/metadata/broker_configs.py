@@ -17,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..server.config import BROKER_KEYS, ConfigError, _coerce
+from ..config.broker_keys import BROKER_KEYS, ConfigError, coerce
 from . import records as metadata_records
 from .delta import MetadataDelta
 from .image import MetadataImage
 
-coerce: Any = _coerce  # the server's config module is not annotated yet
 CLUSTER_DEFAULT = ""  # the resource name of the cluster-wide default
 
 # Kafka's config_source values of DescribeConfigs

@@ -34,11 +34,11 @@ from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
-from ..coordinator.group.group_store import OFFSETS_TOPIC, OffsetsTopic
 from . import records
 from .controller_metrics import ControllerMetrics
 from .controller_result import ControllerResult
 from .image import MetadataImage, PartitionState, TopicState
+from .internal_topics import OFFSETS, ensure_internal_topic
 from .records import Record
 
 log = logging.getLogger("minilog.broker.controller")
@@ -180,14 +180,14 @@ class Controller:
         """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):
         offsets.topic.replication.factor of them, at most the voters where every voter is a
         broker (combined mode), so a small cluster's groups work with the default of 3."""
-        if OFFSETS_TOPIC in self.image.topics:
+        if OFFSETS.name in self.image.topics:
             return
         wanted = self.offsets_rf
         if self.broker.is_broker:
             wanted = min(wanted, len(self.store.raft.voters))
         if len(self.image.brokers) >= wanted:
-            offsets: Any = OffsetsTopic  # the coordinator package is not annotated yet
-            offsets(self.broker).ensure(replication_factor=wanted)
+            ensure_internal_topic(self.broker, OFFSETS, OFFSETS.num_partitions(self.broker.config),
+                                  wanted)
 
     # -- leadership ------------------------------------------------------------------------------------
     def _changes(self, fn: Callable[[PartitionState, TopicState], PartitionState | None]

@@ -28,11 +28,7 @@ from typing import Any, TypeVar, cast
 
 from minilog.connector.batch import InvalidBatch
 
-from ..raft.raft_node import METADATA_TOPIC, RaftNode
-from ..replication.partition import Partition
-from ..storage.leader_epoch_cache import LeaderEpochCache
-from ..storage.log import Log
-from ..storage.log_config import LogConfig
+from ..raft.raft_node import RaftNode
 from . import records
 from .controller_result import ControllerPurgatory, ControllerResult, NotController
 from .delta import replayed
@@ -59,9 +55,12 @@ def _cluster_id(config: Any) -> str | None:
 
 class QuorumMetadataStore(MetadataStore):
     def __init__(self, config: Any, peers: Any, voters: dict[int, tuple[str, int]],
+                 open_partition: Callable[[Any], Any],
                  on_refused: Callable[[int], None] = lambda node_id: None) -> None:
-        """`voters`: {node id: (host, port)} of the quorum; `on_refused(node id)`: a voter's
-        address refused a connection (see `raft_node.py`)."""
+        """`voters`: {node id: (host, port)} of the quorum; `open_partition(config)`: the
+        `__cluster_metadata` partition the Raft node keeps, opened by whoever runs the broker
+        (the server's `metadata_log.py`, as Kafka's KafkaRaftManager makes its metadata log);
+        `on_refused(node id)`: a voter's address refused a connection (see `raft_node.py`)."""
         data_dir, node_id = config.data_dir, config.node_id
         data_dir.mkdir(parents=True, exist_ok=True)
         meta = read_meta_properties(data_dir, node_id, _cluster_id(config))
@@ -70,16 +69,8 @@ class QuorumMetadataStore(MetadataStore):
         self.loader = MetadataLoader(MetadataImage(self.cluster_id))
         self.metadata_offset = -1  # the last applied record's offset
         self.own_endpoint: BrokerEndpoint | None = None
-        segment_bytes = config["metadata.log.segment.bytes"]
-        # The storage, replication and raft packages are not annotated yet: held as Any.
-        metadata_log: Any = cast(Any, Log)(
-            data_dir / f"{METADATA_TOPIC}-0",
-            LogConfig(segment_bytes=segment_bytes, max_message_bytes=segment_bytes))
         self.snapshot_every = config["metadata.log.max.record.bytes.between.snapshots"]
-        self.partition: Any = cast(Any, Partition)(
-            METADATA_TOPIC, 0, metadata_log,
-            epoch_cache=cast(Any, LeaderEpochCache.load)(metadata_log))
-        self.partition.wake_all = True  # voters apply commits as soon as they are made
+        self.partition: Any = open_partition(config)
         self.raft: Any = cast(Any, RaftNode)(node_id, voters, self.partition, peers,
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],

@@ -1,6 +1,8 @@
-"""The broker's `__cluster_metadata` partition as the Raft core's log (`raft_log.RaftLog`).
+"""The `__cluster_metadata` log (`quorum_partition.py`) as the Raft core's log
+(`raft_log.RaftLog`): records encoded into batches by the serde, epochs from the log's leader
+epoch cache.
 
-The partition stores the batches and serves voters' and observers' fetches through the
+The quorum partition stores the batches and serves voters' and observers' fetches through the
 ordinary Fetch handler, long poll included; what a fetch means for Raft (where a follower's log
 diverges, how far it got, and so the high watermark) is the core's to decide: the partition's
 `follower_fetched` asks the Raft node (`partition.raft`). The partition never moves its own
@@ -13,18 +15,14 @@ from typing import Any, Sequence
 from minilog.connector.batch import split_batches
 from minilog.connector.records import encode_batch
 
+from ..storage.file_region import FileRegion
+from .quorum_partition import QuorumPartition
 from .raft_log import RecordSerde
 
 
-def _unchanged(partition: Any) -> int:
-    """The partition's high watermark rule: keep it (the Raft core moves it)."""
-    return int(partition.high_watermark)
-
-
 class PartitionLog:
-    def __init__(self, partition: Any, serde: RecordSerde) -> None:
+    def __init__(self, partition: QuorumPartition, serde: RecordSerde) -> None:
         self.partition, self.serde = partition, serde
-        partition.hw_rule = _unchanged
         self.bytes_appended = 0  # since the last snapshot, as the metadata store resets it
 
     @property
@@ -47,8 +45,7 @@ class PartitionLog:
     def append_as_leader(self, records: Sequence[Any], epoch: int) -> int:
         data = encode_batch([(None, None, self.serde.encode(r), ()) for r in records])
         (_, header), = split_batches(data)
-        self.partition.leader_epoch = epoch
-        result = self.partition.append_as_leader([(data, header)])
+        result = self.partition.append_as_leader([(data, header)], epoch)
         self.bytes_appended += len(data)
         return int(result.last_offset)
 
@@ -59,12 +56,12 @@ class PartitionLog:
         self.partition.append_as_follower(data)
 
     def read(self, offset: int, max_bytes: int) -> bytes:
-        return bytes(self.partition.log.read(offset, max_bytes))
+        data = self.partition.log.read(offset, max_bytes)
+        assert not isinstance(data, FileRegion), "no region_over: read into memory"
+        return bytes(data)
 
     def truncate_to(self, offset: int) -> None:
         self.partition.truncate_to(offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.partition.log.truncate_fully_and_start_at(offset)
-        self.partition.epoch_cache.clear()
-        self.partition.high_watermark = offset
+        self.partition.truncate_fully_and_start_at(offset)

@@ -6,7 +6,7 @@ records. It calls `poll` on a timer and whenever something happened, sends each 
 core returns over the node's peer connections (`wire.py`) and feeds the answer back to
 `handle`; the broker's request handlers hand it incoming Vote, BeginQuorumEpoch and
 EndQuorumEpoch requests, and the Fetch handler asks it about each voter's fetch of the
-metadata partition (`partition_log.QuorumPartition`). After every step it copies the core's
+metadata log (`quorum_partition.QuorumPartition`). After every step it copies the core's
 role and high watermark into the partition, which the Fetch handler and the waiters on
 commits read.
 
@@ -22,7 +22,6 @@ snapshot first.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import time
 from typing import Any, Callable, Iterator, Optional
@@ -33,6 +32,7 @@ from .epoch_state import LeaderState
 from .messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, Message, Request,
                        RequestFailed, VoteRequest)
 from .partition_log import PartitionLog
+from .quorum_partition import QuorumPartition
 from .quorum_state import QuorumState
 from .raft_client import NotLeader, RaftClient
 from .raft_log import FileQuorumStateStore, RecordSerde
@@ -69,14 +69,16 @@ async def _wait(event: asyncio.Event, timeout: float) -> None:
 
 
 class RaftNode:
-    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], partition: Any,
+    def __init__(self, node_id: int, voters: dict[int, tuple[str, int]],
+                 partition: QuorumPartition,
                  peers: Any, *, election_timeout_ms: int = 1000, fetch_timeout_ms: int = 2000,
                  apply: Callable[[int, dict[str, Any]], None], reset: Callable[[], None],
                  on_role_change: Callable[[bool], None], cluster_id: Optional[str] = None,
                  on_refused: Callable[[int], None] = lambda node_id: None,
-                 serde: Optional[RecordSerde] = None) -> None:
+                 serde: RecordSerde) -> None:
         """`on_refused(node id)`: nothing listens at that voter's address. `serde`: how the
-        records are written, the metadata records' (`metadata/records.py`) unless told."""
+        records are written, given by the log's user (the metadata store gives the metadata
+        records' module, as Kafka's RaftManager gives the client its MetadataRecordSerde)."""
         self.node_id, self.voters, self.peers = node_id, voters, peers
         self.partition, self.log = partition, partition.log
         self.dir = self.log.dir
@@ -85,10 +87,8 @@ class RaftNode:
         self._apply, self._reset, self._on_role_change = apply, reset, on_role_change
         self._on_refused = on_refused
         self.cluster_id = cluster_id
-        self.serde: RecordSerde = serde or importlib.import_module(
-            "..metadata.records", __package__)
+        self.serde = serde
         self.raft_log = PartitionLog(partition, self.serde)
-        partition.high_watermark = self.log.log_start_offset  # learned from the leader
         self.core = RaftClient(node_id, voters, self.raft_log, FileQuorumStateStore(self.dir),
                                self, now=time.monotonic(),
                                election_timeout=self.election_timeout,
@@ -214,17 +214,12 @@ class RaftNode:
         return answers
 
     def _sync(self) -> None:
-        """Copy the core's role and high watermark into the partition the handlers read."""
-        p, core = self.partition, self.core
-        p.leader_epoch, p.leader_id, p.is_leader = core.epoch, core.leader_id, core.is_leader
-        p.followers = None
-        if core.high_watermark > p.high_watermark:
-            p.high_watermark = core.high_watermark
-            p.notify()  # what waits for commits, and voters' fetches (they apply at once)
+        """Hand the core's role and high watermark to the partition the handlers read."""
+        core = self.core
+        if self.partition.adopt(core.epoch, core.leader_id, core.is_leader,
+                                core.high_watermark):
             self._committed.set()
             self._committed = asyncio.Event()
-        elif core.high_watermark < p.high_watermark:
-            p.high_watermark = core.high_watermark
 
     def _after(self) -> None:
         self._sync()

@@ -12,14 +12,12 @@ fetches (they replicate it), and only them; a new high watermark wakes what wait
 consumers' fetches and acks=all produces, and not the followers, which learn it with their next
 fetch. Waking every waiter on every change made each acks=all produce cost each follower a second
 fetch round trip that carried nothing but the high watermark, and woke every pending produce and
-consumer fetch at every append, to find nothing. The metadata quorum's partition (`wake_all`)
-keeps waking everyone on every change: KRaft answers a voter's fetch when the high watermark
-moves, so voters apply commits at once.
+consumer fetch at every append, to find nothing. (The metadata log is no `Partition`: it is the
+Raft package's `QuorumPartition`, which wakes everyone on every change.)
 """
 import asyncio
 import uuid
 from collections.abc import Callable, Collection, Iterable
-from typing import Protocol
 
 from minilog.connector.batch import BatchHeader, iter_batches
 
@@ -33,15 +31,8 @@ Waiter = asyncio.Future[bool]
 
 
 
-class FetchJudge(Protocol):
-    """What judges a follower's fetch of the metadata partition (the Raft node: replication
-    sits below raft/ and names only what it calls)."""
-
-    def follower_fetched(self, replica_id: int, fetch_offset: int,
-                         last_fetched_epoch: int) -> tuple[int, int] | None: ...
-
 class Partition:
-    wake_all = False  # True: every change wakes every waiter (the metadata quorum's partition)
+    wake_all = False  # the Fetch handler's flag: True only for the metadata log's QuorumPartition
 
     def __init__(self, topic: str, index: int, log: Log, topic_id: uuid.UUID | None = None,
                  leader_epoch: int = 0, replicas: Iterable[int] = (), isr: Iterable[int] = (),
@@ -72,7 +63,6 @@ class Partition:
         self.epoch_start_offset = 0  # where this leader's epoch began
         self.partition_epoch = 0
         self.joining_isr: set[int] = set()  # replicas an ISR expansion in flight adds
-        self.raft: FetchJudge | None = None  # the metadata quorum's Raft node
 
     def apply_config(self, config: LogConfig) -> None:
         """Adopt a topic's (new) LogConfig: limits checked here, storage settings by the log."""
@@ -101,7 +91,7 @@ class Partition:
             self.epoch_cache.assign(self.leader_epoch, result.first_offset)
         if self.hw_rule is not None:
             self._wake(self._fetchers)  # followers long-poll for the new data
-            if self.wake_all or any(h.is_control for _, h in batches):
+            if any(h.is_control for _, h in batches):
                 self._wake(self._waiters)  # a marker may move the last stable offset
         self._advance_high_watermark()
         return result
@@ -180,10 +170,7 @@ class Partition:
         it is told where to truncate instead of getting records. An epoch newer than any here
         is answered with this leader's latest epoch and log end, so the follower cuts what it
         has of later epochs and at most down to this log's end, never to its start. A divergence
-        before this log's start is answered as it is: the follower then fetches out of range.
-        The metadata quorum's partition asks its Raft node instead (`raft/raft_client.py`)."""
-        if self.raft is not None:
-            return self.raft.follower_fetched(replica_id, fetch_offset, last_fetched_epoch)
+        before this log's start is answered as it is: the follower then fetches out of range."""
         if self.epoch_cache is not None and last_fetched_epoch >= 0:
             epoch, end = self.epoch_cache.end_offset_for(last_fetched_epoch, self.log_end_offset)
             if end < 0:
@@ -263,7 +250,7 @@ class Partition:
     # ---- long poll -------------------------------------------------------------------------
     def add_waiter(self, fut: Waiter, follower: bool = False) -> None:
         """`follower`: a follower's fetch, woken by appends rather than by commits."""
-        (self._fetchers if follower and not self.wake_all else self._waiters).add(fut)
+        (self._fetchers if follower else self._waiters).add(fut)
 
     def remove_waiter(self, fut: Waiter) -> None:
         self._waiters.discard(fut)

@@ -11,7 +11,7 @@ dict), so a check costs a few lookups plus a scan of the prefixed ACLs of that t
 """
 from collections.abc import Callable
 
-from ..server.config import ConfigError
+from ..config.broker_keys import ConfigError
 from .acls import (
     IMPLIED_BY,
     WILDCARD,

@@ -7,14 +7,20 @@ credential only where none was ever set, so a password changed or a credential d
 AlterUserScramCredentials stays so across restarts with the same settings. Credentials are
 stored salted (`scram_credentials.py`); the file is replaced atomically on each change.
 """
+from __future__ import annotations
+
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..server.config import BrokerConfig, ConfigError
 from minilog.connector.private_files import write_private
+
+from ..config.broker_keys import ConfigError
 from .scram_credentials import ScramCredentials, from_password
 from .scram_metadata import MetadataScramCredentials, credential_record
+
+if TYPE_CHECKING:  # the broker's configuration, built by the server from the keys above
+    from ..server.config import BrokerConfig
 
 FILE_NAME = "__scram_credentials.json"
 _ENTRY = re.compile(r"\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*)\]\s*", re.IGNORECASE)

@@ -15,8 +15,8 @@ import tempfile
 
 from minilog.connector.pem_files import PemFileError, load_ca, load_key_and_chain
 
-from ..server.config import ConfigError
-from ..server.listeners import Listener, listener_setting
+from ..config.broker_keys import ConfigError
+from ..config.listeners import Listener, listener_setting
 
 _VERSIONS = {"TLSV1.2": ssl.TLSVersion.TLSv1_2, "TLSV1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,

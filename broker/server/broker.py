@@ -42,6 +42,7 @@ from .config import BrokerConfig
 from .controller_router import ControllerRouter
 from .inter_broker import controller_security, inter_broker_security
 from .metrics import NO_METRICS, BrokerMetrics
+from .metadata_log import open_metadata_partition
 from .metadata_publishers import broker_publishers, coordinator_elections
 from .metrics_http import MetricsServer
 from .peer_channel import PeerChannel
@@ -101,7 +102,8 @@ class Broker:
             self.peers = PeerChannel(config.node_id)
             _quiet_own_quorum()
         self.store = self.quorum = QuorumMetadataStore(
-            config, self.peers, voters, on_refused=self.peer_connections.refused)
+            config, self.peers, voters, open_metadata_partition,
+            on_refused=self.peer_connections.refused)
         self.producer_ids = quorum_blocks(self)
         # What handlers read: the first metadata publisher (the others, in start()).
         self.metadata_cache = MetadataCache(self.store.image)

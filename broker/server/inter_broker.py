@@ -18,7 +18,7 @@ from minilog.connector.client.security import ClientSecurity, client_security
 from minilog.connector.client.types import ConfigError as ClientConfigError
 
 from .config import BrokerConfig, ConfigError
-from .listeners import Listener, listener_setting
+from ..config.listeners import Listener, listener_setting
 
 
 def _security(config: BrokerConfig, listener: Listener, mechanism_key: str

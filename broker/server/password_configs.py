@@ -7,7 +7,7 @@ passwords) is one too. A per-listener form (`listener.name.<l>.<key>`, or
 `listener.name.<l>.<mechanism>.<key>`) is what its base key is; a key whose type cannot be
 told is treated as sensitive, as Kafka's `KafkaConfig.maybeSensitive` does ("to be safe").
 """
-from .listeners import is_listener_setting, overridden_key
+from ..config.listeners import is_listener_setting, overridden_key
 
 # Kafka's PASSWORD-typed broker settings (KafkaConfig, SslConfigs, SaslConfigs), and ours.
 PASSWORD_KEYS = frozenset({

@@ -11,7 +11,7 @@ learn the voters' ids from them) is refused in one line naming what to set inste
 """
 from __future__ import annotations
 
-from .listeners import Listener
+from ..config.listeners import Listener
 
 _WILDCARD = ("", "0.0.0.0", "::")
 _LOCAL = ("localhost", "127.0.0.1", "::1")

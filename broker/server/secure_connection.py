@@ -39,7 +39,7 @@ from ..security.tls import principal_of, server_context
 from .config import ConfigError
 from .inter_broker import controller_security, inter_broker_security
 from .handlers import listener_apis
-from .listeners import Listener, listener_setting
+from ..config.listeners import Listener, listener_setting
 from .socket_server import (
     BrokerServer,
     _CloseConnection,

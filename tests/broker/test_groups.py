@@ -28,8 +28,9 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
+from minilog.broker.coordinator.coordinator_topic import partition_for
 from minilog.broker.coordinator.group.group import Group
-from minilog.broker.coordinator.group.group_records import OffsetAndMetadata, partition_for
+from minilog.broker.coordinator.group.group_records import OffsetAndMetadata
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from wire import RawConnection
 

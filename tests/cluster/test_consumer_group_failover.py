@@ -3,7 +3,7 @@ loads the group's records from its replica of `__consumer_offsets` and the membe
 with their member ids, epochs and partitions, without rejoining."""
 import pytest
 from consumer_protocol import PollingMember, owned, settled
-from minilog.broker.coordinator.group.group_records import partition_for
+from minilog.broker.coordinator.coordinator_topic import partition_for
 from test_cluster_basics import produce_all
 from wire import RawConnection
 from clustertools import wait_for

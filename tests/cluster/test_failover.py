@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CTP
-from minilog.broker.coordinator.group.group_records import partition_for
+from minilog.broker.coordinator.coordinator_topic import partition_for
 from minilog.broker.storage.log import Log
 from minilog.connector.client import AdminClient, Consumer, TopicPartition
 from minilog.connector.protocol import (

@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import TopicPartition as CTP
-from minilog.broker.coordinator.group.group_records import partition_for
+from minilog.broker.coordinator.coordinator_topic import partition_for
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_failover import _high_and_end
 from wire import RawConnection

@@ -14,7 +14,7 @@ import time
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewPartitions, NewTopic
-from minilog.broker.coordinator.group.group_records import partition_for
+from minilog.broker.coordinator.coordinator_topic import partition_for
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_failover import read_everything
 from wire import RawConnection

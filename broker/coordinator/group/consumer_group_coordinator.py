@@ -351,7 +351,7 @@ class ConsumerGroupProtocol:
         error = await self.write(group_id, entries + (downgraded or [changes.group_epoch(group)]))
         classic = self.coordinator.groups.get(group_id)
         if downgraded and not error and classic is not None:
-            self.coordinator.adopt_classic(classic, f"downgrade of group {group_id} to classic")
+            self.coordinator.classic.adopt(classic, f"downgrade of group {group_id} to classic")
         return error
 
     async def write(self, group_id: str, entries: list[Record],

@@ -3,7 +3,7 @@
 This is the state and the rules that need no clock or I/O (Kafka's GroupMetadata and
 MemberMetadata): state transitions, protocol selection by vote, leader choice, static member
 bookkeeping, which members have rejoined, and which offsets have expired. Timers, futures
-resolution order and persistence live in `group_coordinator.py`.
+resolution order and persistence live in `classic_group_protocol.py`.
 """
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ class GroupOffsets:
         member = group.members.get(member_id)
         if (member is not None and not isinstance(group, ConsumerGroup)
                 and group.state in (g.STABLE, g.PREPARING_REBALANCE)):
-            self.coordinator.schedule_heartbeat(group, member)
+            self.coordinator.classic.schedule_heartbeat(group, member)
         results, valid = self._checked_offsets(offsets)
         if valid:
             error = await self.coordinator.write_records(

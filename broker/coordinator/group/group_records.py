@@ -191,18 +191,3 @@ def subscription_topics(metadata: bytes) -> set[str] | None:
         return {r.string() for _ in range(r.int32())}
     except Exception:  # noqa: BLE001 - a client's opaque bytes: unparseable means unknown
         return None
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's `Utils.abs(groupId.hashCode) % partitions` (abs(Integer.MIN_VALUE) is 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions

@@ -95,7 +95,7 @@ class GroupShard:
             group.offsets, group.offsets_written_at = current.offsets, current.offsets_written_at
         if not self.loading:
             for member in group.members.values():
-                self.coordinator.schedule_heartbeat(group, member)
+                self.coordinator.classic.schedule_heartbeat(group, member)
 
     def replay_marker(self, producer_id: int, commit: bool) -> None:
         """A transaction's marker: its offsets count now (commit) or never (abort)."""
@@ -122,7 +122,7 @@ class GroupShard:
                     consumer.schedule_rebalance(group, member)
             else:
                 for member in group.members.values():
-                    self.coordinator.schedule_heartbeat(group, member)
+                    self.coordinator.classic.schedule_heartbeat(group, member)
         if self.groups:
             log.debug("loaded %d group(s) from partition %d", len(self.groups), self.index)
 

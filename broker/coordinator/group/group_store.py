@@ -1,13 +1,14 @@
 """`__consumer_offsets`: the compacted internal topic where groups and their offsets are kept
-(`coordinator_topic.py` has its partitioning and creation)."""
+(its layout is the metadata's `OFFSETS`; `coordinator_topic.py` has its partitioning)."""
 from __future__ import annotations
 
 from typing import Any
 
+from ...metadata.internal_topics import OFFSETS
 from ..coordinator_topic import CoordinatorTopic
 
-OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC = OFFSETS.name
 
 
 def OffsetsTopic(broker: Any) -> CoordinatorTopic:  # noqa: N802 - the name its users import
-    return CoordinatorTopic(broker, OFFSETS_TOPIC, "offsets.topic.num.partitions")
+    return CoordinatorTopic(broker, OFFSETS)

@@ -24,10 +24,10 @@ from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
+from ...metadata.internal_topics import TRANSACTION_STATE
 from ...metadata.producer_ids import ProducerIdsUnavailable
 from ..broker_view import TxnBroker
-from ..coordinator_topic import CoordinatorTopic
-from ..group.group_records import partition_for
+from ..coordinator_topic import CoordinatorTopic, partition_for
 from ..group.group_store import OFFSETS_TOPIC
 from ..partition_writer import LogPartitionWriter
 from ..runtime import CoordinatorRuntime
@@ -40,7 +40,7 @@ from .txn_shard import TransactionShard
 from .txn_state import TxnMetadata, txn_key, txn_value
 from .txn_waiters import StateWaiters
 
-TRANSACTION_TOPIC = "__transaction_state"
+TRANSACTION_TOPIC = TRANSACTION_STATE.name
 log = logging.getLogger("minilog.broker.txn")
 
 
@@ -51,8 +51,7 @@ def now_ms() -> int:
 def transaction_topic(broker: Any) -> CoordinatorTopic:
     """`__transaction_state`: the coordinator's log, with its own partition count and
     `transaction.state.log.min.isr`."""
-    return CoordinatorTopic(broker, TRANSACTION_TOPIC, "transaction.state.log.num.partitions",
-                            min_isr_key="transaction.state.log.min.isr")
+    return CoordinatorTopic(broker, TRANSACTION_STATE)
 
 
 def create_transaction_topic(broker: TxnBroker) -> tuple[int, str | None, object]:

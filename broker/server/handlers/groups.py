@@ -2,8 +2,9 @@
 OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
 
 Handlers translate each version's request shape to the coordinator's calls and back; the
-protocol itself lives in `group_coordinator.py`. JoinGroup and SyncGroup may wait for the rest
-of the group: their handler awaits the coordinator, holding only this client's connection.
+protocol itself lives in `group_coordinator.py` and `classic_group_protocol.py`. JoinGroup
+and SyncGroup may wait for the rest of the group: their handler awaits the coordinator,
+holding only this client's connection.
 """
 import time
 
