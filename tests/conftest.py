@@ -4,6 +4,7 @@ import sys
 import tempfile
 
 import pytest
+import spark_class_archive
 from brokers import MinilogBroker, TansuBroker
 
 # Spark's Python workers must run this interpreter.
@@ -21,7 +22,20 @@ os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
 # more than they win there (measured: a session's JVM used 32-34 s of CPU for a start and a few
 # small jobs, 18-22 s with C1 alone and the serial collector). The product's settings
 # (spark-conf/) keep the JVM's defaults, which suit long-running jobs.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# They also map Spark's classes from a class-data sharing archive once the run has written one
+# (spark_class_archive: half a driver's start).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                      + spark_class_archive.java_options(spark_class_archive.archive_path()))
+_archive_build = None
+
+
+def pytest_sessionstart(session):
+    """The main process (not an xdist worker) writes the class archive, in the background, if
+    no earlier run on this machine did."""
+    global _archive_build
+    if not hasattr(session.config, "workerinput") and \
+            "SharedArchiveFile" in os.environ["SPARK_SUBMIT_OPTS"]:
+        _archive_build = spark_class_archive.start_build(spark_class_archive.archive_path())
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +51,7 @@ def pytest_sessionfinish(session, exitstatus):
     process started and that still run (a helper that missed its cleanup) are killed with
     their process groups, and named, so that a leak shows instead of running for hours."""
     from proctree import kill_tree, left_by
+    spark_class_archive.stop_build(_archive_build, spark_class_archive.archive_path())
     if getattr(session.config.option, "numprocesses", None) and \
             not hasattr(session.config, "workerinput"):
         return  # the xdist controller: its children are the workers, which do this themselves
