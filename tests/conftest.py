@@ -110,17 +110,30 @@ def secure_broker(tmp_path_factory):
     b.cleanup()
 
 
-# The modules that take minutes, longest first. The suite runs a module per worker
-# (pytest.ini: pytest-xdist, --dist loadfile) in collection order: started first, they run
-# beside the many short modules instead of making a tail at the end of the run.
-LONG_MODULES = ("datasource/test_exactly_once_replan.py", "test_bench_quick.py",
-                "connect/test_worker.py", "datasource/test_exactly_once_edges.py",
-                "connect/test_mirror_connectors.py",
-                "mirror/test_mirror_faults.py", "mirror/test_mirror_failover.py",
-                "test_fresh_install.py", "jobs/test_bank_demo.py",
-                "jobs/test_spark_submit.py", "test_readme.py", "jobs/test_missing_input.py",
-                "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py",
-                "cluster/test_replication_safety.py")
+# The modules that take a minute or more, longest first (seconds of a full run on 2 cores, in
+# brackets). The suite runs a module per worker (pytest.ini: pytest-xdist, --dist loadfile) in
+# collection order: started first, they run beside the many short modules instead of making a
+# tail at the end of the run.
+LONG_MODULES = ("datasource/test_exactly_once_replan.py",  # 333
+                "test_bench_quick.py", "jobs/test_spark_submit.py",  # 260, 251
+                "test_fresh_install.py", "jobs/test_bank_demo.py",  # 209, 155
+                "jobs/test_missing_input.py", "mirror/test_mirror_failover.py",  # 153, 137
+                "test_readme.py", "mirror/test_mirror_faults.py",  # 130, 130
+                "connect/test_worker.py", "datasource/test_stream.py",  # 122, 116
+                "datasource/test_exactly_once_edges.py",  # 95
+                "cluster/test_replication_safety.py", "datasource/test_kafka_parity.py",  # 89, 88
+                "datasource/test_connect.py", "connect/test_postgres_sink.py",  # 84, 82
+                "console/test_browser.py", "cluster/test_failover.py",  # 80, 69
+                "mirror/test_mirror.py", "datasource/test_exactly_once_cluster.py",  # 67, 63
+                "connect/test_transforms.py", "connect/test_mirror_connectors.py",
+                "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py")
+
+
+def pytest_configure(config):
+    """xdist (3.7 on) hands out modules with the most tests first unless told not to: that put
+    the long modules, which have few tests, at the end, where one worker ran them alone."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
