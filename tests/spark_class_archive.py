@@ -43,7 +43,7 @@ def java_options(path: Path) -> str:
     return f"-XX:SharedArchiveFile={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def start_build(path: Path):
+def start_build(path: Path) -> subprocess.Popen | None:
     """Start writing the archive in the background unless it exists or another run is writing
     it: the builder's Popen, or None. The archive appears under its name only once whole."""
     if path.exists():
@@ -72,7 +72,7 @@ def start_build(path: Path):
                             stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def stop_build(build, path: Path) -> None:
+def stop_build(build: subprocess.Popen | None, path: Path) -> None:
     """Stop an unfinished build (a run shorter than the build) with all it started, and remove
     what it leaves: a later run builds again."""
     from proctree import kill_tree, tree
@@ -117,7 +117,7 @@ def _without_archive(options: str) -> str:
                     and not o.startswith("-Xlog:cds"))
 
 
-def _mtime(path) -> int:
+def _mtime(path: str | Path) -> int:
     try:
         return int(os.stat(path).st_mtime)
     except OSError:
