@@ -4,6 +4,7 @@ import sys
 import tempfile
 
 import pytest
+import spark_class_archive
 from brokers import MinilogBroker, TansuBroker
 
 # Spark's Python workers must run this interpreter.
@@ -21,7 +22,20 @@ os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
 # more than they win there (measured: a session's JVM used 32-34 s of CPU for a start and a few
 # small jobs, 18-22 s with C1 alone and the serial collector). The product's settings
 # (spark-conf/) keep the JVM's defaults, which suit long-running jobs.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# They also map Spark's classes from a class-data sharing archive once the run has written one
+# (spark_class_archive: half a driver's start).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                      + spark_class_archive.java_options(spark_class_archive.archive_path()))
+_archive_build = None
+
+
+def pytest_sessionstart(session):
+    """The main process (not an xdist worker) writes the class archive, in the background, if
+    no earlier run on this machine did."""
+    global _archive_build
+    if not hasattr(session.config, "workerinput") and \
+            "SharedArchiveFile" in os.environ["SPARK_SUBMIT_OPTS"]:
+        _archive_build = spark_class_archive.start_build(spark_class_archive.archive_path())
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +51,7 @@ def pytest_sessionfinish(session, exitstatus):
     process started and that still run (a helper that missed its cleanup) are killed with
     their process groups, and named, so that a leak shows instead of running for hours."""
     from proctree import kill_tree, left_by
+    spark_class_archive.stop_build(_archive_build, spark_class_archive.archive_path())
     if getattr(session.config.option, "numprocesses", None) and \
             not hasattr(session.config, "workerinput"):
         return  # the xdist controller: its children are the workers, which do this themselves
@@ -95,17 +110,30 @@ def secure_broker(tmp_path_factory):
     b.cleanup()
 
 
-# The modules that take minutes, longest first. The suite runs a module per worker
-# (pytest.ini: pytest-xdist, --dist loadfile) in collection order: started first, they run
-# beside the many short modules instead of making a tail at the end of the run.
-LONG_MODULES = ("datasource/test_exactly_once_replan.py", "test_bench_quick.py",
-                "connect/test_worker.py", "datasource/test_exactly_once_edges.py",
-                "connect/test_mirror_connectors.py",
-                "mirror/test_mirror_faults.py", "mirror/test_mirror_failover.py",
-                "test_fresh_install.py", "jobs/test_bank_demo.py",
-                "jobs/test_spark_submit.py", "test_readme.py", "jobs/test_missing_input.py",
-                "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py",
-                "cluster/test_replication_safety.py")
+# The modules that take a minute or more, longest first (seconds of a full run on 2 cores, in
+# brackets). The suite runs a module per worker (pytest.ini: pytest-xdist, --dist loadfile) in
+# collection order: started first, they run beside the many short modules instead of making a
+# tail at the end of the run.
+LONG_MODULES = ("datasource/test_exactly_once_replan.py",  # 333
+                "test_bench_quick.py", "jobs/test_spark_submit.py",  # 260, 251
+                "test_fresh_install.py", "jobs/test_bank_demo.py",  # 209, 155
+                "jobs/test_missing_input.py", "mirror/test_mirror_failover.py",  # 153, 137
+                "test_readme.py", "mirror/test_mirror_faults.py",  # 130, 130
+                "connect/test_worker.py", "datasource/test_stream.py",  # 122, 116
+                "datasource/test_exactly_once_edges.py",  # 95
+                "cluster/test_replication_safety.py", "datasource/test_kafka_parity.py",  # 89, 88
+                "datasource/test_connect.py", "connect/test_postgres_sink.py",  # 84, 82
+                "console/test_browser.py", "cluster/test_failover.py",  # 80, 69
+                "mirror/test_mirror.py", "datasource/test_exactly_once_cluster.py",  # 67, 63
+                "connect/test_transforms.py", "connect/test_mirror_connectors.py",
+                "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py")
+
+
+def pytest_configure(config):
+    """xdist (3.7 on) hands out modules with the most tests first unless told not to: that put
+    the long modules, which have few tests, at the end, where one worker ran them alone."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -204,10 +204,20 @@ class StandaloneCluster:
         finally:
             self._tmp.cleanup()
 
+    def submit_args(self):
+        """spark-submit's arguments for an application on this cluster: its master, and the
+        JVM options the suite gives every Spark JVM (conftest: SPARK_SUBMIT_OPTS, which reaches
+        drivers only) for its executors too."""
+        return ["--master", self.url, "--conf",
+                f"spark.executor.extraJavaOptions={os.environ.get('SPARK_SUBMIT_OPTS', '')}"]
+
     def _spawn(self, name, main_class, *args):
+        # spark-class takes a master's or worker's JVM options from SPARK_DAEMON_JAVA_OPTS
+        daemon = os.environ.get("SPARK_SUBMIT_OPTS", "")
         with open(self.dir / f"{name}.log", "wb") as out:
             self._procs.append(subprocess.Popen(
                 [str(BIN / "spark-class"), main_class, *map(str, args)], cwd=self.dir,
-                env=environment(self.mark, SPARK_LOCAL_DIRS=str(self.dir)),
+                env=environment(self.mark, SPARK_LOCAL_DIRS=str(self.dir),
+                                SPARK_DAEMON_JAVA_OPTS=daemon),
                 stdout=out, stderr=subprocess.STDOUT))
         return self._procs[-1]

@@ -60,7 +60,7 @@ exec {sys.executable} "$@"
 def test_bank_balance_on_a_standalone_cluster_outlasts_a_late_source_worker(
         broker, transactions, tmp_path, cluster):
     python = late_source_worker(tmp_path)
-    got = submit(["--master", cluster.url], broker, transactions, tmp_path,
+    got = submit(cluster.submit_args(), broker, transactions, tmp_path,
                  PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
     assert (tmp_path / "late").is_dir(), "the source worker was not started through the wrapper"
     assert "starting the query again (2 of 3)" in (tmp_path / "spark-submit.log").read_text()
