@@ -152,6 +152,21 @@ def start_query(writer, starts=STARTS):
               f"starting the query again ({attempt + 1} of {starts})", file=sys.stderr)
 
 
+def _quiet_jvm():
+    """After Ctrl-C the job says one line: Spark's log off, and the JVM's own stderr too, where
+    a query thread that Spark's shutdown interrupts inside its batch prints its uncaught
+    exception ("Exception in thread "stream execution thread ..."), seen on busy machines."""
+    from pyspark import SparkContext
+    sc = SparkContext.getOrCreate()
+    sc.setLogLevel("OFF")
+    try:
+        jvm = sc._jvm
+        jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream
+                                                            .nullOutputStream()))
+    except Exception:  # noqa: BLE001 - a JVM already going away prints nothing more either
+        pass
+
+
 def run(queries):
     """Wait for the queries: to their end under available-now, else until Ctrl-C or SIGTERM;
     stop them cleanly either way. Raises the first query's failure, as soon as it fails.
@@ -171,8 +186,7 @@ def run(queries):
             finally:  # after Ctrl-C, a failure the signal caused (a Python worker it reached)
                 CTRL_C.check()  # is the interruption, not an error of the job's
     except KeyboardInterrupt:
-        from pyspark import SparkContext
-        SparkContext.getOrCreate().setLogLevel("OFF")
+        _quiet_jvm()
         finish_by = time.monotonic() + BATCH_FINISH_S
         for q in queries:
             while q.isActive and q.status["isTriggerActive"] and time.monotonic() < finish_by:
