@@ -157,6 +157,7 @@ def test_kafka_python_pinned_to_an_old_broker_version_produces_and_consumes_in_a
     Every record comes back with its key and value at consecutive offsets, and the group's
     commit is read back."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
     name = f"kp-{'-'.join(map(str, api_version))}-{compression}"
     producer = KafkaProducer(bootstrap_servers=old_broker.bootstrap, api_version=api_version,
                              compression_type=compression, linger_ms=5,
@@ -168,7 +169,11 @@ def test_kafka_python_pinned_to_an_old_broker_version_produces_and_consumes_in_a
     producer.close(10)
     consumer = KafkaConsumer(name, bootstrap_servers=old_broker.bootstrap,
                              api_version=api_version, group_id=f"g-{name}",
-                             auto_offset_reset="earliest", enable_auto_commit=False)
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             # kafka-python's default of 10 s lapses on a busy machine: the
+                             # group rebalances, the assignment goes, and a commit of the
+                             # consumed offsets commits nothing
+                             session_timeout_ms=30000)
     try:
         def assigned():
             consumer.poll(100)  # joins the group; what it reads is read again from the start
@@ -178,8 +183,10 @@ def test_kafka_python_pinned_to_an_old_broker_version_produces_and_consumes_in_a
         records = kafka_python_to_end(consumer)
         assert [(r.offset, r.key, r.value) for r in records] == [
             (i, b"k%d" % i, b"v%d" % i) for i in range(30)]
-        consumer.commit()
-        assert consumer.committed(TopicPartition(name, 0)) == 30
+        tp = TopicPartition(name, 0)
+        assert consumer.position(tp) == 30
+        consumer.commit({tp: OffsetAndMetadata(30, "", -1)})  # raises if the group moved on
+        assert consumer.committed(tp) == 30
     finally:
         consumer.close()
 
