@@ -16,10 +16,11 @@ source reading a file has none.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from minilog.datasource.progress import offsets_of
 
 TopicPartitionKey = tuple[str, int]
 # {(topic, partition): latest offset} for the partitions asked about
@@ -66,23 +67,9 @@ class TaskProgress:
 
 
 def kafka_offsets(value: Any) -> dict[TopicPartitionKey, int]:
-    """{(topic, partition): offset} of a source's offsets in Spark's Kafka form
-    (`{"topic": {"0": 12}}`, as a dict or its JSON); {} for any other source's offsets (a
-    file's position)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    if not isinstance(value, dict):
+    """{(topic, partition): offset} of a source's offsets in Spark's Kafka form; {} for any
+    other source's offsets (a file's `{"position": n}`)."""
+    try:
+        return offsets_of(value)
+    except (ValueError, TypeError, AttributeError):
         return {}
-    out = {}
-    for topic, parts in value.items():
-        if not isinstance(parts, dict):
-            return {}
-        for partition, offset in parts.items():
-            if not (isinstance(partition, str) and partition.lstrip("-").isdigit()
-                    and isinstance(offset, int)):
-                return {}
-            out[(topic, int(partition))] = offset
-    return out

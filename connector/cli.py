@@ -26,7 +26,14 @@ import os
 import sys
 import time
 
-from minilog.connector import cli_acls, cli_configs, cli_groups, cli_transactions, cli_users
+from minilog.connector import (
+    cli_acls,
+    cli_configs,
+    cli_console,
+    cli_groups,
+    cli_transactions,
+    cli_users,
+)
 from minilog.connector.cli_parser import Parser
 from minilog.connector.client import (
     AdminClient,
@@ -163,25 +170,7 @@ def build_parser():
     cli_users.add_parser(sub, common)
     cli_acls.add_parser(sub, common)
     cli_configs.add_parser(sub, common)
-    p = sub.add_parser("console", parents=[common],
-                       help="the web console: brokers, topics, groups and lag, records")
-    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
-                   help="where the console serves its pages (default 127.0.0.1:8080)")
-    p.add_argument("--lag-interval", type=float, default=5.0, metavar="SECONDS",
-                   help="how often each group's lag is sampled for its history (default 5)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                   help="a Host name the console answers to beside its listen address "
-                        "(repeatable; others are refused, against DNS rebinding)")
-    p.add_argument("--read-only", action="store_true",
-                   help="show everything, change nothing (no topic creation, deletion, configs)")
-    p.add_argument("--no-login", action="store_true",
-                   help="on a SASL cluster, serve every visitor with the --command-config "
-                        "user instead of asking each to log in")
-    p.add_argument("--allow-remote-without-login", action="store_true",
-                   help="listen beyond loopback although nobody logs in")
-    p.add_argument("--connect", action="append", default=[], metavar="URL",
-                   help="a Kafka Connect worker's REST URL (minilog connect's `listeners`), "
-                        "whose connectors the Connect page shows (repeatable)")
+    cli_console.add_parser(sub, common)
     p = sub.add_parser("connect", help="a Kafka Connect worker: Connect's REST API, connectors "
                                        "run as Spark queries (minilog.connect)")
     p.add_argument("worker_properties", metavar="worker.properties",
@@ -492,19 +481,8 @@ def _configs(args, out):
 
 
 def _console(args, out):
-    from minilog.console.server import Options, serve
-    if args.lag_interval <= 0:
-        raise UserError("minilog console: --lag-interval must be positive")
-    for url in args.connect:
-        if not url.startswith(("http://", "https://")):
-            raise UserError(f"minilog console: --connect expects a worker's REST URL, "
-                            f"e.g. http://127.0.0.1:8083, got {url!r}")
-    options = Options(tuple(args.allow_host), args.read_only, args.no_login,
-                      args.allow_remote_without_login, tuple(args.connect))
-    try:
-        serve(_settings(args), args.listen, out, args.lag_interval, options)
-    except ValueError as e:
-        raise UserError(f"minilog console: {e}") from None
+    cli_console.run(args, out, _settings(args), lambda message: UserError(
+        f"minilog console: {message}"))
 
 
 def _connect(args, out):

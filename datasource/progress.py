@@ -10,7 +10,9 @@ read up to) and `latestOffset` (the log ends the source saw, `reportLatestOffset
 import json
 
 
-def _offsets(value) -> dict:
+def offsets_of(value) -> dict:
+    """{(topic, partition): offset} of a progress's offsets in Spark's Kafka form
+    (`{"topic": {"0": 12}}`, as a dict or its JSON); {} for None."""
     if isinstance(value, str):
         value = json.loads(value)
     if value is None:
@@ -26,7 +28,7 @@ def offsets_read(source) -> dict[tuple[str, int], int]:
     """{(topic, partition): offsets the micro-batch read} for one source's progress: its
     `endOffset` less its `startOffset` (0 where the batch started a partition)."""
     get = _getter(source)
-    start, end = _offsets(get("startOffset")), _offsets(get("endOffset"))
+    start, end = offsets_of(get("startOffset")), offsets_of(get("endOffset"))
     return {tp: off - start.get(tp, 0) for tp, off in end.items()}
 
 
@@ -36,7 +38,7 @@ def offsets_behind_latest(source) -> dict[str, str]:
     partition, its latest offset less the offset consumed (0 when none was); {} when the
     progress has no latest offsets."""
     get = _getter(source)
-    latest, consumed = _offsets(get("latestOffset")), _offsets(get("endOffset"))
+    latest, consumed = offsets_of(get("latestOffset")), offsets_of(get("endOffset"))
     behind = [off - consumed.get(tp, 0) for tp, off in latest.items()]
     if not behind:
         return {}
