@@ -134,9 +134,7 @@ def start_spark(out):
     """Spark in local mode; from here on Ctrl-C stops between two Spark calls (interrupts.py)."""
     from minilog.jobs import pipeline
     print("starting Spark (local mode) ...", file=out, flush=True)
-    CTRL_C.defer()
     spark = pipeline.session("minilog-demo")
-    CTRL_C.defer(spark)
     spark.sparkContext.setLogLevel("ERROR")
     CTRL_C.check()
     return spark

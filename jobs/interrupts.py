@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 MESSAGE = "interrupted: stopping"
@@ -85,6 +86,31 @@ class _Gate:
         self.install()
         if spark is not None:
             _jvm_ignores_sigint(spark)
+
+    def start_spark(self, builder: Any) -> Any:
+        """`builder.getOrCreate()` with Ctrl-C deferred from before the JVM starts until the
+        session is ready. pyspark's SparkContext installs its own SIGINT handler when it is
+        created on the main thread, and only there: a Ctrl-C that lands before `defer(spark)`
+        puts ours back runs `cancelAllJobs` from inside whatever py4j call is under way, and
+        py4j prints its tracebacks. So the session is created on a thread of its own while the
+        main thread waits and takes the signals with our handler."""
+        self.defer()
+        made: dict[str, Any] = {}
+
+        def create() -> None:
+            try:
+                made["spark"] = builder.getOrCreate()
+            except BaseException as e:  # noqa: BLE001 - raised again on the main thread
+                made["error"] = e
+
+        starting = threading.Thread(target=create, name="spark-session-start", daemon=True)
+        starting.start()
+        while starting.is_alive():
+            starting.join(0.2)
+        if "error" in made:
+            raise made["error"]
+        self.defer(made["spark"])
+        return made["spark"]
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if Ctrl-C was pressed: call it between Spark calls."""

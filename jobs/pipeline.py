@@ -83,10 +83,8 @@ def session(app_name):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # No master set here: spark-submit's --master (or the properties file's) decides.
     from pyspark.sql import SparkSession
-    CTRL_C.defer()  # Ctrl-C from here on: one line, a stop between two Spark calls
-    spark = SparkSession.builder.appName(app_name).getOrCreate()
-    CTRL_C.defer(spark)
-    return spark
+    # Ctrl-C from here on: one line, a stop between two Spark calls
+    return CTRL_C.start_spark(SparkSession.builder.appName(app_name))
 
 
 def read_topic(spark, args, topic, job, query=None):

@@ -29,7 +29,6 @@ def spark_session(config: MirrorConfig) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    CTRL_C.defer()
     builder = (SparkSession.builder.appName("minilog-mirror")
                .master(config.spark.get("spark.master", "local[*,4]"))
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -38,8 +37,7 @@ def spark_session(config: MirrorConfig) -> SparkSession:
     for key, value in config.spark.items():
         if key not in ("spark.master", "spark.sql.streaming.checkpointLocation"):
             builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    CTRL_C.defer(spark)
+    spark = CTRL_C.start_spark(builder)
     spark.sparkContext.setLogLevel("ERROR")
     # Spark would find format("minilog") by itself, through a Python process it gives 10 s to
     # start; registered here so that a loaded machine cannot fail that search
