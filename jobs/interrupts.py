@@ -109,8 +109,12 @@ class _Gate:
             starting.join(0.2)
         if "error" in made:
             raise made["error"]
-        self.defer(made["spark"])
-        return made["spark"]
+        spark = made["spark"]
+        # The JVM keeps the active session per thread (what finds a registered Python data
+        # source, among others): this thread's too, as the builder set it for the other one.
+        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        self.defer(spark)
+        return spark
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if Ctrl-C was pressed: call it between Spark calls."""
