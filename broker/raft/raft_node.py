@@ -243,6 +243,13 @@ class RaftNode:
         answer, = self._step(EndQuorumEpochRequest(leader_id, self.node_id, leader_id, epoch))
         return int(answer.error_code)  # type: ignore[union-attr]
 
+    def fetched_log(self, topic: str, index: int) -> Optional[QuorumPartition]:
+        """The log a replica's fetch of `topic`-`index` reads when it is the quorum's own (the
+        metadata log, served to voters and observers only), else None: the Raft layer serves
+        its log's fetches, as Kafka's KafkaRaftClient handles FETCH for the metadata
+        partition, so the Fetch handler never names it."""
+        return self.partition if (topic, index) == (METADATA_TOPIC, 0) else None
+
     def follower_fetched(self, replica_id: int, fetch_offset: int,
                          last_fetched_epoch: int) -> Optional[tuple[int, int]]:
         """A voter's or observer's fetch reached us (the Fetch handler asks through the
