@@ -77,10 +77,11 @@ def fresh_seed() -> int:
     return int(run_id[:4], 16) if run_id else int.from_bytes(os.urandom(2), "big")
 
 
-def seeds(default: list[int]) -> list[int]:
-    """The seeds to run: NEMESIS_SEED's (comma-separated) if set, else `default`."""
-    return [int(s) for s in os.environ["NEMESIS_SEED"].split(",")] \
-        if os.environ.get("NEMESIS_SEED") else default
+def seeds(default: list[int], variable: str = "NEMESIS_SEED") -> list[int]:
+    """The seeds to run: those in the environment `variable` (comma-separated) if set, else
+    `default`."""
+    return [int(s) for s in os.environ[variable].split(",")] \
+        if os.environ.get(variable) else default
 
 
 LONG_SECONDS = float(os.environ.get("NEMESIS_SECONDS", 600))
@@ -360,18 +361,8 @@ class GroupReader:
         """Read the committed offsets back once; record any lower than acknowledged before."""
         with self._lock:
             before = dict(self._acked_max)
-        try:
-            got = self._checker.committed([CTP(self.topic, p) for p in range(self.partitions)],
-                                          timeout=5)
-        except KafkaException:
-            return
-        for tp in got:
-            if tp.error is None and before.get(tp.partition, -1) >= 0 and \
-                    tp.offset < before[tp.partition]:
-                self.fetched_regressions.append(
-                    f"{time.monotonic() - self._t0:7.2f}s  partition {tp.partition}: "
-                    f"OffsetFetch answered {tp.offset} after a commit of "
-                    f"{before[tp.partition]} was acknowledged")
+        self.fetched_regressions += fetched_regressions(self._checker, self.topic, before,
+                                                        self.partitions, self._t0)
 
     def read_up_to(self, ends: dict[int, int]) -> bool:
         """Whether the member has read every partition up to `ends` ({partition: offset})."""
@@ -384,6 +375,20 @@ class GroupReader:
         self.check_committed()
         self._consumer.close()
         self._checker.close()
+
+
+def fetched_regressions(checker: ConfluentConsumer, topic: str, before: dict[int, int],
+                        partitions: int, t0: float) -> list[str]:
+    """Reads the committed offsets back once through `checker` (OffsetFetch): one line for
+    each lower than `before` ({partition: highest commit acknowledged before asking})."""
+    try:
+        got = checker.committed([CTP(topic, p) for p in range(partitions)], timeout=5)
+    except KafkaException:
+        return []
+    return [f"{time.monotonic() - t0:7.2f}s  partition {tp.partition}: OffsetFetch answered "
+            f"{tp.offset} after a commit of {before[tp.partition]} was acknowledged"
+            for tp in got if tp.error is None and before.get(tp.partition, -1) >= 0
+            and tp.offset < before[tp.partition]]
 
 
 # -- reading what is stored -----------------------------------------------------------------
@@ -421,6 +426,23 @@ def read_log_from_disk(log_dir: Path) -> dict[int, bytes]:
     for offset, data in read_log_chunks(log_dir):
         out.update((r.offset, r.value) for r in decode_batches(data, start_offset=offset))
     return out
+
+
+def stored_history(cluster, topic: str, partitions: int, writers: list[Writer],
+                   undelivered: int, served: dict[tuple[int, int], bytes],
+                   reads: dict[tuple[int, int], bytes], values_read: set[bytes],
+                   problems: list[str]) -> History:
+    """Stops every broker (SIGTERM) and gathers the History: what the writers recorded, what
+    was served and read, and each broker's log of `topic` read from disk."""
+    for b in cluster.brokers:
+        b.stop()
+    replicas = {b.node_id: {p: read_log_from_disk(b.log_dir / f"{topic}-{p}")
+                            for p in range(partitions)} for b in cluster.brokers}
+    return History(
+        acked=[a for w in writers for a in w.acked], failed=[f for w in writers for f in w.failed],
+        undelivered=undelivered, reads=reads, values_read=values_read, served=served,
+        replicas=replicas, problems=[f for w in writers for f in dict.fromkeys(w.fatal)]
+        + problems)
 
 
 # -- the checker ----------------------------------------------------------------------------
@@ -494,6 +516,14 @@ def check(h: History, partitions: int) -> list[str]:
     if h.undelivered:
         problems.append(f"{h.undelivered} record(s) neither delivered nor failed at the end")
     return problems
+
+
+def assert_held(problems: list[str], report: str, progressed: bool) -> None:
+    """Print what the run went through (shown with -s), then fail on any problem, or on a
+    workload that made no progress (a run that wrote nothing proves nothing)."""
+    print(report)
+    assert not problems, f"{len(problems)} problem(s):\n{summary(problems)}\n{report}"
+    assert progressed, f"the workload made no progress\n{report}"
 
 
 def summary(problems: list[str], limit: int = 40) -> str:

@@ -8,11 +8,12 @@ protocol costs a connection (`broker/server/secure_connection.py`), so a PLAINTE
 served exactly as before.
 """
 from dataclasses import dataclass
+from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 # Broker settings of the security feature, with Kafka's names: (type, default).
-SECURITY_KEYS: dict = {
+SECURITY_KEYS: dict[str, tuple[type, Any]] = {
     "listener.security.protocol.map": (str, None),
     "inter.broker.listener.name": (str, None),
     "security.inter.broker.protocol": (str, None),
@@ -100,12 +101,12 @@ class ListenerError(ValueError):
     pass
 
 
-def security_protocols(spec: str | None) -> dict:
+def security_protocols(spec: str | None) -> dict[str, str]:
     """{listener name: security protocol} of `listener.security.protocol.map` (Kafka's
     identity map of the four protocols when unset)."""
     if not spec:
         return {p: p for p in PROTOCOLS}
-    out = {}
+    out: dict[str, str] = {}
     for item in (s.strip() for s in spec.split(",") if s.strip()):
         name, sep, proto = item.partition(":")
         if not sep or proto.strip().upper() not in PROTOCOLS:
@@ -115,18 +116,18 @@ def security_protocols(spec: str | None) -> dict:
     return out
 
 
-def _endpoints(spec: str, key: str) -> list:
+def _endpoints(spec: str, key: str) -> list[tuple[str, str, int]]:
     """[(NAME, host, port)] of a `listeners`-style value, in order."""
-    out = []
+    out: list[tuple[str, str, int]] = []
     for item in (s.strip() for s in spec.split(",") if s.strip()):
         name, sep, address = item.partition("://")
         if not sep:
             name, address = "PLAINTEXT", item
-        host, _, port = address.rpartition(":")
+        host, _, port_text = address.rpartition(":")
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
         try:
-            port = int(port)
+            port = int(port_text)
         except ValueError:
             raise ListenerError(f"{key} must look like NAME://host:port, got {item!r}") from None
         out.append((name.strip().upper(), host, port))
@@ -139,13 +140,13 @@ def _endpoints(spec: str, key: str) -> list:
 
 
 def parse_listeners(listeners: str, advertised: str | None, protocol_map: str | None,
-                    controller_names: set) -> list:
+                    controller_names: set[str]) -> list[Listener]:
     """The listeners, in the order `listeners` gives them, each with its protocol and
     advertised address (advertised.listeners by name, else the bound address)."""
     protocols = security_protocols(protocol_map)
     adv = {n: (h, p) for n, h, p in _endpoints(advertised, "advertised.listeners")} \
         if advertised else {}
-    out = []
+    out: list[Listener] = []
     for name, host, port in _endpoints(listeners, "listeners"):
         protocol = protocols.get(name)
         if protocol is None:
@@ -166,7 +167,8 @@ def parse_listeners(listeners: str, advertised: str | None, protocol_map: str | 
     return out
 
 
-def listener_setting(values: dict, listener: str, key: str, mechanism: str | None = None):
+def listener_setting(values: dict[str, Any], listener: str, key: str,
+                     mechanism: str | None = None) -> Any:
     """A setting for one listener: `listener.name.<l>[.<mechanism>].<key>` over the global key,
     as Kafka resolves them."""
     prefix = f"listener.name.{listener.lower()}."

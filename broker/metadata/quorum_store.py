@@ -74,8 +74,7 @@ class QuorumMetadataStore(MetadataStore):
         self.raft: Any = cast(Any, RaftNode)(node_id, voters, self.partition, peers,
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
-                             apply=self._apply, reset=self._reset,
-                             on_role_change=self.leadership_changed, cluster_id=self.cluster_id,
+                             listener=self, cluster_id=self.cluster_id,
                              on_refused=on_refused, serde=records)
         self._working: MetadataImage | None = None  # the controller's own view, while leading
         self.purgatory = ControllerPurgatory()  # responses waiting for their records to commit
@@ -102,20 +101,23 @@ class QuorumMetadataStore(MetadataStore):
         return -1 if leader is None else leader
 
     # -- applying committed records -------------------------------------------------------------
-    def _apply(self, offset: int, rec: Record) -> None:
-        # Raft hands committed records one at a time: each is one run for the loader.
-        self.loader.handle_commit([(offset, rec)])
-        self.metadata_offset = offset
-        if rec["type"] == records.IMAGE:
-            self.raft.delete_before_when_committed(offset)
-        self.purgatory.complete_up_to(offset)
+    # -- what Raft hands its listener (raft_node.RaftListener) --------------------------------
+    def handle_commit(self, batch: list[tuple[int, Record]]) -> None:
+        """A committed batch, in log order: one delta for the loader, then the responses
+        waiting for it."""
+        self.loader.handle_commit(batch)
+        self.metadata_offset = batch[-1][0]
+        for offset, rec in batch:
+            if rec["type"] == records.IMAGE:
+                self.raft.delete_before_when_committed(offset)
+        self.purgatory.complete_up_to(self.metadata_offset)
 
-    def _reset(self) -> None:
+    def handle_reset(self) -> None:
         self.loader.reset()
         self.metadata_offset = -1
         self.purgatory.reset()
 
-    def leadership_changed(self, leading: bool) -> None:
+    def handle_leader_change(self, leading: bool) -> None:
         """Raft says this node now leads the quorum, or no longer does: the working view is
         replayed, or dropped with every response still waiting for a commit."""
         self._working = replayed(self.image, self.raft.uncommitted()) if leading else None

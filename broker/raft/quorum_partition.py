@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Optional, Protocol
 
-from minilog.connector.batch import BatchHeader, iter_batches
+from minilog.connector.batch import BatchHeader
 
 from ..storage.file_region import FileRegion
 from ..storage.leader_epoch_cache import LeaderEpochCache
 from ..storage.log import AppendResult, Log
+from ..storage.replica_log import ReplicaLog
 
 Waiter = asyncio.Future[bool]
 
@@ -31,7 +32,8 @@ class FetchJudge(Protocol):
                          last_fetched_epoch: int) -> Optional[tuple[int, int]]: ...
 
 
-class QuorumPartition:
+class QuorumPartition(ReplicaLog):
+    epoch_cache: LeaderEpochCache  # the metadata log always keeps one
     wake_all = True  # the Fetch handler answers a voter at once when the high watermark moved
 
     def __init__(self, topic: str, log: Log, epoch_cache: LeaderEpochCache) -> None:
@@ -43,17 +45,6 @@ class QuorumPartition:
         self.high_watermark: int = log.log_start_offset
         self.raft: Optional[FetchJudge] = None  # set by the Raft node that keeps this log
         self._waiters: set[Waiter] = set()
-
-    def __repr__(self) -> str:
-        return f"QuorumPartition({self.topic})"
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -82,25 +73,6 @@ class QuorumPartition:
             self.epoch_cache.assign(self.leader_epoch, result.first_offset)
         self.notify()
         return result
-
-    def append_as_follower(self, data: bytes) -> AppendResult | None:
-        """Batches fetched from the leader, at the leader's offsets and epochs."""
-        result = self.log.append_as_follower(data)
-        if result is not None:
-            self.epoch_cache.assign_batches(h for _, h in iter_batches(data))
-        return result
-
-    def truncate_to(self, offset: int) -> None:
-        """Cut a divergent tail; the high watermark never exceeds it."""
-        self.log.truncate_to(offset)
-        self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Behind the leader's log start: drop everything and continue from `offset`."""
-        self.log.truncate_fully_and_start_at(offset)
-        self.epoch_cache.clear()
-        self.high_watermark = offset
 
     # -- what the Fetch handler calls ---------------------------------------------------------------
     def follower_fetched(self, replica_id: int, fetch_offset: int, last_fetched_epoch: int,

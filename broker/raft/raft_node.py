@@ -10,8 +10,8 @@ metadata log (`quorum_partition.QuorumPartition`). After every step it copies th
 role and high watermark into the partition, which the Fetch handler and the waiters on
 commits read.
 
-Only committed records are handed to `apply(offset, record)`, in order, on every node, the
-leader included (KRaft's rule: a broker acts on nothing the quorum may still lose). The active
+Only committed records are handed to the listener (`handle_commit`, a stored batch at a time, as
+Kafka's RaftClient hands its listener batches), in order, on every node, the leader included (KRaft's rule: a broker acts on nothing the quorum may still lose). The active
 controller learns its own uncommitted appends through `uncommitted()` and keeps them in a
 working view of its own (see `quorum_store.py`). Should a node ever have applied records that a
 truncation removes, it is `reset()` and replays the log from the start. A snapshot is an
@@ -24,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Protocol
 
+from minilog.connector.batch import iter_batches
 from minilog.connector.records import decode_batches, next_offset_after
 
+from ..storage.file_region import FileRegion
 from .epoch_state import LeaderState
 from .messages import (BeginQuorumEpochRequest, EndQuorumEpochRequest, Message, Request,
                        RequestFailed, VoteRequest)
@@ -41,6 +43,21 @@ from .wire import METADATA_TOPIC, send
 __all__ = ["METADATA_TOPIC", "NotLeader", "RaftNode", "parse_voters"]
 
 log = logging.getLogger("minilog.broker.raft")
+
+Batch = list[tuple[int, dict[str, Any]]]  # [(offset, record)] of one stored batch
+
+
+class RaftListener(Protocol):
+    """The log's user, as Kafka's RaftClient.Listener: it hears of committed batches in log
+    order (each what one append wrote, so one controller operation's records arrive together),
+    of a reset before the log is replayed from its start or a snapshot, and of leadership."""
+
+    def handle_commit(self, batch: Batch) -> None: ...
+
+    def handle_reset(self) -> None: ...
+
+    def handle_leader_change(self, leading: bool) -> None: ...
+
 
 POLL_S = 0.05  # the core's timers are this fine at most
 STOP_S = 1.0   # how long a stopping leader waits for EndQuorumEpoch to be delivered
@@ -72,11 +89,11 @@ class RaftNode:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]],
                  partition: QuorumPartition,
                  peers: Any, *, election_timeout_ms: int = 1000, fetch_timeout_ms: int = 2000,
-                 apply: Callable[[int, dict[str, Any]], None], reset: Callable[[], None],
-                 on_role_change: Callable[[bool], None], cluster_id: Optional[str] = None,
+                 listener: RaftListener, cluster_id: Optional[str] = None,
                  on_refused: Callable[[int], None] = lambda node_id: None,
                  serde: RecordSerde) -> None:
-        """`on_refused(node id)`: nothing listens at that voter's address. `serde`: how the
+        """`listener`: who is handed what commits (the metadata store, for its loader).
+        `on_refused(node id)`: nothing listens at that voter's address. `serde`: how the
         records are written, given by the log's user (the metadata store gives the metadata
         records' module, as Kafka's RaftManager gives the client its MetadataRecordSerde)."""
         self.node_id, self.voters, self.peers = node_id, voters, peers
@@ -84,7 +101,7 @@ class RaftNode:
         self.dir = self.log.dir
         self.election_timeout = election_timeout_ms / 1000
         self.fetch_timeout = fetch_timeout_ms / 1000
-        self._apply, self._reset, self._on_role_change = apply, reset, on_role_change
+        self.listener = listener
         self._on_refused = on_refused
         self.cluster_id = cluster_id
         self.serde = serde
@@ -243,6 +260,13 @@ class RaftNode:
         answer, = self._step(EndQuorumEpochRequest(leader_id, self.node_id, leader_id, epoch))
         return int(answer.error_code)  # type: ignore[union-attr]
 
+    def fetched_log(self, topic: str, index: int) -> Optional[QuorumPartition]:
+        """The log a replica's fetch of `topic`-`index` reads when it is the quorum's own (the
+        metadata log, served to voters and observers only), else None: the Raft layer serves
+        its log's fetches, as Kafka's KafkaRaftClient handles FETCH for the metadata
+        partition, so the Fetch handler never names it."""
+        return self.partition if (topic, index) == (METADATA_TOPIC, 0) else None
+
     def follower_fetched(self, replica_id: int, fetch_offset: int,
                          last_fetched_epoch: int) -> Optional[tuple[int, int]]:
         """A voter's or observer's fetch reached us (the Fetch handler asks through the
@@ -263,7 +287,7 @@ class RaftNode:
                      self.epoch, self.leader_id)
             if self.applied > self.high_watermark:  # our uncommitted tail may not survive
                 self._replay_from_start()
-        self._on_role_change(leading)
+        self.listener.handle_leader_change(leading)
 
     def on_truncated(self) -> None:
         self._sync()
@@ -272,7 +296,7 @@ class RaftNode:
 
     def on_start_over(self, offset: int) -> None:
         self._sync()
-        self._reset()
+        self.listener.handle_reset()
         self.applied = offset
 
     # -- leading --------------------------------------------------------------------------------
@@ -322,24 +346,36 @@ class RaftNode:
 
     def _records(self, start: int, end: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(offset, record) for the metadata log's records in [start, end)."""
+        for batch in self._batches(start, end):
+            yield from batch
+
+    def _batches(self, start: int, end: int) -> Iterator[Batch]:
+        """The metadata log's records in [start, end), one list per stored batch."""
         while start < end:
             data = self.log.read(start, 1 << 20, upper_bound=end)
             if not data:
                 return
-            for rec in decode_batches(data, start_offset=start):
-                if rec.offset < end:
-                    yield rec.offset, self.serde.decode(rec.value)
+            assert not isinstance(data, FileRegion)  # asked for no region: bytes
+            recs = [r for r in decode_batches(data, start_offset=start) if r.offset < end]
+            first = 0
+            for _, header in iter_batches(data):
+                last = first
+                while last < len(recs) and recs[last].offset <= header.last_offset:
+                    last += 1
+                if last > first:
+                    yield [(r.offset, self.serde.decode(r.value)) for r in recs[first:last]]
+                first = last
             start = next_offset_after(data)
 
     def _apply_range(self, end: int) -> None:
-        """Hand committed records [applied, end) to `apply`, in order."""
+        """Hand the committed batches in [applied, end) to the listener, in order."""
         self._maybe_delete_prefix()
-        for offset, rec in self._records(self.applied, min(end, self.high_watermark)):
-            self._apply(offset, rec)
-            self.applied = offset + 1
+        for batch in self._batches(self.applied, min(end, self.high_watermark)):
+            self.listener.handle_commit(batch)
+            self.applied = batch[-1][0] + 1
 
     def _replay_from_start(self) -> None:
         log.info("raft node %d: replaying the metadata log", self.node_id)
-        self._reset()
+        self.listener.handle_reset()
         self.applied = self.log.log_start_offset
         self._apply_range(self.high_watermark)

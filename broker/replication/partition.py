@@ -19,19 +19,20 @@ import asyncio
 import uuid
 from collections.abc import Callable, Collection, Iterable
 
-from minilog.connector.batch import BatchHeader, iter_batches
+from minilog.connector.batch import BatchHeader
 
 from ..storage.file_region import FileRegion
 from ..storage.leader_epoch_cache import LeaderEpochCache
 from ..storage.log import AppendResult, Log
 from ..storage.log_config import LogConfig
+from ..storage.replica_log import ReplicaLog
 from .follower_tracker import FollowerTracker
 
 Waiter = asyncio.Future[bool]
 
 
 
-class Partition:
+class Partition(ReplicaLog):
     wake_all = False  # the Fetch handler's flag: True only for the metadata log's QuorumPartition
 
     def __init__(self, topic: str, index: int, log: Log, topic_id: uuid.UUID | None = None,
@@ -69,17 +70,6 @@ class Partition:
         self.max_message_bytes = config.max_message_bytes
         self.min_insync_replicas = getattr(config, "min_insync_replicas", 1)
         self.log.config = config
-
-    def __repr__(self) -> str:
-        return f"Partition({self.topic}-{self.index})"
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
 
     def append_as_leader(self, batches: list[tuple[bytes, BatchHeader]],
                          in_place: bool = False) -> AppendResult:
@@ -190,13 +180,6 @@ class Partition:
             self._advance_high_watermark()
         return None
 
-    def append_as_follower(self, data: bytes) -> AppendResult | None:
-        """Batches fetched from the leader, at the leader's offsets and epochs."""
-        result = self.log.append_as_follower(data)
-        if result is not None and self.epoch_cache is not None:
-            self.epoch_cache.assign_batches(h for _, h in iter_batches(data))
-        return result
-
     def truncate_for_divergence(self, leader_epoch: int, leader_end_offset: int) -> int:
         """The leader says our last epoch ended at `leader_end_offset` there: cut our tail where
         both logs last agree (the next fetch checks again, so a deeper divergence converges)."""
@@ -207,20 +190,6 @@ class Partition:
                 target = min(target, end)
         self.truncate_to(target)
         return target
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Behind the leader's log start: drop everything and continue from `offset`."""
-        self.log.truncate_fully_and_start_at(offset)
-        if self.epoch_cache is not None:
-            self.epoch_cache.clear()
-        self.high_watermark = offset
-
-    def truncate_to(self, offset: int) -> None:
-        """Cut a divergent tail (after a leader change); the high watermark never exceeds it."""
-        self.log.truncate_to(offset)
-        if self.epoch_cache is not None:
-            self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
     def follower_high_watermark(self, leader_hw: int) -> None:
         new_hw = min(leader_hw, self.log_end_offset)

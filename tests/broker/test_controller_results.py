@@ -89,7 +89,7 @@ def test_losing_the_leadership_fails_what_waits(controller):
 
     async def run():
         answer = store.submit(controller.register(2, "h", 9092))
-        store.leadership_changed(False)  # as Raft tells it, before the record commits
+        store.handle_leader_change(False)  # as Raft tells it, before the record commits
         with pytest.raises(NotController):
             await answer
         assert 2 not in store.image.registered

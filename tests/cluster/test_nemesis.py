@@ -18,17 +18,16 @@ import time
 import pytest
 from nemesis import (
     GroupReader,
-    History,
     LONG_SECONDS,
     Nemesis,
     Writer,
+    assert_held,
     check,
     long_nemesis,
     read_cluster,
-    read_log_from_disk,
     schedule,
     seeds,
-    summary,
+    stored_history,
 )
 from clustertools import wait_for
 
@@ -79,25 +78,15 @@ def run_nemesis(make_cluster, seed, seconds):
         for w in writers:
             w.stop(time.monotonic() + 5)
         reader.stop()
-    for b in c.brokers:
-        b.stop()
-    replicas = {b.node_id: {p: read_log_from_disk(b.log_dir / f"{TOPIC}-{p}")
-                            for p in range(PARTITIONS)} for b in c.brokers}
-    history = History(
-        acked=[a for w in writers for a in w.acked], failed=[f for w in writers for f in w.failed],
-        undelivered=undelivered, reads=reader.reads, values_read=reader.values_read,
-        served=served, replicas=replicas,
-        problems=[f for w in writers for f in dict.fromkeys(w.fatal)]
-        + reader.conflicting_reads + reader.commit_regressions
-        + reader.fetched_regressions + ([f"nemesis error: {nemesis.error!r}"]
-                                        if nemesis.error else []))
+    history = stored_history(
+        c, TOPIC, PARTITIONS, writers, undelivered, served, reader.reads, reader.values_read,
+        reader.conflicting_reads + reader.commit_regressions + reader.fetched_regressions
+        + ([f"nemesis error: {nemesis.error!r}"] if nemesis.error else []))
     problems = check(history, PARTITIONS)
     report = (f"{rerun}\n{len(history.acked)} acknowledged, {len(reader.reads)} read, "
               f"{len(reader.commits)} commits acknowledged\nschedule:\n  "
               + "\n  ".join(map(str, faults)) + "\napplied:\n  " + "\n  ".join(nemesis.events))
-    print(report)  # shown with -s: what a passing run went through
-    assert not problems, f"{len(problems)} problem(s):\n{summary(problems)}\n{report}"
-    assert history.acked and reader.commits, f"the workload made no progress\n{report}"
+    assert_held(problems, report, bool(history.acked and reader.commits))
     return history
 
 

@@ -17,7 +17,6 @@ import asyncio
 
 from minilog.connector.protocol import ApiKey, ErrorCode, response
 
-from ...raft.raft_node import METADATA_TOPIC
 from ...replication.partition import wait_for_any
 from ...security.access import CLUSTER, CLUSTER_ACTION, READ, TOPIC, allowed
 from ...storage.down_convert import down_convert, message_format
@@ -69,9 +68,13 @@ def _partition_response(index, code, partition=None, records=b"", diverging=None
 
 
 def _lookup(broker, name, index, follower):
-    partition = broker.partition(name, index) if name is not None else None
-    if partition is None and follower and (name, index) == (METADATA_TOPIC, 0):
-        partition = broker.quorum.partition  # the quorum's own log, to its voters only
+    """The partition a fetch reads: a topic's, or for a replica the Raft layer's own log
+    when the name is the quorum's (the Raft node decides which name that is)."""
+    if name is None:
+        return None
+    partition = broker.partition(name, index)
+    if partition is None and follower:
+        partition = broker.quorum.raft.fetched_log(name, index)
     return partition
 
 
