@@ -115,6 +115,7 @@ class Flow:
     offset_syncs_rf: int
     checkpoints_rf: int
     heartbeats_rf: int
+    offset_syncs_location: str = "source"  # KIP-716: the cluster holding MM2's offset syncs
     connector: str = ""  # the Connect connector running this flow; "" under `minilog mirror`
 
     @property
@@ -125,6 +126,14 @@ class Flow:
     def ident(self) -> str:
         """A name for files, groups and transactional ids (no `>`)."""
         return f"{self.source}-{self.target}"
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """MM2's offset-syncs topic, named after the cluster it is not on (MirrorSourceConfig's
+        `offsetSyncsTopic`): `mm2-offset-syncs.B.internal` on A, `mm2-offset-syncs.A.internal`
+        on B with `offset-syncs.topic.location = target`."""
+        other = self.target if self.offset_syncs_location == "source" else self.source
+        return self.policy.offset_syncs_topic(other)
 
     def wants_group(self, group: str) -> bool:
         return bool(re.fullmatch(self.groups, group)) and not (
@@ -304,9 +313,8 @@ def _flow(sorter: _Sorter, source: str, target: str) -> Flow:
     except ValueError as e:
         raise MirrorConfigError(str(e)) from None
     location_key, location = get("offset-syncs.topic.location")
-    if location.strip() != "source":
-        raise MirrorConfigError(f"{location_key}: only 'source' (MM2's default) is supported, "
-                                f"got {location!r}")
+    if location.strip() not in ("source", "target"):
+        raise MirrorConfigError(f"{location_key} must be source or target, got {location!r}")
     return Flow(
         source=source, target=target,
         source_client=_client(sorter, source), target_client=_client(sorter, target),
@@ -325,7 +333,8 @@ def _flow(sorter: _Sorter, source: str, target: str) -> Flow:
         refresh_groups_interval=seconds("refresh.groups.interval.seconds"),
         offset_syncs_rf=rf("offset-syncs.topic.replication.factor"),
         checkpoints_rf=rf("checkpoints.topic.replication.factor"),
-        heartbeats_rf=rf("heartbeats.topic.replication.factor"))
+        heartbeats_rf=rf("heartbeats.topic.replication.factor"),
+        offset_syncs_location=location.strip())
 
 
 def mirror_config(props: dict) -> MirrorConfig:

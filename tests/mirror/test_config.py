@@ -57,7 +57,20 @@ def test_identity_policy_keeps_names_but_heartbeats():
     assert flow.policy.remote_topic("A", "heartbeats") == "A.heartbeats"
 
 
+def test_offset_syncs_go_where_their_location_says_named_after_the_other_cluster():
+    """KIP-716: MirrorSourceConfig.offsetSyncsTopic names the topic after the cluster it is
+    not on."""
+    (flow,) = mirror_config(BASE).flows
+    assert (flow.offset_syncs_location, flow.offset_syncs_topic) == (
+        "source", "mm2-offset-syncs.B.internal")
+    (flow,) = mirror_config({**BASE, "A->B.offset-syncs.topic.location": "target"}).flows
+    assert (flow.offset_syncs_location, flow.offset_syncs_topic) == (
+        "target", "mm2-offset-syncs.A.internal")
+
+
 @pytest.mark.parametrize("props, message", [
+    ({**BASE, "offset-syncs.topic.location": "B"},
+     r"offset-syncs.topic.location must be source or target, got 'B'"),
     ({**BASE, "A->B.topic": "x"}, r"unknown key: A->B.topic \(did you mean A->B.topics\?\)"),
     ({**BASE, "A.bootstrap.server": "h:1"},
      r"unknown key: A.bootstrap.server \(did you mean A.bootstrap.servers\?\)"),
