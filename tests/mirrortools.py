@@ -105,6 +105,12 @@ def partitions_of(bootstrap, topic):
     return 0 if t is None or t.error is not None else len(t.partitions)
 
 
+def topic_exists(bootstrap, topic):
+    """Whether `topic` is listed, asked without naming it: a metadata request naming a topic
+    lets the broker create it (auto.create.topics.enable)."""
+    return topic in CKAdmin({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+
+
 def read_all(bootstrap, topic, partitions, timeout=60.0, offsets=False):
     """{partition: [(key, value, headers, timestamp)]} of every record now in the topic, in
     offset order (read to each partition's end); `offsets`: {partition: {offset: key}}."""
