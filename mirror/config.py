@@ -18,6 +18,7 @@ keeps its checkpoint).
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
@@ -372,3 +373,19 @@ def mirror_config(props: dict) -> MirrorConfig:
         raise MirrorConfigError("no flow is enabled: set A->B.enabled = true for the clusters "
                                 "to mirror from A to B")
     return MirrorConfig(clusters, tuple(flows), sorter.spark)
+
+
+def targeting(config: MirrorConfig, clusters: list[str] | None) -> MirrorConfig:
+    """Only the flows into `clusters` (MirrorMaker's `--clusters`: the target clusters this
+    node serves, so that one MM2 process runs near each target); all flows without it."""
+    if not clusters:
+        return config
+    for alias in clusters:
+        if alias not in config.clusters:
+            raise MirrorConfigError(f"--clusters: {alias!r} is not one of clusters "
+                                    f"({', '.join(config.clusters)})")
+    flows = tuple(f for f in config.flows if f.target in clusters)
+    if not flows:
+        raise MirrorConfigError(f"no enabled flow targets {', '.join(clusters)}: set "
+                                f"X->{clusters[0]}.enabled = true")
+    return dataclasses.replace(config, flows=flows)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from minilog.mirror.config import MirrorConfigError, mirror_config
+from minilog.mirror.config import MirrorConfigError, mirror_config, targeting
 from minilog.mirror.policy import ReplicationPolicy
 
 BASE = {"clusters": "A, B", "A.bootstrap.servers": "127.0.0.1:9092",
@@ -66,6 +66,16 @@ def test_offset_syncs_go_where_their_location_says_named_after_the_other_cluster
     (flow,) = mirror_config({**BASE, "A->B.offset-syncs.topic.location": "target"}).flows
     assert (flow.offset_syncs_location, flow.offset_syncs_topic) == (
         "target", "mm2-offset-syncs.A.internal")
+
+
+def test_clusters_keeps_the_flows_into_them_as_mirrormakers_option_does():
+    config = mirror_config({**BASE, "B->A.enabled": "true"})
+    assert [f.name for f in targeting(config, ["A"]).flows] == ["B->A"]
+    assert [f.name for f in targeting(config, None).flows] == ["A->B", "B->A"]
+    with pytest.raises(MirrorConfigError, match=r"--clusters: 'C' is not one of clusters"):
+        targeting(config, ["C"])
+    with pytest.raises(MirrorConfigError, match=r"no enabled flow targets A"):
+        targeting(mirror_config(BASE), ["A"])
 
 
 @pytest.mark.parametrize("props, message", [
