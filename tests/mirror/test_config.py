@@ -125,3 +125,10 @@ def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
                              timeout=120)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert "cannot read" in missing.stderr
+    path.write_text("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\n"
+                    "B.bootstrap.servers = 127.0.0.1:2\nA->B.enabled = true\n")
+    elsewhere = subprocess.run([sys.executable, "-m", "minilog.connector.cli", "mirror",
+                                str(path), "--clusters", "C"], capture_output=True, text=True,
+                               timeout=120)
+    assert (elsewhere.returncode, elsewhere.stderr) == (
+        2, "minilog mirror: --clusters: 'C' is not one of clusters (A, B)\n")
