@@ -10,6 +10,7 @@ query starts from the offsets written here and not from its own.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from minilog.connector.client import AdminClient, ErrorCode, KafkaError, TopicPartition
@@ -58,15 +59,23 @@ def _entries(body: Any) -> list[dict[str, Any]]:
     return body["offsets"]
 
 
-def alter_source(log: TopicLog, name: str, body: Any) -> None:
+def file_source_check(partition: dict[str, Any], offset: dict[str, Any] | None) -> None:
+    """FileStreamSource's shapes."""
+    if set(partition) != {"filename"} or (offset is not None and (
+            set(offset) != {"position"} or not isinstance(offset["position"], int)
+            or offset["position"] < 0)):
+        raise ConnectRestError(400, "FileStreamSource's partitions are {\"filename\": path} "
+                               "and its offsets {\"position\": bytes, 0 or more}")
+
+
+def alter_source(log: TopicLog, name: str, body: Any,
+                 check: Callable[[dict[str, Any], dict[str, Any] | None], None]) -> None:
+    """Write a source connector's altered offsets, each entry first passed by the connector's
+    `check` (its alterOffsets): all or none are written."""
     records = []
     for entry in _entries(body):
         partition, offset = entry["partition"], entry["offset"]
-        if set(partition) != {"filename"} or (offset is not None and (
-                set(offset) != {"position"} or not isinstance(offset["position"], int)
-                or offset["position"] < 0)):
-            raise ConnectRestError(400, "FileStreamSource's partitions are {\"filename\": path} "
-                                   "and its offsets {\"position\": bytes, 0 or more}")
+        check(partition, offset)
         records.append((offset_key(name, partition),
                         None if offset is None else json.dumps(offset).encode()))
     log.send_all(records)

@@ -13,6 +13,7 @@ storage.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from pyspark.sql.streaming import StreamingQuery
 from minilog.connector.client import AdminClient
 from minilog.jobs.pipeline import SOURCE_WORKER_LATE
 
-from . import connector_offsets, queries
+from . import connector_offsets, mirror_offsets, queries
 from .config_state import (
     PAUSED,
     STARTED,
@@ -284,7 +285,9 @@ class Herder:
 
     def alter_offsets(self, name: str, body: Any | None) -> str:
         """PATCH (body) or DELETE (None) of a STOPPED connector's offsets; the message to answer
-        with. The connector's checkpoint goes: its next query starts from these offsets."""
+        with. The connector's checkpoint goes: its next query starts from these offsets (a
+        mirror's copy from one past each partition's offset, from the beginning where it has
+        none: a new checkpoint, exactly once from there)."""
         with self._lock:
             config = self._config(name)
             self.config_log.read_to_end()
@@ -294,11 +297,7 @@ class Herder:
                                        "their offsets can be modified. This can be done for the "
                                        "specified connector by issuing a 'PUT' request to the "
                                        f"'/connectors/{name}/stop' endpoint")
-            if find_plugin(config["connector.class"]) in MIRROR_PLUGINS:
-                raise ConnectRestError(400, f"Connector {name} does not support altering or "
-                                       "resetting its offsets on this worker: a mirror's "
-                                       "position is its Spark checkpoint's (the offsets shown "
-                                       "are what it has copied)")
+            plugin = find_plugin(config["connector.class"])
             client = self.worker.client_config()
             if self._type(config) == "sink":
                 if body is None:
@@ -310,7 +309,10 @@ class Herder:
                 if body is None:
                     connector_offsets.reset_source(self.offset_log, self.offsets, name)
                 else:
-                    connector_offsets.alter_source(self.offset_log, name, body)
+                    entry_check = (functools.partial(mirror_offsets.check_entry, plugin)
+                                   if plugin in MIRROR_PLUGINS
+                                   else connector_offsets.file_source_check)
+                    connector_offsets.alter_source(self.offset_log, name, body, entry_check)
             queries.forget(self.worker, name)
             return connector_offsets.RESET if body is None else connector_offsets.ALTERED
 
@@ -445,10 +447,13 @@ class Herder:
                              else "the task's query stopped")
 
     def _stop_query(self, name: str) -> None:
+        """Stop the query; its last batches' progress is folded in, so that a mirror's offsets
+        topic holds where it stopped (what it resumes from after its offsets are altered)."""
         query = self._queries.pop(name)
         self._running.pop(name, None)
         try:
             query.stop()
+            self._fold_progress(name, query, query.lastProgress)
         except Exception as e:  # a query that failed while stopping is stopped all the same
             log.warning("connector %s: stopping its query: %s", name, e)
 

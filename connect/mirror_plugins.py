@@ -66,8 +66,8 @@ _TOPICS = (
     _key("topics.exclude", "LIST", "Topics not to replicate, over `topics`.", "HIGH"),
 )
 _OFFSET_SYNCS = (
-    _key("offset-syncs.topic.location", "STRING", "Where the offset-syncs topic is: source "
-         "(target is not supported by minilog)."),
+    _key("offset-syncs.topic.location", "STRING", "The location (source/target) of the "
+         "offset-syncs topic."),
     ConfigKey("emit.offset-syncs.enabled", "BOOLEAN", "Whether the source connector stores "
               "where replicated records landed (the checkpoints need it).", default="true",
               importance="LOW", check=boolean),
@@ -129,9 +129,6 @@ def mirror_errors(plugin: Plugin, config: dict[str, str],
     if config.get("enabled", "true").strip().lower() == "false":
         return {}  # MM2 checks nothing of a disabled connector
     out: dict[str, list[str]] = {}
-    if config.get("offset-syncs.topic.location", "source").strip() == "target":
-        out["offset-syncs.topic.location"] = [
-            "minilog's mirror keeps the offset-syncs topic on the source cluster only"]
     if plugin is MIRROR_CHECKPOINT:
         if config.get("emit.checkpoints.enabled") == "false":
             out["emit.checkpoints.enabled"] = ["MirrorCheckpointConnector can't run with "

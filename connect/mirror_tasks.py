@@ -19,7 +19,9 @@ from minilog.mirror.background import CHECKPOINT, HEARTBEAT, SOURCE, Background
 from minilog.mirror.config import Flow
 from minilog.mirror.connector_config import connector_flow
 
+from .mirror_offsets import resume_positions
 from .mirror_plugins import MIRROR_CHECKPOINT, MIRROR_HEARTBEAT, MIRROR_SOURCE
+from .offsets import replay
 from .plugins import find_plugin
 from .worker_config import WorkerConfig
 
@@ -80,7 +82,9 @@ class MirrorTask:
 
 def start(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str, str],
           checkpoint_root: str) -> MirrorTask:
-    """The connector's work, started; a target without servers is the worker's own cluster."""
+    """The connector's work, started; a target without servers is the worker's own cluster.
+    A new copy (its checkpoint dropped by an alter of its offsets) starts from the offsets
+    kept in Connect's offsets topic (mirror_offsets.py)."""
     plugin = find_plugin(config["connector.class"])
     flow = connector_flow(config, worker.client_config())
     if flow is None:
@@ -88,7 +92,11 @@ def start(spark: SparkSession, worker: WorkerConfig, name: str, config: dict[str
     background = Background(flow, reverse_enabled=True, roles=frozenset({_ROLES[plugin]}))
     try:
         background.prepare()
-        query = flows.start(spark, flow, checkpoint_root) if plugin is MIRROR_SOURCE else None
+        query = None
+        if plugin is MIRROR_SOURCE:
+            stored = replay(worker.client_config(), worker.offset_topic).of(name)
+            query = flows.start(spark, flow, checkpoint_root,
+                                resume_positions(stored, flow.source))
         background.start()
     except BaseException:
         background.stop()

@@ -47,13 +47,18 @@ class OffsetReader:
                 for (c, p), o in sorted(self.offsets.items()) if c == connector]
 
 
-def read_offset(client: dict, topic: str, connector: str,
-                partition: dict[str, Any]) -> dict[str, Any] | None:
-    """The last offset committed for one source partition (None: never committed)."""
+def replay(client: dict, topic: str) -> OffsetReader:
+    """The offsets topic read to its end."""
     reader = OffsetReader()
     log = TopicLog(client, topic, reader.apply)
     try:
         log.read_to_end()
     finally:
         log.close()
-    return reader.offsets.get((connector, json.dumps(partition, sort_keys=True)))
+    return reader
+
+
+def read_offset(client: dict, topic: str, connector: str,
+                partition: dict[str, Any]) -> dict[str, Any] | None:
+    """The last offset committed for one source partition (None: never committed)."""
+    return replay(client, topic).offsets.get((connector, json.dumps(partition, sort_keys=True)))

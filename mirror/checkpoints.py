@@ -1,13 +1,16 @@
 """MirrorCheckpointConnector's work for one flow `A->B`, on the driver: the offset syncs the
 copy committed on B (staging topic, read_committed) forwarded to MM2's `mm2-offset-syncs.B.
-internal` on A; the consumer groups on A (MM2's `groups` / `groups.exclude`) translated into
+internal` on A (or, with `offset-syncs.topic.location = target`, `mm2-offset-syncs.A.internal`
+on B, KIP-716); the consumer groups on A (MM2's `groups` / `groups.exclude`) translated into
 checkpoints in `A.checkpoints.internal` on B; and, with `sync.group.offsets.enabled`, the
 translated offsets committed to the same groups on B while they have no active members there
 (never moving a group back: a group already further on B keeps its offset, as MM2 does).
 
 Order matters for exactness: the copy's progress on A is read before the syncs, since it is
 committed only after the micro-batches up to it were committed on B, so every sync below it
-is then visible (`translate.py`).
+is then visible (`translate.py`). That is why translation reads the staging topic, wherever
+MM2's offset-syncs topic is: MM2's topic is compacted by partition and written after the fact,
+for Kafka's own readers (`RemoteClusterUtils`).
 """
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ class Checkpointer:
         self.store = OffsetSyncStore()
         self.position = 0                      # in the staging topic
         self.unforwarded: list[OffsetSync] = []
-        self.forwarded: dict[tuple[str, int], tuple[int, int]] | None = None
+        self.forwarded: set[OffsetSync] | None = None  # in MM2's offset-syncs topic
         self.emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
         self.translated: dict[str, dict[TopicPartition, int]] = {}
         self._consumer: Consumer | None = None
@@ -94,25 +97,26 @@ class Checkpointer:
         return len(records)
 
     def forward_syncs(self) -> None:
-        """The syncs to MM2's offset-syncs topic on the source, each once (what is there
-        already, read at the first call, is not written again)."""
-        topic = self.flow.policy.offset_syncs_topic(self.flow.target)
-        self.ensure_internal("source", topic, self.flow.offset_syncs_rf)
+        """The syncs to MM2's offset-syncs topic, on the cluster `offset-syncs.topic.location`
+        names, each once: what is there already, read at the first call, is not written again.
+        Each sync is a distinct fact (a copy rewound by an alter of its offsets writes syncs
+        below earlier ones), so it is their set that is remembered, not the last of each
+        partition."""
+        side, topic = self.flow.offset_syncs_location, self.flow.offset_syncs_topic
+        self.ensure_internal(side, topic, self.flow.offset_syncs_rf)
         if self.forwarded is None:
-            self.forwarded = {}
-            with Consumer(self.flow.source_client) as c:
-                for key, value in read_topic(c, self.source_admin, topic, 0)[0]:
-                    s = OffsetSync.parse(key, value)
-                    self.forwarded[(s.topic, s.partition)] = (s.upstream_offset,
-                                                              s.downstream_offset)
-        producer = self.producer("source")
+            self.forwarded = set()
+            client, admin = ((self.flow.source_client, self.source_admin) if side == "source"
+                             else (self.flow.target_client, self.target_admin))
+            with Consumer(client) as c:
+                for key, value in read_topic(c, admin, topic, 0)[0]:
+                    self.forwarded.add(OffsetSync.parse(key, value))
+        producer = self.producer(side)
         deliveries = []
         for s in self.unforwarded:
-            last = self.forwarded.get((s.topic, s.partition))
-            if last is not None and (s.upstream_offset, s.downstream_offset) <= last:
-                continue
-            deliveries.append(producer.send(topic, s.value(), s.key(), partition=0))
-            self.forwarded[(s.topic, s.partition)] = (s.upstream_offset, s.downstream_offset)
+            if s not in self.forwarded:
+                deliveries.append(producer.send(topic, s.value(), s.key(), partition=0))
+                self.forwarded.add(s)
         producer.flush()
         for d in deliveries:
             d.result(0)

@@ -19,6 +19,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("properties", metavar="mm2.properties",
                    help="MirrorMaker 2's settings: clusters = A, B; A.bootstrap.servers; "
                         "A->B.enabled = true; A->B.topics; ...")
+    p.add_argument("--clusters", nargs="+", metavar="CLUSTER",
+                   help="the target clusters this process serves (MirrorMaker's --clusters): "
+                        "only the flows into them run; all enabled flows without it")
     return p
 
 
@@ -28,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .main import run  # pyspark only once the arguments are read
     try:
-        return run(args.properties, sys.stdout)
+        return run(args.properties, sys.stdout, args.clusters)
     except StreamingQueryException as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"minilog mirror: a flow's query failed: {first}", file=sys.stderr)

@@ -18,6 +18,7 @@ keeps its checkpoint).
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
@@ -115,6 +116,7 @@ class Flow:
     offset_syncs_rf: int
     checkpoints_rf: int
     heartbeats_rf: int
+    offset_syncs_location: str = "source"  # KIP-716: the cluster holding MM2's offset syncs
     connector: str = ""  # the Connect connector running this flow; "" under `minilog mirror`
 
     @property
@@ -125,6 +127,14 @@ class Flow:
     def ident(self) -> str:
         """A name for files, groups and transactional ids (no `>`)."""
         return f"{self.source}-{self.target}"
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        """MM2's offset-syncs topic, named after the cluster it is not on (MirrorSourceConfig's
+        `offsetSyncsTopic`): `mm2-offset-syncs.B.internal` on A, `mm2-offset-syncs.A.internal`
+        on B with `offset-syncs.topic.location = target`."""
+        other = self.target if self.offset_syncs_location == "source" else self.source
+        return self.policy.offset_syncs_topic(other)
 
     def wants_group(self, group: str) -> bool:
         return bool(re.fullmatch(self.groups, group)) and not (
@@ -304,9 +314,8 @@ def _flow(sorter: _Sorter, source: str, target: str) -> Flow:
     except ValueError as e:
         raise MirrorConfigError(str(e)) from None
     location_key, location = get("offset-syncs.topic.location")
-    if location.strip() != "source":
-        raise MirrorConfigError(f"{location_key}: only 'source' (MM2's default) is supported, "
-                                f"got {location!r}")
+    if location.strip() not in ("source", "target"):
+        raise MirrorConfigError(f"{location_key} must be source or target, got {location!r}")
     return Flow(
         source=source, target=target,
         source_client=_client(sorter, source), target_client=_client(sorter, target),
@@ -325,7 +334,8 @@ def _flow(sorter: _Sorter, source: str, target: str) -> Flow:
         refresh_groups_interval=seconds("refresh.groups.interval.seconds"),
         offset_syncs_rf=rf("offset-syncs.topic.replication.factor"),
         checkpoints_rf=rf("checkpoints.topic.replication.factor"),
-        heartbeats_rf=rf("heartbeats.topic.replication.factor"))
+        heartbeats_rf=rf("heartbeats.topic.replication.factor"),
+        offset_syncs_location=location.strip())
 
 
 def mirror_config(props: dict) -> MirrorConfig:
@@ -363,3 +373,19 @@ def mirror_config(props: dict) -> MirrorConfig:
         raise MirrorConfigError("no flow is enabled: set A->B.enabled = true for the clusters "
                                 "to mirror from A to B")
     return MirrorConfig(clusters, tuple(flows), sorter.spark)
+
+
+def targeting(config: MirrorConfig, clusters: list[str] | None) -> MirrorConfig:
+    """Only the flows into `clusters` (MirrorMaker's `--clusters`: the target clusters this
+    node serves, so that one MM2 process runs near each target); all flows without it."""
+    if not clusters:
+        return config
+    for alias in clusters:
+        if alias not in config.clusters:
+            raise MirrorConfigError(f"--clusters: {alias!r} is not one of clusters "
+                                    f"({', '.join(config.clusters)})")
+    flows = tuple(f for f in config.flows if f.target in clusters)
+    if not flows:
+        raise MirrorConfigError(f"no enabled flow targets {', '.join(clusters)}: set "
+                                f"X->{clusters[0]}.enabled = true")
+    return dataclasses.replace(config, flows=flows)

@@ -7,14 +7,23 @@ replication lag), into `format("minilog-mirror")` on B (sink.py), checkpointed i
 The query subscribes by pattern (MM2's include and exclude lists, internal topics and, with the
 default policy, B's own copies left out), so a topic created on A is read from the micro-batch
 after it appears; the sink creates its copy first if the driver's refresh has not yet.
+
+A new checkpoint starts from the earliest offsets, or from `resume` (a MirrorSourceConnector's
+offsets in Connect's offsets topic, after a KIP-875 alter: the next upstream offset per source
+partition), the partitions it does not name from their earliest. A checkpoint that has planned
+a batch goes on from its own offsets, as Spark's do.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from minilog.connector.client import AdminClient
+from minilog.datasource.options import EARLIEST
 from minilog.jobs.pipeline import checkpoint_token, start_query
 
 from .config import Flow
@@ -56,12 +65,34 @@ def query_name(flow: Flow) -> str:
     return flow.connector or f"mirror_{flow.ident}".replace("-", "_")
 
 
-def start(spark: SparkSession, flow: Flow, checkpoint_root: str) -> StreamingQuery:
+def _has_batches(checkpoint: str) -> bool:
+    offsets = os.path.join(checkpoint, "offsets")
+    return os.path.isdir(offsets) and any(not n.startswith(".") for n in os.listdir(offsets))
+
+
+def starting_offsets(flow: Flow, checkpoint: str,
+                     resume: dict[tuple[str, int], int] | None) -> str:
+    """Spark's `startingOffsets`: earliest, or for a new checkpoint with `resume` positions,
+    every partition the flow reads now, each at its position or its earliest (Spark's JSON
+    names every partition)."""
+    if not resume or _has_batches(checkpoint):
+        return "earliest"
+    wanted = re.compile(pattern(flow))
+    with AdminClient(flow.source_client) as admin:
+        topics = [t for t in admin.list_topics() if wanted.search(t)]
+        described = admin.describe_topics(topics) if topics else {}
+    offsets = {t: {str(p): resume.get((t, p), EARLIEST) for p in range(len(d.partitions))}
+               for t, d in described.items()}
+    return json.dumps(offsets) if offsets else "earliest"
+
+
+def start(spark: SparkSession, flow: Flow, checkpoint_root: str,
+          resume: dict[tuple[str, int], int] | None = None) -> StreamingQuery:
     """The flow's query, started (returned once its source is initialized)."""
     checkpoint = checkpoint_dir(checkpoint_root, flow)
     records = (spark.readStream.format("minilog").options(**_kafka(flow.source_client))
                .option("subscribePattern", pattern(flow))
-               .option("startingOffsets", "earliest")
+               .option("startingOffsets", starting_offsets(flow, checkpoint, resume))
                .option("includeHeaders", "true")
                .option("kafka.isolation.level", "read_committed")
                .option("kafka.group.id", progress_group(flow))

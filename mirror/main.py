@@ -1,7 +1,8 @@
-"""`minilog mirror mm2.properties`: MirrorMaker 2's properties file, each enabled flow run as a
-Spark streaming query in one local Spark session, the flows' background work (topic refresh,
-offset syncs and checkpoints, heartbeats) in a thread beside them; until Ctrl-C or SIGTERM,
-which stop the queries between two micro-batches (exit 130 or 143)."""
+"""`minilog mirror mm2.properties [--clusters B]`: MirrorMaker 2's properties file, each enabled
+flow (into the `--clusters` given) run as a Spark streaming query in one local Spark session,
+the flows' background work (topic refresh, offset syncs and checkpoints, heartbeats) in a
+thread beside them; until Ctrl-C or SIGTERM, which stop the queries between two micro-batches
+(exit 130 or 143)."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,7 @@ from minilog.jobs.pipeline import run as run_queries
 
 from . import flow as flows
 from .background import Background
-from .config import MirrorConfig, mirror_config
+from .config import MirrorConfig, mirror_config, targeting
 from .sink import MirrorDataSource
 
 log = logging.getLogger("minilog.mirror")
@@ -46,11 +47,13 @@ def spark_session(config: MirrorConfig) -> SparkSession:
     return spark
 
 
-def run(properties_path: str, out: TextIO) -> int:
+def run(properties_path: str, out: TextIO, clusters: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     config = mirror_config(read_properties(properties_path))
+    # every enabled flow counts, also those another process serves (MM2's heartbeats rule)
     enabled = {(f.source, f.target) for f in config.flows}
+    config = targeting(config, clusters)
     background = [Background(f, (f.target, f.source) in enabled) for f in config.flows]
     for b in background:
         b.prepare()

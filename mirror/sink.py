@@ -14,7 +14,8 @@ transaction, MM2 offset syncs (`formats.OffsetSync`) to the staging topic
 source offsets starts (a gap: a transaction marker or aborted records on the source, a new
 micro-batch) and one just past its last record. They are committed exactly when the records
 are, so the syncs read with read_committed are exact, through any crash; `checkpoints.py`
-forwards them to MM2's offset-syncs topic on the source and translates with them.
+forwards them to MM2's offset-syncs topic (on the source or the target, KIP-716) and
+translates with them.
 """
 from __future__ import annotations
 

@@ -86,3 +86,15 @@ def request(url, method, path, body=None, raw=None, timeout=60):
     except urllib.error.HTTPError as e:
         status, text = e.code, e.read()
     return status, json.loads(text) if text else None
+
+
+def curl(url, method, path, body=None, timeout=60):
+    """(status, decoded JSON body or None) of one call made with curl, as a Connect user makes
+    it from a shell."""
+    args = ["curl", "-sS", "--max-time", str(timeout), "-o", "-", "-w", "\n%{http_code}",
+            "-X", method, "-H", "Content-Type: application/json", f"{url}{path}"]
+    if body is not None:
+        args += ["--data", json.dumps(body)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout + 30, check=True)
+    text, status = done.stdout.rsplit("\n", 1)
+    return int(status), json.loads(text) if text else None

@@ -53,13 +53,15 @@ class MirrorProcess(MarkedProcess):
     def log(self):
         return (self.dir / "mirror.log").read_text(errors="replace")
 
-    def start(self, env=None):
+    def start(self, env=None, args=()):
+        """Start it (`args`: more command-line arguments, such as `--clusters B`)."""
         self.mark = uuid.uuid4().hex
         log = self.dir / "mirror.log"
         self._from = log.stat().st_size if log.exists() else 0  # this start's lines only
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "minilog.connector.cli", "mirror", str(self.properties)],
+                [sys.executable, "-m", "minilog.connector.cli", "mirror", str(self.properties),
+                 *args],
                 env=environment(self.mark, **(env or {})), stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(self._started, START_TIMEOUT_S,
@@ -69,7 +71,7 @@ class MirrorProcess(MarkedProcess):
     def _started(self):
         if self.proc.poll() is not None:
             raise AssertionError(f"the mirror exited with {self.proc.returncode}:\n{self.log}")
-        return "mirroring A->B" in self.log[self._from:]
+        return "mirroring " in self.log[self._from:]
 
 
 
@@ -103,6 +105,12 @@ def partitions_of(bootstrap, topic):
     md = CKAdmin({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
     t = md.topics.get(topic)
     return 0 if t is None or t.error is not None else len(t.partitions)
+
+
+def topic_exists(bootstrap, topic):
+    """Whether `topic` is listed, asked without naming it: a metadata request naming a topic
+    lets the broker create it (auto.create.topics.enable)."""
+    return topic in CKAdmin({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
 
 
 def read_all(bootstrap, topic, partitions, timeout=60.0, offsets=False):

@@ -7,9 +7,10 @@ import uuid
 import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import TopicPartition as CKTopicPartition
-from connecttools import ConnectWorker
-from minilog.mirror.formats import Checkpoint, Heartbeat
-from mirrortools import FAST, create, partitions_of, produce, read_all, read_internal
+from connecttools import ConnectWorker, curl
+from minilog.mirror.formats import Checkpoint, Heartbeat, OffsetSync
+from mirrortools import (FAST, create, partitions_of, produce, read_all, read_internal,
+                         topic_exists)
 from mirrortools import clusters  # noqa: F401 - a fixture
 from waiting import wait_until
 
@@ -57,9 +58,11 @@ def test_mirror_connectors_copy_orders_checkpoint_a_group_and_beat(clusters, wor
     committed = {0: 37, 1: 50, 2: 99}
     commit_on(a, group, committed)
 
+    on_target = {"offset-syncs.topic.location": "target"}  # KIP-716, both connectors agree
     for cls in CONNECTORS:
+        more = on_target if cls != "MirrorHeartbeatConnector" else {}
         status, info = worker.call("POST", "/connectors", {"name": f"mm2-{cls}",
-                                                           "config": mm2_config(cls, a)})
+                                                           "config": mm2_config(cls, a, **more)})
         assert status == 201, info
         assert info["type"] == "source"
 
@@ -86,6 +89,10 @@ def test_mirror_connectors_copy_orders_checkpoint_a_group_and_beat(clusters, wor
         assert c.topic == "A.orders"
         next_on_b = min(o for o in on_b[p] if o >= c.downstream_offset)
         assert on_b[p][next_on_b] == on_a[p][committed[p]]
+    syncs = wait_until(lambda: partitions_of(b, "mm2-offset-syncs.A.internal") and read_internal(
+        b, "mm2-offset-syncs.A.internal", OffsetSync.parse), DEADLINE, "offset syncs on B")
+    assert {(s.topic, s.partition) for s in syncs} == {("orders", p) for p in range(PARTITIONS)}
+    assert not topic_exists(a, "mm2-offset-syncs.B.internal")
     beats = wait_until(lambda: partitions_of(b, "heartbeats") and read_internal(
         b, "heartbeats", Heartbeat.parse), DEADLINE, "heartbeats on B")
     assert {(h.source, h.target) for h in beats} == {("A", "B")}
@@ -156,13 +163,98 @@ def test_two_source_connectors_for_the_same_clusters_each_copy_and_keep_offsets(
                    == expected, DEADLINE, f"mirror-{topic}'s offsets at {last}")
         status, body = worker.call("GET", f"/connectors/mirror-{topic}/status")
         assert body["tasks"][0]["state"] == "RUNNING", body
-    # altering a mirror's offsets is refused in words (its position is its checkpoint's)
-    assert worker.call("PUT", "/connectors/mirror-refunds/stop")[0] == 204
-    wait_until(lambda: worker.call("GET", "/connectors/mirror-refunds/status")[1]["connector"]
-               ["state"] == "STOPPED", DEADLINE, "mirror-refunds STOPPED")
-    status, body = worker.call("PATCH", "/connectors/mirror-refunds/offsets", {"offsets": [
-        {"partition": {"cluster": "A", "partition": 0, "topic": "refunds"},
-         "offset": {"offset": 0}}]})
-    assert status == 400 and "does not support altering" in body["message"], body
     for topic in topics:
         assert worker.call("DELETE", f"/connectors/mirror-{topic}")[0] == 204
+
+
+def offsets_of(worker, name):
+    """{partition: offset} of a MirrorSourceConnector's offsets, over curl."""
+    status, body = curl(worker.url, "GET", f"/connectors/{name}/offsets")
+    assert status == 200, body
+    return {e["partition"]["partition"]: e["offset"]["offset"] for e in body["offsets"]}
+
+
+def state_of(worker, name):
+    return worker.call("GET", f"/connectors/{name}/status")[1]["connector"]["state"]
+
+
+def test_a_stopped_mirrors_offsets_altered_then_reset_and_the_copy_goes_on_from_them(clusters,
+                                                                                      worker):
+    """KIP-875 on a MirrorSourceConnector, over curl, as MM2 takes it: its partitions are
+    {cluster, partition, topic} and its offsets {offset: the last copied}; an altered copy
+    starts a new checkpoint from one past each offset (the partitions not named where they
+    stood), exactly once from there: the records asked for again are copied again, the ones
+    skipped never are. A reset starts from the beginning, as MM2's task does without offsets.
+    Bodies MM2 refuses are answered as Kafka answers them (its messages; 500, since Connect's
+    REST layer answers a connector's ConnectException so), and change nothing."""
+    a, b = clusters
+    name, topic = "mirror-alter", "ledger"
+    create(a, topic, PARTITIONS)
+    produce(a, topic, PARTITIONS, 90)  # offsets 0..29 of each partition
+    status, body = curl(worker.url, "PUT", f"/connectors/{name}/config", mm2_config(
+        "MirrorSourceConnector", a, topics=topic))
+    assert status == 201, body
+    first = read_all(a, topic, PARTITIONS)
+    wait_until(lambda: read_all(b, f"A.{topic}", PARTITIONS) == first, DEADLINE,
+               f"A.{topic} on B to equal {topic} on A")
+    wait_until(lambda: offsets_of(worker, name) == {p: 29 for p in range(PARTITIONS)}, DEADLINE,
+               f"{name}'s offsets at 29")
+
+    def at(p, offset, **partition):
+        return {"partition": {"cluster": "A", "partition": p, "topic": topic, **partition},
+                "offset": offset if offset is None or isinstance(offset, dict)
+                else {"offset": offset}}
+    status, body = curl(worker.url, "PATCH", f"/connectors/{name}/offsets",
+                        {"offsets": [at(0, 5)]})
+    assert status == 400 and body["message"].startswith(
+        "Connectors must be in the STOPPED state before their offsets can be modified"), body
+    assert curl(worker.url, "PUT", f"/connectors/{name}/stop")[0] == 204
+    wait_until(lambda: state_of(worker, name) == "STOPPED", DEADLINE, f"{name} STOPPED")
+    produce(a, topic, PARTITIONS, 60, start=90)  # offsets 30..49, while it is stopped
+
+    no_topic = {"offsets": [at(1, 3), {"partition": {"cluster": "A", "partition": 0},
+                                       "offset": {"offset": 5}}]}
+    source = f"source partition {{cluster=A, partition=0, topic={topic}}}"
+    for sent, code, message in (
+            (no_topic, 500, "Source partition {cluster=A, partition=0} is missing the 'topic' "
+             "key, which is required"),
+            ({"offsets": [at(-1, 5)]}, 500, f"Source partition {{cluster=A, partition=-1, "
+             f"topic={topic}}} has an invalid value -1 for the 'partition' key, which cannot be "
+             "negative"),
+            ({"offsets": [at(0, "10")]}, 500, f"Source offset {{offset=10}} for {source} has an "
+             "invalid value 10 for the 'offset' key, which must be an integer"),
+            ({"offsets": [at(0, -5)]}, 500, f"Source offset {{offset=-5}} for {source} has an "
+             "invalid value -5 for the 'offset' key, which cannot be negative"),
+            ({"offsets": [at(0, {"position": 5})]}, 500, f"Source offset {{position=5}} for "
+             f"{source} is missing the 'offset' key, which is required"),
+            ({"offsets": []}, 400, "Partitions / offsets need to be provided for an alter "
+             "offsets request")):
+        assert curl(worker.url, "PATCH", f"/connectors/{name}/offsets", sent) == (
+            code, {"error_code": code, "message": message})
+    assert offsets_of(worker, name) == {p: 29 for p in range(PARTITIONS)}  # nothing written
+
+    # partition 0 again from 10; partition 1 skips 30..39; partition 2 where it stood
+    status, body = curl(worker.url, "PATCH", f"/connectors/{name}/offsets",
+                        {"offsets": [at(0, 9), at(1, 39)]})
+    assert (status, body) == (200, {"message": "The offsets for this connector have been "
+                                               "altered successfully"})
+    assert offsets_of(worker, name) == {0: 9, 1: 39, 2: 29}
+    assert curl(worker.url, "PUT", f"/connectors/{name}/resume")[0] == 202
+    every = read_all(a, topic, PARTITIONS)
+    expected = {0: first[0] + every[0][10:], 1: first[1] + every[1][40:], 2: every[2]}
+    wait_until(lambda: read_all(b, f"A.{topic}", PARTITIONS) == expected, DEADLINE,
+               f"A.{topic} on B to go on from the altered offsets")
+    wait_until(lambda: offsets_of(worker, name) == {p: 49 for p in range(PARTITIONS)},
+               DEADLINE, f"{name}'s offsets at 49")
+    assert read_all(b, f"A.{topic}", PARTITIONS) == expected  # and nothing more
+
+    assert curl(worker.url, "PUT", f"/connectors/{name}/stop")[0] == 204
+    wait_until(lambda: state_of(worker, name) == "STOPPED", DEADLINE, f"{name} STOPPED again")
+    assert curl(worker.url, "DELETE", f"/connectors/{name}/offsets") == (
+        200, {"message": "The offsets for this connector have been reset successfully"})
+    assert offsets_of(worker, name) == {}
+    assert curl(worker.url, "PUT", f"/connectors/{name}/resume")[0] == 202
+    again = {p: expected[p] + every[p] for p in range(PARTITIONS)}
+    wait_until(lambda: read_all(b, f"A.{topic}", PARTITIONS) == again, DEADLINE,
+               f"A.{topic} on B to have {topic} copied again from the beginning")
+    assert worker.call("DELETE", f"/connectors/{name}")[0] == 204

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from minilog.mirror.config import MirrorConfigError, mirror_config
+from minilog.mirror.config import MirrorConfigError, mirror_config, targeting
 from minilog.mirror.policy import ReplicationPolicy
 
 BASE = {"clusters": "A, B", "A.bootstrap.servers": "127.0.0.1:9092",
@@ -57,7 +57,30 @@ def test_identity_policy_keeps_names_but_heartbeats():
     assert flow.policy.remote_topic("A", "heartbeats") == "A.heartbeats"
 
 
+def test_offset_syncs_go_where_their_location_says_named_after_the_other_cluster():
+    """KIP-716: MirrorSourceConfig.offsetSyncsTopic names the topic after the cluster it is
+    not on."""
+    (flow,) = mirror_config(BASE).flows
+    assert (flow.offset_syncs_location, flow.offset_syncs_topic) == (
+        "source", "mm2-offset-syncs.B.internal")
+    (flow,) = mirror_config({**BASE, "A->B.offset-syncs.topic.location": "target"}).flows
+    assert (flow.offset_syncs_location, flow.offset_syncs_topic) == (
+        "target", "mm2-offset-syncs.A.internal")
+
+
+def test_clusters_keeps_the_flows_into_them_as_mirrormakers_option_does():
+    config = mirror_config({**BASE, "B->A.enabled": "true"})
+    assert [f.name for f in targeting(config, ["A"]).flows] == ["B->A"]
+    assert [f.name for f in targeting(config, None).flows] == ["A->B", "B->A"]
+    with pytest.raises(MirrorConfigError, match=r"--clusters: 'C' is not one of clusters"):
+        targeting(config, ["C"])
+    with pytest.raises(MirrorConfigError, match=r"no enabled flow targets A"):
+        targeting(mirror_config(BASE), ["A"])
+
+
 @pytest.mark.parametrize("props, message", [
+    ({**BASE, "offset-syncs.topic.location": "B"},
+     r"offset-syncs.topic.location must be source or target, got 'B'"),
     ({**BASE, "A->B.topic": "x"}, r"unknown key: A->B.topic \(did you mean A->B.topics\?\)"),
     ({**BASE, "A.bootstrap.server": "h:1"},
      r"unknown key: A.bootstrap.server \(did you mean A.bootstrap.servers\?\)"),
@@ -102,3 +125,10 @@ def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
                              timeout=120)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert "cannot read" in missing.stderr
+    path.write_text("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\n"
+                    "B.bootstrap.servers = 127.0.0.1:2\nA->B.enabled = true\n")
+    elsewhere = subprocess.run([sys.executable, "-m", "minilog.connector.cli", "mirror",
+                                str(path), "--clusters", "C"], capture_output=True, text=True,
+                               timeout=120)
+    assert (elsewhere.returncode, elsewhere.stderr) == (
+        2, "minilog mirror: --clusters: 'C' is not one of clusters (A, B)\n")

@@ -3,7 +3,8 @@ A goes down; the same group starts on B, reading `A.orders`, and reads every rec
 last commit on A exactly once: no gap, no duplicate. The offsets come from the mirror's
 checkpoints (`A.checkpoints.internal`, read here as Kafka's RemoteClusterUtils reads them) and
 are committed to the group on B by the mirror (`sync.group.offsets.enabled`). From a minilog
-source, and from Tansu (a Kafka-compatible broker that is not ours)."""
+source, and from Tansu (a Kafka-compatible broker that is not ours); and with MM2's offset syncs
+on B (`offset-syncs.topic.location = target`, KIP-716), where they outlive A."""
 import uuid
 
 import pytest
@@ -14,8 +15,10 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient as CKAdmin
 from confluent_kafka.admin import NewTopic
-from minilog.mirror.formats import Checkpoint
-from mirrortools import MirrorProcess, partitions_of, read_all, read_internal
+from minilog.mirror.formats import Checkpoint, OffsetSync
+from minilog.mirror.translate import OffsetSyncStore
+from mirrortools import (MirrorProcess, partitions_of, read_all, read_internal,
+                         topic_exists)
 from waiting import wait_until
 
 DEADLINE = 180.0
@@ -70,9 +73,18 @@ def committed_on(bootstrap, group, topic):
     return {tp.partition: tp.offset for tp in got}
 
 
-@pytest.mark.parametrize("source_kind", ["minilog", "tansu"])
+def translated_by_syncs(bootstrap, topic, on_a):
+    """The group's offsets on B as a reader of MM2's offset-syncs topic finds them."""
+    store = OffsetSyncStore()
+    for sync in read_internal(bootstrap, topic, OffsetSync.parse):
+        store.add(sync)
+    return {p: store.translate("orders", p, o) for p, o in on_a.items()}
+
+
+@pytest.mark.parametrize("source_kind,syncs_on", [("minilog", "source"), ("tansu", "source"),
+                                                  ("minilog", "target")])
 def test_a_group_moves_to_the_copy_and_reads_every_record_after_its_last_commit_once(
-        source_kind, tmp_path):
+        source_kind, syncs_on, tmp_path):
     tansu = source_kind == "tansu"
     a = (TansuBroker() if tansu else MinilogBroker()).start()
     b = MinilogBroker().start()
@@ -84,7 +96,8 @@ def test_a_group_moves_to_the_copy_and_reads_every_record_after_its_last_commit_
         produce(a.bootstrap, 0, 300, tansu)
         group = f"billing-{uuid.uuid4().hex[:6]}"
         on_a = read_some(a.bootstrap, group, "orders", 120)
-        mirror = MirrorProcess(tmp_path, a.bootstrap, b.bootstrap).start()
+        mirror = MirrorProcess(tmp_path, a.bootstrap, b.bootstrap,
+                               **{"offset-syncs.topic.location": syncs_on}).start()
         produce(a.bootstrap, 300, 150, tansu)
         before = read_all(a.bootstrap, "orders", PARTITIONS)
         wait_until(lambda: read_all(b.bootstrap, "A.orders", PARTITIONS) == before, DEADLINE,
@@ -96,7 +109,18 @@ def test_a_group_moves_to_the_copy_and_reads_every_record_after_its_last_commit_
         translated = {p: c.downstream_offset for p, c in checkpoints.items()}
         wait_until(lambda: committed_on(b.bootstrap, group, "A.orders") == translated, DEADLINE,
                    f"the group's offsets on B to be the checkpoints' {translated}")
+        syncs = {"source": (a, "mm2-offset-syncs.B.internal"),
+                 "target": (b, "mm2-offset-syncs.A.internal")}
+        holder, topic = syncs[syncs_on]
+        wait_until(lambda: partitions_of(holder.bootstrap, topic) and translated_by_syncs(
+            holder.bootstrap, topic, on_a) == translated, DEADLINE,
+            f"{topic} on {'A' if holder is a else 'B'} to translate {on_a} to {translated}")
+        for other, name in syncs.values():
+            if name != topic:
+                assert not topic_exists(other.bootstrap, name), f"{name} written too"
         a.cleanup()  # A is gone
+        if syncs_on == "target":  # MM2's offset syncs outlive A
+            assert translated_by_syncs(b.bootstrap, topic, on_a) == translated
         # What the group has not read: every record after its commit on A, by key
         on_a_offsets = {p: [f"k{i}".encode() for i in range(450) if i % PARTITIONS == p]
                         for p in range(PARTITIONS)}
