@@ -6,6 +6,7 @@ import os
 import shutil
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
 PACKAGES = {
@@ -39,6 +40,18 @@ RECORDS_KERNEL = Extension("minilog.connector._records_c", ["connector/_records_
 
 # pyspark finds `format("minilog")` by a top-level module named pyspark_* defining DefaultSource.
 DISCOVERY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "datasource", "pyspark_minilog.py")
+# Spark's Python processes import pip-installed pyspark from its zip, with no bytecode cache:
+# this .pth (read at interpreter start from the top of site-packages) calls minilog_pyspark_path.
+PYSPARK_PATH = os.path.join(os.path.dirname(DISCOVERY), "minilog-pyspark-path.pth")
+PATH_MODULE = os.path.join(os.path.dirname(DISCOVERY), "minilog_pyspark_path.py")
+
+
+class BuildPy(build_py):
+    """A wheel's site-packages root gets the .pth file next to the packages."""
+
+    def run(self):
+        super().run()
+        self.copy_file(PYSPARK_PATH, os.path.join(self.build_lib, os.path.basename(PYSPARK_PATH)))
 
 
 class EditableWheel(editable_wheel):
@@ -49,6 +62,8 @@ class EditableWheel(editable_wheel):
     def _install_namespaces(self, installation_dir, pth_prefix):
         super()._install_namespaces(installation_dir, pth_prefix)
         shutil.copy(DISCOVERY, os.path.join(installation_dir, "pyspark_minilog.py"))
+        for plain in (PYSPARK_PATH, PATH_MODULE):  # read before any import hook is in place
+            shutil.copy(plain, os.path.join(installation_dir, os.path.basename(plain)))
 
 
 setup(
@@ -58,9 +73,9 @@ setup(
     python_requires=">=3.10",
     packages=list(PACKAGES),
     package_dir={"": "datasource", **PACKAGES},  # "": where the top-level pyspark_minilog is
-    py_modules=["pyspark_minilog"],
+    py_modules=["pyspark_minilog", "minilog_pyspark_path"],
     package_data={"minilog.console": ["templates/*.html"]},
-    cmdclass={"editable_wheel": EditableWheel},
+    cmdclass={"editable_wheel": EditableWheel, "build_py": BuildPy},
     ext_modules=[RECORDS_KERNEL],
     install_requires=[
         "crc32c>=2.4",        # CRC32C where the C kernel has no hardware path for it

@@ -35,7 +35,9 @@ def spark_session(worker: WorkerConfig) -> SparkSession:
     builder = (SparkSession.builder.appName(f"minilog-connect-{worker.group_id}")
                .master(worker.spark.get("spark.master", "local[2]"))
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.streaming.stopTimeout", "30s"))
+               .config("spark.sql.streaming.stopTimeout", "30s")
+               # tasks' Python workers fork with the connector imported (worker_daemon.py)
+               .config("spark.python.daemon.module", "minilog.datasource.worker_daemon"))
     for key, value in worker.spark.items():
         if key != "spark.sql.streaming.checkpointLocation":
             builder = builder.config(key, value)

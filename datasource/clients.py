@@ -14,6 +14,8 @@ import atexit
 import os
 import threading
 
+from .worker_gc import freeze_after_imports
+
 _lock = threading.Lock()
 _pool = {}
 
@@ -54,6 +56,7 @@ def producer(config):
 
 def release(client):
     """The task is done with `client`: kept for the next task, or closed without the pool."""
+    freeze_after_imports()  # the end of a task: long-lived objects out of gc (worker_gc.py)
     if not pooled():
         client.close()
 

@@ -34,6 +34,8 @@ def spark_session(config: MirrorConfig) -> SparkSession:
                .master(config.spark.get("spark.master", "local[*,4]"))
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.python.worker.reuse", "true")
+               # tasks' Python workers fork with the connector imported (worker_daemon.py)
+               .config("spark.python.daemon.module", "minilog.datasource.worker_daemon")
                .config("spark.sql.streaming.stopTimeout", "30s"))
     for key, value in config.spark.items():
         if key not in ("spark.master", "spark.sql.streaming.checkpointLocation"):
