@@ -118,6 +118,7 @@ LONG_MODULES = ("datasource/test_exactly_once_replan.py",  # 333
                 "test_bench_quick.py", "jobs/test_spark_submit.py",  # 260, 251
                 "test_fresh_install.py", "jobs/test_bank_demo.py",  # 209, 155
                 "jobs/test_missing_input.py", "mirror/test_mirror_failover.py",  # 153, 137
+                "mirror/test_stock_properties.py",
                 "test_readme.py", "mirror/test_mirror_faults.py",  # 130, 130
                 "connect/test_worker.py", "datasource/test_stream.py",  # 122, 116
                 "datasource/test_exactly_once_edges.py",  # 95
@@ -126,7 +127,7 @@ LONG_MODULES = ("datasource/test_exactly_once_replan.py",  # 333
                 "console/test_browser.py", "cluster/test_failover.py",  # 80, 69
                 "mirror/test_mirror.py", "datasource/test_exactly_once_cluster.py",  # 67, 63
                 "connect/test_transforms.py", "connect/test_mirror_connectors.py",
-                "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py")
+                "cluster/test_nemesis.py", "cluster/test_txn_nemesis.py", "cluster/test_churn.py")
 
 
 def pytest_configure(config):
