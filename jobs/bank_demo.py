@@ -240,16 +240,18 @@ def run(bootstrap, args, out=sys.stdout):
     print(f"writing {args.transactions:,} transactions for {args.accounts} accounts to "
           f"{TRANSACTIONS} ...", file=out, flush=True)
     expected = write_transactions(bootstrap, args.transactions, args.accounts, args.seed, out)
-    try:
-        with tempfile.TemporaryDirectory(prefix="minilog-demo-checkpoint-") as checkpoint:
+    # The checkpoint outlives Spark: after Ctrl-C the JVM is ended with its query still
+    # running, and a query whose checkpoint was removed under it prints Java's tracebacks.
+    with tempfile.TemporaryDirectory(prefix="minilog-demo-checkpoint-") as checkpoint:
+        try:
             spark = start_spark(out)
             started = time.monotonic()
             run_job(spark, bootstrap, args.transactions, checkpoint, out)
             print(f"bank_balance ran in {time.monotonic() - started:.1f}s; balances in "
                   f"{BALANCES}:", file=out)
             got = show_balances(bootstrap, partitions, out)
-    finally:
-        stop_spark()
+        finally:
+            stop_spark()
     CTRL_C.check()  # a Ctrl-C recorded after the query ended still stops the demo
     if got != expected:
         print("MISMATCH: the balances differ from an independent fold of the transactions",

@@ -51,6 +51,13 @@ def task(worker, name):
     return body["tasks"][0] if status == 200 and body["tasks"] else {}
 
 
+def failure(worker, name):
+    """A failed task's trace whole (Python's traceback sits inside Spark's), and the worker's
+    log: what a failure on a loaded machine needs to be understood from its report alone."""
+    return (f"{name} failed:\n{task(worker, name).get('trace')}\n--- the worker's log, its end "
+            f"---\n{worker.log[-6000:]}")
+
+
 def start(worker, name, config):
     status, body = worker.call("PUT", f"/connectors/{name}/config", config)
     assert status == 201, body
@@ -59,7 +66,7 @@ def start(worker, name, config):
 def sink_lines(worker, name, path, count):
     """The sink's first `count` lines, once written (or the task's trace if it failed)."""
     def written():
-        assert task(worker, name).get("state") != "FAILED", task(worker, name)
+        assert task(worker, name).get("state") != "FAILED", failure(worker, name)
         return len(lines_of(path)) >= count
     wait_until(written, DEADLINE, f"{count} lines from {name}")
     return [json.loads(line) for line in lines_of(path)]
