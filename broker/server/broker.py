@@ -29,7 +29,6 @@ from ..metadata.loader import MetadataCache
 from ..metadata.producer_ids import ProducerIdAllocator, quorum_blocks
 from ..metadata.quorum_store import QuorumMetadataStore
 from ..metadata.topic_manager import TopicManager
-from ..raft.raft_node import METADATA_TOPIC
 from ..replication.replica_manager import ReplicaManager
 from ..replication.replica_metrics import ReplicaMetrics
 from ..security.acl_metadata import open_acls
@@ -150,8 +149,9 @@ class Broker:
 
     def _warn_unknown_partitions(self):
         """Partition directories the complete metadata names no topic of: kept, and said."""
+        metadata_log = (self.store.partition.topic, self.store.partition.index)  # Raft's own
         for key in self.logs.existing_partitions():
-            if key not in self.partitions and key[0] != METADATA_TOPIC:
+            if key not in self.partitions and key != metadata_log:
                 log.warning("partition directory %s-%d has no topic in the metadata; left alone", *key)
 
     async def start(self):
