@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 
-from pathlib import Path
 
 from . import cluster, revision
 from .consume import READERS as CONSUME_READERS
@@ -51,8 +50,7 @@ class _Target:
         self.bootstrap, self.pids = bootstrap, pids
 
     def cpu_seconds(self) -> float:
-        return sum(cluster.stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
-                   for pid in self.pids)
+        return sum(cluster.process_cpu_seconds(pid) for pid in self.pids)
 
 
 @contextlib.contextmanager
