@@ -16,7 +16,7 @@ def parser() -> argparse.ArgumentParser:
         prog="minilog mirror", allow_abbrev=False,
         description="MirrorMaker 2 on Spark: copy topics and translate consumer groups' "
                     "offsets between clusters, exactly once, from MM2's properties file")
-    p.add_argument("properties", metavar="mm2.properties",
+    p.add_argument("properties", metavar="mm2.properties", nargs="?",
                    help="MirrorMaker 2's settings: clusters = A, B; A.bootstrap.servers; "
                         "A->B.enabled = true; A->B.topics; ...")
     p.add_argument("--clusters", nargs="+", metavar="CLUSTER",
@@ -25,8 +25,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments in either order: `--clusters B mm2.properties` as well as
+    `mm2.properties --clusters B` (`--clusters` takes every word after it, the file too)."""
+    p = parser()
+    args = p.parse_args(argv)
+    if args.properties is None and args.clusters and len(args.clusters) > 1:
+        args.properties = args.clusters.pop()
+    if args.properties is None:
+        p.error("the following arguments are required: mm2.properties")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(argv)
     from pyspark.errors import StreamingQueryException
 
     from .main import run  # pyspark only once the arguments are read

@@ -132,3 +132,8 @@ def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path):
                                timeout=120)
     assert (elsewhere.returncode, elsewhere.stderr) == (
         2, "minilog mirror: --clusters: 'C' is not one of clusters (A, B)\n")
+    before = subprocess.run([sys.executable, "-m", "minilog.connector.cli", "mirror",
+                             "--clusters", "B", "C", str(path)], capture_output=True, text=True,
+                            timeout=120)  # the option first: the file is still the file
+    assert (before.returncode, before.stderr) == (
+        2, "minilog mirror: --clusters: 'C' is not one of clusters (A, B)\n")
