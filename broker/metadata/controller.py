@@ -29,7 +29,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from minilog.connector.protocol import ErrorCode
@@ -47,6 +47,13 @@ log = logging.getLogger("minilog.broker.controller")
 Heartbeat = tuple[int, bool, bool]
 # (error, the partition's state or None): one partition's AlterPartition answer
 Altered = tuple[int, PartitionState | None]
+# {topic: [(partition, error, message)]}: ElectLeaders' answer
+Elected = dict[str, list[tuple[int, int, str | None]]]
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types (Kafka's ElectionType)
+_ELECTION_FAILED = {PREFERRED: (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                "The preferred leader was not available."),
+                    UNCLEAN: (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                              "Eligible topic partition leaders are not available.")}
 
 
 def broker_epoch_error(image: MetadataImage, broker_id: int, broker_epoch: int) -> int:
@@ -231,6 +238,54 @@ class Controller:
         if p.leader == first or first not in p.isr or first not in self.image.brokers:
             return None
         return PartitionState(p.replicas, first, p.leader_epoch + 1, p.isr)
+
+    def elect_leaders(self, election_type: int, wanted: Mapping[str, Sequence[int]] | None
+                      ) -> ControllerResult[Elected]:
+        """ElectLeaders (KIP-183, KIP-460), as `kafka-leader-election.sh` asks for it: PREFERRED
+        makes each partition's first replica its leader where it is live and in the ISR;
+        UNCLEAN gives a partition without a leader one, from its ISR if a member is live, else
+        any live replica (which may lack acknowledged records). `wanted`: {topic: partitions},
+        None for every partition, whose answer then leaves out those that needed no election
+        (Kafka's controller does the same)."""
+        recs: list[Record] = []
+        out: Elected = {}
+        if wanted is None:
+            for name, ts in self.image.topics.items():
+                results = [(i, *self._elect(name, i, election_type, recs)) for i in ts.partitions]
+                out[name] = [r for r in results if r[1] != ErrorCode.ELECTION_NOT_NEEDED]
+        else:
+            for name, indexes in wanted.items():
+                out[name] = [(i, *self._elect(name, i, election_type, recs)) for i in indexes]
+        return ControllerResult.of(out, recs)
+
+    def _elect(self, topic: str, index: int, election_type: int, recs: list[Record]
+               ) -> tuple[int, str | None]:
+        ts = self.image.topics.get(topic)
+        p = ts.partitions.get(index) if ts is not None else None
+        if ts is None or p is None:
+            return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"No such topic as {topic}" if ts is None else
+                    f"No such partition as {topic}-{index}")
+        needed = p.leader != p.replicas[0] if election_type == PREFERRED else p.leader < 0
+        if not needed:
+            return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        new = self._preferred(p, ts) if election_type == PREFERRED else self._unclean(p)
+        if new is None:
+            return _ELECTION_FAILED[election_type]
+        new = dataclasses.replace(new, partition_epoch=p.partition_epoch + 1)
+        recs.append(records.partition_record(topic, index, new))
+        return 0, None
+
+    def _unclean(self, p: PartitionState) -> PartitionState | None:
+        """A partition without a leader led by a live ISR member, else by any live replica
+        (the ISR then that replica alone)."""
+        live = self.image.brokers
+        leader = next((r for r in p.replicas if r in p.isr and r in live),
+                      next((r for r in p.replicas if r in live), -1))
+        if leader < 0:
+            return None
+        isr = p.isr if leader in p.isr else (leader,)
+        return PartitionState(p.replicas, leader, p.leader_epoch + 1, isr)
 
     def _elect_records(self, broker_id: int) -> list[Record]:
         """Partitions without a leader whose ISR holds `broker_id` (coming back) get it, as do

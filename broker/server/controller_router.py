@@ -1,7 +1,7 @@
 """Admin requests in a replicated cluster go to the active controller, wherever they arrive.
 
 Clients send CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and
-IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls and DeleteAcls to any broker (Kafka's brokers forward them the same way). The active
+IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls and ElectLeaders to any broker (Kafka's brokers forward them the same way). The active
 controller runs the ordinary handler, whose metadata writes are appended through the quorum, and
 answers once they are committed; any other broker forwards the request in an Envelope with the
 client's principal and address (KIP-590, `envelope.py`) and relays the answer, so the ACLs are
@@ -32,7 +32,7 @@ CATCH_UP_WAIT_S = 10.0
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS,
-                       ApiKey.DELETE_ACLS})
+                       ApiKey.DELETE_ACLS, ApiKey.ELECT_LEADERS})
 _CREATE = request(ApiKey.CREATE_TOPICS)
 FIND_CONTROLLER_S = 5.0
 
@@ -176,4 +176,10 @@ def answer_all(key, req, code):
         return schema.cls(throttle_time_ms=0, filter_results=[
             schema.make("filter_results", error_code=code, error_message=None, matching_acls=[])
             for _ in req.filters])
+    if key == ApiKey.ELECT_LEADERS:  # the whole request's error too (v1+)
+        return schema.cls(throttle_time_ms=0, error_code=code, replica_election_results=[
+            schema.make("replica_election_results", topic=t.topic, partition_result=[
+                schema.make("replica_election_results", "partition_result", partition_id=i,
+                            error_code=code, error_message=None) for i in t.partitions])
+            for t in req.topic_partitions or ()])
     return schema.cls(throttle_time_ms=0, error_code=code)

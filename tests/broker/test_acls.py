@@ -10,6 +10,8 @@ import kafka
 import kafka.errors
 import pytest
 from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import ElectionType
+from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as CKProducer
@@ -139,6 +141,20 @@ def test_only_a_principal_allowed_on_the_cluster_creates_or_deletes_acls(acl_bro
         flt = AclBindingFilter(RT.ANY, None, PT.ANY, None, None, OP.ANY, PERM.ANY)
         futures = admin.delete_acls([flt])
         assert [_error_of(f) for f in futures.values()] == [CKError.CLUSTER_AUTHORIZATION_FAILED]
+
+
+def test_leader_elections_need_alter_on_the_cluster(acl_broker):
+    """ElectLeaders (kafka-leader-election.sh): alice may describe the cluster, not alter it."""
+    elections = {}
+    for user in ("alice", "admin"):
+        admin = _admin(acl_broker, user)
+        answer = admin.elect_leaders(ElectionType.PREFERRED, [CKTopicPartition(SHARED, 0)])
+        try:
+            elections[user] = {tp.partition: e and e.code() for tp, e in answer.result(60).items()}
+        except KafkaException as e:
+            elections[user] = e.args[0].code()
+    assert elections == {"alice": CKError.CLUSTER_AUTHORIZATION_FAILED,
+                         "admin": {0: CKError.ELECTION_NOT_NEEDED}}
 
 
 def test_describe_acls_needs_describe_on_the_cluster(acl_broker):

@@ -40,7 +40,8 @@ def controller_apis():
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
-        ApiKey.DESCRIBE_ACLS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.ENVELOPE})
+        ApiKey.DESCRIBE_ACLS, ApiKey.ELECT_LEADERS, ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE, ApiKey.ENVELOPE})
 
 
 def served(broker):
@@ -126,6 +127,7 @@ from . import (  # noqa: F401
     api_versions,
     configs,
     consumer_groups,
+    elections,
     envelope,
     fetch,
     groups,

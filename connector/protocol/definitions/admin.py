@@ -153,4 +153,19 @@ DescribeLogDirsResponse 35 0-4 flex2
         is_future_key bool
     total_bytes int64 v4+ =-1
     usable_bytes int64 v4+ =-1
+ElectLeadersRequest 43 0-2 flex2
+  election_type int8 v1+
+  topic_partitions [] null0+
+    topic string
+    partitions []int32
+  timeout_ms int32 =60000
+ElectLeadersResponse 43 0-2 flex2
+  throttle_time_ms int32
+  error_code int16 v1+
+  replica_election_results []
+    topic string
+    partition_result []
+      partition_id int32
+      error_code int16
+      error_message string null0+
 '''
