@@ -9,6 +9,7 @@
     minilog groups list|describe|delete|reset-offsets   consumer groups (see cli_groups.py)
     minilog transactions list|describe|find-hanging|abort|force-terminate (cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
+    minilog leader-election                    preferred or unclean leader elections
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
     minilog configs describe                   a broker's or topic's settings (cli_configs.py)
     minilog console [--listen HOST:PORT] [--read-only]   the web console (minilog.console)
@@ -31,6 +32,7 @@ from minilog.connector import (
     cli_configs,
     cli_console,
     cli_groups,
+    cli_leaders,
     cli_transactions,
     cli_users,
 )
@@ -56,6 +58,11 @@ DEFAULT_FORMAT = "%s\\n"
 
 class UserError(Exception):
     """A mistake in how the command was called: reported in one line, exit status 2."""
+
+
+class Refused(Exception):
+    """The cluster refused part of what was asked (each refusal already printed): reported
+    in one line, exit status 1."""
 
 
 class Interrupted(Exception):
@@ -168,6 +175,7 @@ def build_parser():
     cli_groups.add_parser(sub, common)
     cli_transactions.add_parser(sub, common)
     cli_users.add_parser(sub, common)
+    cli_leaders.add_parser(sub, common)
     cli_acls.add_parser(sub, common)
     cli_configs.add_parser(sub, common)
     cli_console.add_parser(sub, common)
@@ -472,6 +480,12 @@ def _users(args, out):
     cli_users.run(args, out, _settings(args))
 
 
+def _leader_election(args, out):
+    what = "minilog leader-election: "
+    cli_leaders.run(args, out, _settings(args), lambda message: UserError(what + message),
+                    lambda message: Refused(what + message))
+
+
 def _acls(args, out):
     cli_acls.run(args, out, _settings(args), lambda message: UserError(f"minilog acls: {message}"))
 
@@ -505,7 +519,7 @@ _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say
                 "certs": "it only writes files", "mirror": "mm2.properties names the clusters"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
             "groups": _groups, "transactions": _transactions, "users": _users,
-            "acls": _acls, "configs": _configs,
+            "acls": _acls, "configs": _configs, "leader-election": _leader_election,
             "console": _console, "connect": _connect}
 
 
@@ -555,6 +569,9 @@ def main(argv=None):
     except UserError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except Refused as e:
+        print(str(e), file=sys.stderr)
+        return 1
     except Interrupted as e:
         print(str(e), file=sys.stderr)
         return 130

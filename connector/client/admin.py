@@ -262,6 +262,35 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
             await self._wait_for(lambda: len(self._cluster.partitions_for(name) or ()) >= total_count,
                                  [name], timeout)
 
+    async def elect_leaders(self, election_type: str = "preferred",
+                            partitions: Iterable[TopicPartition] | None = None,
+                            timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders: "preferred" (each partition's first replica leads again) or "unclean"
+        (a partition without a leader gets one); `partitions` None for every partition, when
+        those needing no election are left out. {partition: None if elected, else its error}."""
+        types = {"preferred": 0, "unclean": 1}
+        if election_type.lower() not in types:
+            raise ValueError(f"election type must be preferred or unclean, got {election_type!r}")
+        Req, T = _m(ApiKey.ELECT_LEADERS), _m(ApiKey.ELECT_LEADERS, "topic_partitions")
+        wanted = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            wanted = [T(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        body = Req(election_type=types[election_type.lower()], topic_partitions=wanted,
+                   timeout_ms=int(self.config["request.timeout.ms"]))
+
+        async def attempt() -> dict[TopicPartition, KafkaError | None]:
+            resp = await (await self._controller()).send(ApiKey.ELECT_LEADERS, body)
+            if resp.error_code:
+                raise _error(resp.error_code, "ElectLeaders")
+            return {TopicPartition(r.topic, p.partition_id):
+                    _error(p.error_code, f"{r.topic}-{p.partition_id}", p.error_message)
+                    if p.error_code else None
+                    for r in resp.replica_election_results for p in r.partition_result}
+        return await self._retry(attempt, timeout, "ElectLeaders")
+
     # ---- configs -------------------------------------------------------------------------
     async def _config_connection(self, rtype: int, name: str) -> BrokerConnection:
         if rtype == RESOURCE_TYPES["broker"] and name not in ("", None):
@@ -493,7 +522,7 @@ add_blocking_methods(AdminClient, AsyncAdminClient, (
     "create_topics", "create_topic", "delete_topics", "delete_topic", "list_topics",
     "describe_topics", "create_partitions", "describe_configs", "alter_configs",
     "incremental_alter_configs", "list_offsets", "delete_records", "partition_sizes",
-    "describe_cluster",
+    "describe_cluster", "elect_leaders",
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
     "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions",
     "complete_transaction", "complete_transactions", "describe_producers", "abort_transaction",

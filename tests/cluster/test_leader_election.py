@@ -1,5 +1,5 @@
 """ElectLeaders, the request `kafka-leader-election.sh` sends, from clients we did not write
-(confluent-kafka's `elect_leaders`, kafka-python's). A failover leaves a partition led by a
+(confluent-kafka's `elect_leaders`, kafka-python's) and from `minilog leader-election`. A failover leaves a partition led by a
 replica other than its preferred one (automatic rebalancing off): a preferred election moves
 leadership back; asked again it is not needed; asked for every partition, the answer names only
 those that needed one; an unknown partition is named so. An unclean election gives a partition
@@ -9,6 +9,7 @@ from confluent_kafka import ElectionType, KafkaError
 from confluent_kafka import TopicPartition as CTP
 from kafka.admin import KafkaAdminClient
 
+from clitools import FAILED, ok, one_line_error, run
 from clustertools import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -32,9 +33,15 @@ def test_preferred_and_unclean_elections(make_cluster):
     c.wait_isr("ledger", 0, [1, 2, 3])
     assert c.partitions("ledger")[0][0] != 1  # nothing moves it back by itself
 
-    assert elect(c, ElectionType.PREFERRED, [CTP("ledger", 0), CTP("ledger", 1)]) == {
-        ("ledger", 0): 0, ("ledger", 1): KafkaError.ELECTION_NOT_NEEDED}
+    # minilog's own tool, with kafka-leader-election.sh's options and lines
+    said = ok("-b", c.bootstrap, "leader-election", "--election-type", "preferred", "--topic",
+              "ledger", "--partition", "0", "--partition", "1")
+    assert said.splitlines() == [
+        "Successfully completed leader election (PREFERRED) for partitions ledger-0",
+        "Valid replica already elected for partitions ledger-1"]
     wait_for(lambda: c.partitions("ledger")[0][0] == 1, "broker 1 to lead ledger-0 again")
+    assert elect(c, ElectionType.PREFERRED, [CTP("ledger", 0), CTP("ledger", 1)]) == {
+        ("ledger", 0): KafkaError.ELECTION_NOT_NEEDED, ("ledger", 1): KafkaError.ELECTION_NOT_NEEDED}
     # Every partition: the others broker 1 led (the offsets topic's) move back, then none
     # needs one, and the answer names none.
     moved = elect(c, ElectionType.PREFERRED, None)
@@ -42,6 +49,12 @@ def test_preferred_and_unclean_elections(make_cluster):
     assert elect(c, ElectionType.PREFERRED, None) == {}
     assert elect(c, ElectionType.PREFERRED, [CTP("ledger", 7)]) == {
         ("ledger", 7): KafkaError.UNKNOWN_TOPIC_OR_PART}
+    refused = run("-b", c.bootstrap, "leader-election", "--election-type", "preferred",
+                  "--topic", "ledger", "--partition", "7")
+    assert "Error completing leader election (PREFERRED) for partition: ledger-7: " \
+        "UNKNOWN_TOPIC_OR_PARTITION" in refused.stdout.decode()
+    assert one_line_error(refused, FAILED) == \
+        "minilog leader-election: 1 replica(s) could not be elected\n"
     assert elect(c, ElectionType.UNCLEAN, [CTP("ledger", 0)]) == {
         ("ledger", 0): KafkaError.ELECTION_NOT_NEEDED}  # it has a leader
 
