@@ -85,14 +85,19 @@ class JdbcSinkWriter:
         self.auto_create = config.get("auto.create", "false") == "true"
         self.delete_enabled = config.get("delete.enabled", "false") == "true"
         self._created: set[str] = set()
+        self._sql: dict[tuple, str] = {}  # statements' text by kind, table and columns
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         import psycopg
         # offsets are the topic's as read (a RegexRouter may have renamed `topic`, the table)
         origin = df["original_topic"] if "original_topic" in df.columns else df["topic"]
-        rows = df.select("topic", origin.alias("original_topic"), "partition", "offset",
-                         df["key"].cast("string").alias("key"),
-                         df["value"].cast("string").alias("value")).toArrow().to_pylist()
+        batch = df.select("topic", origin.alias("original_topic"), "partition", "offset",
+                          df["key"].cast("string").alias("key"),
+                          df["value"].cast("string").alias("value")).toArrow()
+        # one Python list per column (not a dict per row): the loop below is the sink's per-record
+        # work, kept to parsing the value and picking its statement
+        topics, origins, partitions, offsets, keys, values = (
+            batch.column(i).to_pylist() for i in range(batch.num_columns))
         with psycopg.connect(**self.conninfo) as conn, conn.cursor() as cur:
             cur.execute(f"CREATE TABLE IF NOT EXISTS {OFFSETS_TABLE} (connector TEXT, topic "
                         f"TEXT, partition INT, \"offset\" BIGINT, PRIMARY KEY (connector, topic, "
@@ -101,34 +106,33 @@ class JdbcSinkWriter:
                         f"connector = %s FOR UPDATE", (self.name,))
             done = {(t, p): o for t, p, o in cur.fetchall()}
             reached = {}
-            # consecutive rows with the same statement go in one executemany (psycopg pipelines
-            # it: one round trip for many rows), in the records' order
+            # consecutive rows with the same statement go together, in the records' order
             same_sql, params = None, []
-            for row in rows:
-                tp = (row["original_topic"], row["partition"])
-                if row["offset"] <= done.get(tp, -1):
+            for topic, tp, offset, key, value in zip(topics, zip(origins, partitions), offsets,
+                                                     keys, values):
+                if offset <= done.get(tp, -1):
                     continue  # written by an earlier transaction
-                statement = self._statement(cur, row)
-                reached[tp] = max(reached.get(tp, -1), row["offset"])
+                statement = self._statement(cur, topic, key, value)
+                if offset > reached.get(tp, -1):
+                    reached[tp] = offset
                 if statement is None:
                     continue
-                if statement[0] != same_sql:
+                if statement[0] is not same_sql:
                     if params:
-                        cur.executemany(same_sql, params)
+                        _write(cur, same_sql, params)
                     same_sql, params = statement[0], []
                 params.append(statement[1])
             if params:
-                cur.executemany(same_sql, params)
+                _write(cur, same_sql, params)
             for (topic, partition), offset in reached.items():
                 cur.execute(f"INSERT INTO {OFFSETS_TABLE} VALUES (%s, %s, %s, %s) ON CONFLICT "
                             f"(connector, topic, partition) DO UPDATE SET \"offset\" = "
                             f"EXCLUDED.\"offset\"", (self.name, topic, partition, offset))
             # leaving the block commits the rows and the offsets together
 
-    def _key_columns(self, row: dict) -> dict[str, Any]:
+    def _key_columns(self, key: str | None) -> dict[str, Any]:
         if self.pk_mode != "record_key":
             return {}
-        key = row["key"]
         if key is None:
             raise JdbcSinkError(f"Sink connector '{self.name}' is configured with "
                                 f"'pk.mode=record_key' but received a record with a null key")
@@ -142,19 +146,21 @@ class JdbcSinkWriter:
             return {f: parsed[f] for f in (self.pk_fields or parsed)}
         return {(self.pk_fields or ["__connect_key"])[0]: parsed}
 
-    def _statement(self, cur: Any, row: dict) -> tuple[str, list[Any]] | None:
-        """The statement writing `row` and its parameters (None: nothing to write). A table
-        `auto.create` makes is created here, before the statement that needs it."""
-        table = self.table_format.replace("${topic}", row["topic"])
-        keys = self._key_columns(row)
-        value = _struct(row["value"], "value")
+    def _statement(self, cur: Any, topic: str, key: str | None,
+                   text: str | None) -> tuple[str, list[Any]] | None:
+        """The statement writing one record and its parameters (None: nothing to write). A
+        table `auto.create` makes is created here, before the statement that needs it. The
+        statement's text is the same object for every record of one table and set of columns
+        (`_insert_sql`), so the caller groups records by identity."""
+        table = self.table_format.replace("${topic}", topic)
+        keys = self._key_columns(key)
+        value = _struct(text, "value")
         if value is None:
             if not self.delete_enabled:
                 raise JdbcSinkError("Sink connector requires records with a non-null Struct "
                                     "value (a tombstone needs delete.enabled=true)")
             if table in self._created or self._exists(cur, table):
-                return (f"DELETE FROM {_ident(table)} WHERE "
-                        + " AND ".join(f"{_ident(k)} = %s" for k in keys), list(keys.values()))
+                return self._delete_sql(table, tuple(keys)), list(keys.values())
             return None
         fields, payload = value
         columns = dict(keys)
@@ -165,15 +171,31 @@ class JdbcSinkWriter:
             keys = {k: columns[k] for k in self.pk_fields}
         if self.auto_create and table not in self._created:
             self._create(cur, table, fields, keys)
+        return self._insert_sql(table, tuple(columns), tuple(keys)), list(columns.values())
+
+    def _delete_sql(self, table: str, keys: tuple[str, ...]) -> str:
+        return self._sql.setdefault(("delete", table, keys), (
+            f"DELETE FROM {_ident(table)} WHERE "
+            + " AND ".join(f"{_ident(k)} = %s" for k in keys)))
+
+    def _insert_sql(self, table: str, columns: tuple[str, ...], keys: tuple[str, ...]) -> str:
+        """Insert mode: COPY of `columns` into `table` (PostgreSQL's bulk load: a key already
+        there fails the batch as an INSERT would); upsert: INSERT ... ON CONFLICT. Made once
+        per table and columns."""
+        known = self._sql.get(("insert", table, columns, keys))
+        if known is not None:
+            return known
         names = ", ".join(_ident(c) for c in columns)
-        marks = ", ".join(["%s"] * len(columns))
-        sql = f"INSERT INTO {_ident(table)} ({names}) VALUES ({marks})"
-        if self.mode == "upsert":
+        if self.mode != "upsert":
+            sql = f"COPY {_ident(table)} ({names}) FROM STDIN"
+        else:
+            marks = ", ".join(["%s"] * len(columns))
             rest = [c for c in columns if c not in keys]
-            sql += f" ON CONFLICT ({', '.join(_ident(k) for k in keys)}) DO " + (
+            sql = (f"INSERT INTO {_ident(table)} ({names}) VALUES ({marks}) "
+                   f"ON CONFLICT ({', '.join(_ident(k) for k in keys)}) DO ") + (
                 "UPDATE SET " + ", ".join(f"{_ident(c)} = EXCLUDED.{_ident(c)}" for c in rest)
                 if rest else "NOTHING")
-        return sql, list(columns.values())
+        return self._sql.setdefault(("insert", table, columns, keys), sql)
 
     @staticmethod
     def _exists(cur: Any, table: str) -> bool:
@@ -191,6 +213,17 @@ class JdbcSinkWriter:
             cols.append(f"PRIMARY KEY ({', '.join(_ident(k) for k in keys)})")
         cur.execute(f"CREATE TABLE IF NOT EXISTS {_ident(table)} ({', '.join(cols)})")
         self._created.add(table)
+
+
+def _write(cur: Any, sql: str, params: list[list[Any]]) -> None:
+    """Rows that share one statement: a COPY streams them all in one command; any other
+    statement goes through executemany (psycopg pipelines it: one round trip for many rows)."""
+    if sql.startswith("COPY "):
+        with cur.copy(sql) as copy:
+            for row in params:
+                copy.write_row(row)
+    else:
+        cur.executemany(sql, params)
 
 
 def f_optional(fields: list[dict], name: str) -> bool:

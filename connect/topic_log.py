@@ -51,6 +51,10 @@ class TopicLog:
         self._producer = Producer({**client, "acks": "all", "enable.idempotence": True,
                                    "linger.ms": 0})
         self._consumer = Consumer({**client, "enable.auto.commit": False})
+        # the end offsets are asked on connections of their own: the consumer's connection to
+        # the leader usually holds a fetch parked in its long poll (fetch.max.wait.ms), and a
+        # broker answers one connection's requests in order, so asking there waits it out
+        self._admin = AdminClient(client)
         self._tps = [TopicPartition(topic, p)
                      for p in sorted(self._consumer.partitions_for(topic))]
         self._consumer.assign(self._tps)
@@ -59,7 +63,9 @@ class TopicLog:
     def read_to_end(self, timeout: float = READ_TIMEOUT_S) -> None:
         """Replay every record up to the topic's end offsets as of now."""
         with self._lock:
-            ends = self._consumer.end_offsets(self._tps, timeout=timeout)
+            ends = {tp: found.offset for tp, found in self._admin.list_offsets(
+                {(tp.topic, tp.partition): "latest" for tp in self._tps}, timeout=timeout
+            ).items()}
             deadline = time.monotonic() + timeout
             while any(self._consumer.position(tp) < end for tp, end in ends.items()):
                 if time.monotonic() > deadline:
@@ -82,3 +88,4 @@ class TopicLog:
     def close(self) -> None:
         self._producer.close(5)
         self._consumer.close(5)
+        self._admin.close()

@@ -144,7 +144,8 @@ def test_status_and_console_show_a_sinks_records_and_lag(worker, broker, tmp_pat
                 [sys.executable, "-m", "minilog.connector.cli", "-b", broker.bootstrap,
                  "console", "--listen", f"127.0.0.1:{port}", "--connect", connect],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-            wait_for_port(port, 60, procs[-1])
+        for port, proc in zip(ports, procs):  # both start side by side
+            wait_for_port(port, 60, proc)
         status, page = console_page(ports[0], "/connect")
         assert status == 200
         shown = row(page, "connector-lagging-sink-0")
