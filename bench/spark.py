@@ -2,9 +2,9 @@
 without it (issues 8 and 14).
 
 One minilog broker, one Spark session (`local[2,4]`: 2 threads, a task tried up to 4 times as
-on a cluster; UI off), 1M records of 100 B over 4
-partitions (quick: 4k, no warm-up), each measurement repeated with the alternatives
-interleaved, median kept:
+on a cluster; UI off; Python workers forked from minilog's daemon as in spark-conf/), 1M
+records of 100 B over 4 partitions (quick: 4k, no warm-up), each measurement repeated with the
+alternatives interleaved, median kept:
 
 - **read**: a streaming query, `trigger(availableNow=True)` into `format("noop")`, timed from
   `readStream` to its end (query start included), through `format("minilog")`, through a
@@ -64,6 +64,9 @@ def start_spark():
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.sql.shuffle.partitions", "2")
+             # task workers fork from minilog's daemon, as spark-conf/ has them: the client
+             # imported once, not in every worker
+             .config("spark.python.daemon.module", "minilog.datasource.worker_daemon")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(spark_sources.SyntheticSource)
