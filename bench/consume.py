@@ -1,6 +1,6 @@
 """consume: records/s reading one large topic, minilog's consumer against confluent-kafka's.
 
-The topic (one partition, 1M records of 100 B; quick: 50k) is written once by confluent-kafka's
+The topic (one partition, 1M records of 100 B; quick: 20k) is written once by confluent-kafka's
 producer (acks=1, linger 5 ms, 1 MB batches), then read from offset 0 to the end, again and
 again, by each reader in turn (interleaved repeats, median):
 
@@ -17,7 +17,7 @@ Issue 8's target: our Arrow path ahead of confluent-kafka.
 from . import clients, cluster
 from .report import Report, bars, main_args, median
 
-RECORDS, QUICK_RECORDS = 1_000_000, 50_000
+RECORDS, QUICK_RECORDS = 1_000_000, 20_000
 SIZE = 100
 READERS = {
     "confluent consume": lambda bs, t, n: clients.read_confluent(bs, t, 1, n),

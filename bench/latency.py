@@ -7,7 +7,8 @@ polls them back. Each record's value starts with the CLOCK_MONOTONIC time of its
 (the clock is shared by the processes of one machine), so latency = receive time - send time.
 The first 0.5 s of each run is warm-up and dropped; p50/p99/p99.9 are taken per run and the
 median over runs reported. `--quick` proves the cells run and the ratios print, no more: one run
-of 0.1 s warm-up and 0.25 s measured per cell, a quarter of the records.
+of 0.1 s warm-up and 0.25 s measured per cell, a quarter of the records, and the RF=1
+topics on the three-broker cluster too (one broker start less).
 
 Where: one broker with RF=1 topics, and a cluster as `minilog cluster up` starts it (three
 brokers, each a voter of the controller quorum) with RF=3 topics and min.insync.replicas=2,
@@ -145,8 +146,9 @@ def _log_row(rep, row):
 
 
 def _cell(rep, target, kind, acks, rate, args):
-    runs = [_percentiles(_one_run(kind, target, acks, f"lat-{kind}-{acks}-{rate}-{r}", rate,
-                                  args.seconds, args.linger, args.warmup))
+    topic = f"lat-{kind}-{acks}-rf{target['rf']}-{rate}"
+    runs = [_percentiles(_one_run(kind, target, acks, f"{topic}-{r}", rate, args.seconds,
+                                  args.linger, args.warmup))
             for r in range(args.repeats)]
     row = _row(target, kind, acks, rate, runs)
     _log_row(rep, row)
@@ -162,21 +164,35 @@ COLUMNS = [("broker", "broker"), ("rf", "RF"), ("client", "client"), ("acks", "a
            ("max_p99", "worst run p99")]
 
 
+# (client, acks, rate) of each cell, by the topics' replication factor
+CELLS = {1: [(kind, acks, RATES[0]) for kind in ("confluent", "minilog") for acks in ("1", "all")]
+         + [("confluent", "all", RATES[1])],
+         3: [(kind, "all", RATES[0]) for kind in ("confluent", "minilog")]
+         + [("confluent", "all", RATES[1])]}
+
+
+def _layouts(quick):
+    """[(replication factors, "single" or "cluster")]: RF=1 topics on one broker, RF=3 ones on
+    a three-broker cluster; --quick puts both on the cluster, one broker start less (its
+    figures mean nothing)."""
+    return [((1, 3), "cluster")] if quick else [((1,), "single"), ((3,), "cluster")]
+
+
+def _start(layout, env=None):
+    return cluster.running("minilog", env=env) if layout == "single" else \
+        cluster.running_cluster(3, env=env)
+
+
 def run(args):
     rep = Report("latency", args.quick, args.out, _params(args))
     rep.log(f"{_load()} at the start")
     rows = []
-    with cluster.running("minilog") as b:
-        one = {"broker": "minilog", "rf": 1, "bootstrap": b.bootstrap}
-        for kind in ("confluent", "minilog"):
-            for acks in ("1", "all"):
-                rows.append(_cell(rep, one, kind, acks, RATES[0], args))
-        rows.append(_cell(rep, one, "confluent", "all", RATES[1], args))
-    with cluster.running_cluster(3) as c:
-        three = {"broker": "minilog", "rf": 3, "bootstrap": c.bootstrap}
-        for kind in ("confluent", "minilog"):
-            rows.append(_cell(rep, three, kind, "all", RATES[0], args))
-        rows.append(_cell(rep, three, "confluent", "all", RATES[1], args))
+    for rfs, layout in _layouts(args.quick):
+        with _start(layout) as b:
+            for rf in rfs:
+                target = {"broker": "minilog", "rf": rf, "bootstrap": b.bootstrap}
+                rows += [_cell(rep, target, kind, acks, rate, args)
+                         for kind, acks, rate in CELLS[rf]]
     peer = cluster.tansu_available()
     if peer:
         with cluster.running("tansu") as b:
@@ -217,17 +233,28 @@ def _plot(rep, rows, labels, stem):
 
 
 @contextlib.contextmanager
-def _targets(rf, old_env, old_name):
-    """Both sides of a comparison at once: (old target, new target)."""
+def _pair(layout, old_env, old_name):
+    """Both sides of a comparison at once: [(old name, bootstrap), ("new", bootstrap)]."""
     with contextlib.ExitStack() as stack:
-        pair = []
-        for name, env in ((old_name, old_env), ("new", None)):
-            if rf == 1:
-                b = stack.enter_context(cluster.running("minilog", env=env))
-            else:
-                b = stack.enter_context(cluster.running_cluster(rf, env=env))
-            pair.append({"broker": name, "rf": rf, "bootstrap": b.bootstrap})
-        yield pair
+        yield [(name, stack.enter_context(_start(layout, env)).bootstrap)
+               for name, env in ((old_name, old_env), ("new", None))]
+
+
+def _compare_rf(rep, pair, args):
+    """Rows of both sides of `pair` at each rate, every repeat alternating who goes first."""
+    rf, rows = pair[0]["rf"], []
+    runs = {(t["broker"], rate): [] for t in pair for rate in RATES}
+    for r in range(args.repeats):
+        for rate in RATES:
+            for t in (pair if r % 2 == 0 else pair[::-1]):
+                lat = _one_run("confluent", t, "all", f"lat-{t['broker']}-rf{rf}-{rate}-{r}",
+                               rate, args.seconds, args.linger, args.warmup)
+                runs[(t["broker"], rate)].append(_percentiles(lat))
+    for rate in RATES:
+        for t in pair:
+            rows.append(_row(t, "confluent", "all", rate, runs[(t["broker"], rate)]))
+            _log_row(rep, rows[-1])
+    return rows
 
 
 def compare(args):
@@ -240,21 +267,13 @@ def compare(args):
     with revision.checked_out(args.against) as env:
         rep.log(f"old broker: {revision.broker_path(env)}; new broker: "
                 f"{revision.broker_path(dict(os.environ))}")
-        for rf in (1, 3):
-            with _targets(rf, env, old_name) as pair:
-                runs = {(t["broker"], rate): [] for t in pair for rate in RATES}
-                for r in range(args.repeats):
-                    for rate in RATES:
-                        for t in (pair if r % 2 == 0 else pair[::-1]):
-                            lat = _one_run("confluent", t, "all",
-                                           f"lat-{t['broker']}-{rate}-{r}", rate,
-                                           args.seconds, args.linger, args.warmup)
-                            runs[(t["broker"], rate)].append(_percentiles(lat))
-                for rate in RATES:
-                    for t in pair:
-                        rows.append(_row(t, "confluent", "all", rate, runs[(t["broker"], rate)]))
-                        _log_row(rep, rows[-1])
-            rep.log(f"{_load()} after RF={rf}")
+        for rfs, layout in _layouts(args.quick):
+            with _pair(layout, env, old_name) as bootstraps:
+                for rf in rfs:
+                    pair = [{"broker": name, "rf": rf, "bootstrap": bootstrap}
+                            for name, bootstrap in bootstraps]
+                    rows += _compare_rf(rep, pair, args)
+                    rep.log(f"{_load()} after RF={rf}")
     rep.section(f"Produce-to-consume latency, {old_name} vs the working tree, confluent-kafka "
                 "acks=all (ms, median of per-run percentiles)", rows, COLUMNS)
     got = {(r["broker"], r["rf"], r["rate"]): r for r in rows}

@@ -98,7 +98,7 @@ def summarize(path, top=12):
 
 def _workloads(quick):
     """(name, process to sample: 'broker' or 'client', broker overrides, setup, load)."""
-    scale = 1 if not quick else 8
+    scale = 1 if not quick else 32
     n100 = 1_000_000 // scale
 
     def ingest(batches):

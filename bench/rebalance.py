@@ -28,7 +28,7 @@ run, while KIP-848 waits only for the members that give partitions up (full runs
 Classic: `partition.assignment.strategy=range` (eager: every member revokes everything before
 rejoining), heartbeat.interval.ms=1000. KIP-848: `group.protocol=consumer`, the broker's
 uniform assignor, group.consumer.heartbeat.interval.ms=1000: the same cadence, so the
-difference is the protocol's. With --quick: 4 growing to 8 members on 16 partitions.
+difference is the protocol's. With --quick: 2 growing to 4 members on 8 partitions.
 """
 import threading
 import time
@@ -160,7 +160,7 @@ def _gaps(times, start, end):
 
 def run(args):
     quick = args.quick
-    first, partitions = (4, 16) if quick else (8, 32)
+    first, partitions = (2, 8) if quick else (8, 32)
     repeats = args.repeats or (1 if quick else 3)
     rep = Report("rebalance", quick, args.out, {
         "members": f"{first} -> {2 * first}", "partitions": partitions, "rate": RATE,

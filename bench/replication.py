@@ -43,6 +43,7 @@ SETTINGS = {"broker.session.timeout.ms": SESSION_MS, "broker.heartbeat.interval.
 SIZE = 1000
 RECORDS, QUICK_RECORDS = 100_000, 5_000
 FAILOVERS, QUICK_FAILOVERS = 5, 1  # kills per case
+STEADY_S, QUICK_STEADY_S = 1.0, 0.2  # steady writing before the kill's random phase
 
 
 def _producer(bootstrap, **conf):
@@ -123,7 +124,8 @@ class _MinilogWriter:
         self.p.close()
 
 
-def _failover_seconds(cluster, admin, topic, controller, writer=_ConfluentWriter):
+def _failover_seconds(cluster, admin, topic, controller, writer=_ConfluentWriter,
+                      steady=STEADY_S):
     """(seconds to the first acknowledgement of a record sent after a partition leader's
     kill -9, seconds until the metadata names another leader); the partition is one led by the
     active controller or by another broker."""
@@ -155,7 +157,7 @@ def _failover_seconds(cluster, admin, topic, controller, writer=_ConfluentWriter
             time.sleep(0.02)
     writer_thread = threading.Thread(target=write, daemon=True)
     writer_thread.start()
-    time.sleep(1.0 + random.random())  # steady writing, then a random phase of the client's timer
+    time.sleep(steady + random.random())  # steady writing, a random phase of the client's timer
     victim = _leader(admin, topic, partition)
     watcher = threading.Thread(target=watch, args=(victim,), daemon=True)
     killed_at.append(time.monotonic())
@@ -233,9 +235,10 @@ def run(args):
             "failover"].result(60)
         _wait(lambda: all(_leader(admin, "failover", i) >= 0 for i in range(3)), "leaders")
         kills = QUICK_FAILOVERS if quick else FAILOVERS
+        steady = QUICK_STEADY_S if quick else STEADY_S
         failover = {}
         for case, controller, writer in CASES:
-            runs = [_failover_seconds(cluster, admin, "failover", controller, writer)
+            runs = [_failover_seconds(cluster, admin, "failover", controller, writer, steady)
                     for _ in range(kills)]
             for acked, moved in runs:
                 rep.log(f"leader was {case}: new leader named after {moved:.2f} s, "

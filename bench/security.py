@@ -41,10 +41,10 @@ from pathlib import Path
 from . import clients, cluster
 from .report import Report, bars, main_args, median
 
-RECORDS, QUICK_RECORDS = 200_000, 20_000
+RECORDS, QUICK_RECORDS = 200_000, 4_000
 SIZE = 1024
 BATCH = 256 * 1024  # below librdkafka's fetch.message.max.bytes (1 MiB), as with 1 KiB records
-CONNECTIONS = 30
+CONNECTIONS, QUICK_CONNECTIONS = 30, 5
 KAFKA_PYTHON_SHARE = 4  # kafka-python moves a quarter of the records: it is the slowest
 # The figures held to a target, TLS over plaintext on the same broker in the same run:
 # minilog's own clients and kafka-python. confluent-kafka's are reported beside them.
@@ -232,6 +232,9 @@ def run(args):
     quick = args.quick
     repeats = args.repeats or (1 if quick else 3)
     n = QUICK_RECORDS if quick else RECORDS
+    connections = QUICK_CONNECTIONS if quick else CONNECTIONS
+    # a first round warms up, not kept; a quick run's figures mean nothing, so it has none
+    warmup = 0 if quick else 1
     rep = Report("security", quick, args.out, {"records": n, "value_bytes": SIZE,
                                                "repeats": repeats, "mechanism": "SCRAM-SHA-512",
                                                "load_average_before": _load_average()})
@@ -246,7 +249,7 @@ def run(args):
     kp_n = max(1, n // KAFKA_PYTHON_SHARE)
     consume = {p: [] for p in PROTOCOLS}
     with cluster.running_broker(SecureBenchBroker()) as b:
-        for r in range(repeats + 1):  # the first round warms up
+        for r in range(warmup + repeats):
             for p in _rotated(PROTOCOLS, r):
                 topic = f"sec-{p.lower()}-{r}"
                 cluster.create_topic(b.bootstrap, topic, 1)
@@ -260,7 +263,7 @@ def run(args):
                 ours = (produced, consumed)
                 cluster.create_topic(b.bootstrap, f"{topic}-k", 1)
                 kp = _kafka_python_seconds(b, p, f"{topic}-k", kp_n)
-                if r:
+                if r >= warmup:
                     produce[p].append(took[0])
                     cpu[p].append(spent)
                     consume[p].append(took[1])
@@ -269,7 +272,7 @@ def run(args):
                     cpu_minilog[p].append((produce_client, produce_broker, consume_client,
                                            consume_broker))
                     kafka_python[p].append(kp)
-        connect = {p: _connect_seconds(b, p, CONNECTIONS) for p in PROTOCOLS}
+        connect = {p: _connect_seconds(b, p, connections) for p in PROTOCOLS}
     rows = []
     for p in PROTOCOLS:
         rows.append({"protocol": p, "produce_s": n / median(produce[p]),
@@ -296,7 +299,7 @@ def run(args):
     rep.section(f"{n:,} records of {SIZE} B through each listener with confluent-kafka "
                 f"(records/s, median; produce also with minilog's producer), and minilog's "
                 f"client connection set-up (ms, median of "
-                f"{CONNECTIONS})", rows,
+                f"{connections})", rows,
                 [("protocol", "protocol"), ("produce_s", "produce/s"),
                  ("produce_mb_s", "produce MB/s"), ("produce_minilog_s", "produce/s, minilog"),
                  ("consume_s", "consume/s"),

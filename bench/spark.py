@@ -2,9 +2,9 @@
 without it (issues 8 and 14).
 
 One minilog broker, one Spark session (`local[2,4]`: 2 threads, a task tried up to 4 times as
-on a cluster; UI off), 1M records of 100 B over 4
-partitions (quick: 20k, no warm-up), each measurement repeated with the alternatives
-interleaved, median kept:
+on a cluster; UI off; Python workers forked from minilog's daemon as in spark-conf/), 1M
+records of 100 B over 4 partitions (quick: 4k, no warm-up), each measurement repeated with the
+alternatives interleaved, median kept:
 
 - **read**: a streaming query, `trigger(availableNow=True)` into `format("noop")`, timed from
   `readStream` to its end (query start included), through `format("minilog")`, through a
@@ -36,7 +36,7 @@ from minilog.jobs.pipeline import start_query
 from . import clients, cluster, spark_sources
 from .report import Report, bars, main_args, median
 
-RECORDS, QUICK_RECORDS = 1_000_000, 20_000
+RECORDS, QUICK_RECORDS = 1_000_000, 4_000
 PARTITIONS, SIZE = 4, 100
 POOL_RECORDS, QUICK_POOL_RECORDS, POOL_TRIGGER = 60_000, 4_000, 2_000
 READERS = ("minilog", "synthetic", "naive confluent")
@@ -45,7 +45,7 @@ WRITERS = ("minilog sink", "confluent foreachPartition", "minilog sink acks=all"
 POOL = {"pool on": "minilog", "pool off": "minilog_nopool"}
 MASTER = "local[2,4]"
 BYTES_SIZES = (100, 300, 1000, 3000)   # value bytes in each partition of the "bytes" topic
-BYTES_RECORDS, QUICK_BYTES_RECORDS = 8_000, 500   # per partition
+BYTES_RECORDS, QUICK_BYTES_RECORDS = 8_000, 300   # per partition (quick: two 1 MiB batches)
 BYTES_ASKED = (256 * 1024, 1024 * 1024)
 # quick: the 1 MiB bound alone, the one the ratio compares (each bound is two more queries)
 QUICK_BYTES_ASKED = BYTES_ASKED[-1:]
@@ -64,6 +64,9 @@ def start_spark():
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.sql.shuffle.partitions", "2")
+             # task workers fork from minilog's daemon, as spark-conf/ has them: the client
+             # imported once, not in every worker
+             .config("spark.python.daemon.module", "minilog.datasource.worker_daemon")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(spark_sources.SyntheticSource)

@@ -18,8 +18,8 @@ import time
 from . import clients, cluster
 from .report import Report, bars, main_args, median
 
-RECORDS, QUICK_RECORDS = 2_000_000, 20_000  # read (minilog reads 500,000 in about 0.1 s)
-WRITES, QUICK_WRITES = 500_000, 20_000
+RECORDS, QUICK_RECORDS = 2_000_000, 10_000  # read (minilog reads 500,000 in about 0.1 s)
+WRITES, QUICK_WRITES = 500_000, 10_000
 PER_TXN, ABORT_EVERY = 1_000, 10
 SIZE = 100
 BROKER = {"transaction.state.log.num.partitions": 4, "offsets.topic.num.partitions": 4}
