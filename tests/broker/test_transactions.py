@@ -7,8 +7,8 @@ from brokers import MinilogBroker
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from minilog.connector.protocol import ApiKey, ErrorCode, request
 from test_groups import _create
-from txntools import (SMALL, list_offset, produce_in_txn, raw_add_partition, raw_init,
-                      raw_txn_produce, read_all, txn_producer)
+from txntools import (SMALL, list_offset, produce_in_txn, raw_add_partition, raw_end_txn,
+                      raw_init, raw_txn_produce, read_all, txn_producer)
 from waiting import wait_until
 from wire import RawConnection
 
@@ -168,6 +168,30 @@ def test_kip360_epoch_bump_of_a_transactional_producer(txn_broker):
         assert init(pid, 7)[0] == ErrorCode.PRODUCER_FENCED
     finally:
         conn.close()
+
+
+def test_init_producer_id_right_after_end_txn_waits_for_the_markers(txn_broker):
+    """An InitProducerId that arrives while the id's committed transaction still has markers
+    going out (a producer starting its next transaction right after another process ended
+    the one it prepared) is answered once they are written, bumping the epoch, instead of
+    CONCURRENT_TRANSACTIONS, which would cost the producer its retry backoff."""
+    bs = txn_broker.bootstrap
+    _create(bs, "settling", 4)
+    conn = RawConnection(bs)
+    try:
+        for round_ in range(5):
+            txn_id = f"settling-{round_}"
+            pid, epoch = raw_init(conn, txn_id)
+            for partition in range(4):
+                assert raw_add_partition(conn, txn_id, pid, epoch, "settling", partition) == 0
+                assert raw_txn_produce(conn, txn_id, pid, epoch, "settling", partition) == 0
+            assert raw_end_txn(conn, txn_id, pid, epoch, commit=True) == 0
+            r = conn.call(ApiKey.INIT_PRODUCER_ID, 4, request(ApiKey.INIT_PRODUCER_ID).cls(
+                transactional_id=txn_id, transaction_timeout_ms=60000))
+            assert (r.error_code, r.producer_id, r.producer_epoch) == (0, pid, epoch + 1)
+    finally:
+        conn.close()
+    assert len(read_all(bs, "settling", "read_committed", 60, partitions=4)) == 60
 
 
 def test_an_idle_transactional_id_expires_and_stays_gone_after_a_restart(make_broker):

@@ -234,6 +234,12 @@ class TransactionCoordinator:
         keeps an open transaction instead of aborting it, and answers its producer id and
         epoch, under which the new instance may commit or abort it. Kept, it is not fenced by
         an epoch bump: the two-phase coordinator decides its fate."""
+        if not self.validate(txn_id) and not self._settled(txn_id):
+            # The id's previous transaction is completing (its markers going out, as right
+            # after another process's EndTxn of the transaction this producer prepared):
+            # answered once it is complete (txn_waiters.py) rather than with
+            # CONCURRENT_TRANSACTIONS, which costs the producer its retry backoff.
+            await self.waiters.until(txn_id, lambda: self._settled(txn_id))
         code, pid, epoch_ = await self._init_producer_id(txn_id, timeout_ms, producer_id, epoch,
                                                          two_phase, keep_prepared)
         kept = (pid, epoch_) if code == 0 and keep_prepared and \

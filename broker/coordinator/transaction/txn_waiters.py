@@ -8,6 +8,9 @@ previous transaction still completing: INVALID_TXN_STATE, which librdkafka treat
 So the coordinator holds such a request until the previous transaction is complete (at most
 `SETTLE_WAIT_S`), then answers it as Kafka would in the state it finds; the connection's
 next request, that EndTxn, comes after it. Only when the answer comes changes, not what it is.
+InitProducerId waits the same way: a producer whose prepared transaction another process
+ended (KIP-939, the Spark sink's driver) inits again for its next transaction at once, and
+would otherwise pay its retry backoff (100 ms) whenever the markers were still going out.
 """
 from __future__ import annotations
 
