@@ -363,7 +363,8 @@ class Herder:
             self.status_log.send_all([connector_status(name, None, wid),
                                       *(task_status(name, t, None, wid)
                                         for t in self.statuses.tasks.get(name, {}))])
-            queries.forget(self.worker, name)
+            if name not in self._starting:  # a query still starting keeps its checkpoint
+                queries.forget(self.worker, name)  # until it runs and is stopped (above)
         for name, (config, target) in wanted.items():
             if target == STARTED and name not in self._queries and name not in self._starting:
                 if self._failed.get(name) != config:

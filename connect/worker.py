@@ -16,6 +16,7 @@ from minilog.connector.client import AdminClient
 from minilog.connector.properties import read_properties
 from minilog.console.server import bind  # a port in use is one line, as for the console
 from minilog.datasource import register
+from minilog.datasource.registration import register as register_source
 from minilog.mirror.sink import MirrorDataSource
 
 from .file_source import FileLinesDataSource
@@ -43,8 +44,8 @@ def spark_session(worker: WorkerConfig) -> SparkSession:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(FileLinesDataSource)  # the connectors' own, not installed
-    spark.dataSource.register(MirrorDataSource)  # MirrorSourceConnector's sink
+    register_source(spark, FileLinesDataSource)  # the connectors' own, not installed
+    register_source(spark, MirrorDataSource)  # MirrorSourceConnector's sink
     # a worker's connectors must not depend on Spark's search for format("minilog")
     register(spark, even_if_installed=True)
     return spark

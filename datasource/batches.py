@@ -26,8 +26,9 @@ def register(spark: Any, *, even_if_installed: bool = False) -> None:
     "replaced a statically registered data source" warning."""
     if statically_registered() and not even_if_installed:
         return
+    from .registration import register as register_source
     from .source import MinilogDataSource
-    spark.dataSource.register(MinilogDataSource)
+    register_source(spark, MinilogDataSource)
 
 
 def write_each_batch(options=None, **more):

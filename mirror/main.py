@@ -13,6 +13,7 @@ from typing import TextIO
 from pyspark.sql import SparkSession
 
 from minilog.connector.properties import read_properties
+from minilog.datasource.registration import register as register_source
 from minilog.datasource.source import MinilogDataSource
 from minilog.jobs.interrupts import CTRL_C
 from minilog.jobs.pipeline import run as run_queries
@@ -44,8 +45,8 @@ def spark_session(config: MirrorConfig) -> SparkSession:
     spark.sparkContext.setLogLevel("ERROR")
     # Spark would find format("minilog") by itself, through a Python process it gives 10 s to
     # start; registered here so that a loaded machine cannot fail that search
-    spark.dataSource.register(MinilogDataSource)
-    spark.dataSource.register(MirrorDataSource)
+    register_source(spark, MinilogDataSource)
+    register_source(spark, MirrorDataSource)
     return spark
 
 
