@@ -38,6 +38,7 @@ class _Gate:
         self.deferred = False
         self.signum = signal.SIGINT  # the first signal that asked to stop
         self._previous: dict[int, Any] = {}  # each signal's handler before ours
+        self._asked = threading.Event()  # set with `requested`, for `when_requested`
 
     def _handle(self, signum: int, frame: Any) -> None:
         first = not self.requested
@@ -47,6 +48,7 @@ class _Gate:
             logging.disable(logging.CRITICAL)
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
         self.requested = True
+        self._asked.set()
         if not (first and self.deferred):
             raise KeyboardInterrupt
 
@@ -115,6 +117,15 @@ class _Gate:
         spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
         self.defer(spark)
         return spark
+
+    def when_requested(self, action: Any) -> None:
+        """Run `action()` on a thread of its own as soon as Ctrl-C (or SIGTERM) comes, not at
+        the next `check()`: what must happen at once while the main thread is inside a Spark
+        call (silencing the JVM before the batch under way logs its end)."""
+        def wait() -> None:
+            self._asked.wait()
+            action()
+        threading.Thread(target=wait, name="on-interrupt", daemon=True).start()
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if Ctrl-C was pressed: call it between Spark calls."""

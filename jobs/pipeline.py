@@ -155,9 +155,11 @@ def _quiet_jvm():
     a query thread that Spark's shutdown interrupts inside its batch prints its uncaught
     exception ("Exception in thread "stream execution thread ..."), seen on busy machines."""
     from pyspark import SparkContext
-    sc = SparkContext.getOrCreate()
-    sc.setLogLevel("OFF")
+    sc = SparkContext._active_spark_context  # none left: nothing to silence, nothing to start
+    if sc is None:
+        return
     try:
+        sc.setLogLevel("OFF")
         jvm = sc._jvm
         jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream
                                                             .nullOutputStream()))
@@ -176,6 +178,9 @@ def run(queries):
     `foreachBatch` batch makes Spark print a StackOverflowError of a thousand lines (it matches
     the batch's whole Py4J traceback against a regular expression). Either way its checkpoint
     holds what it committed, and the next start replays the unfinished batch."""
+    # Silenced at the interruption itself, not at the next check(): the batch under way may
+    # end meanwhile and Spark log that it fell behind its trigger.
+    CTRL_C.when_requested(_quiet_jvm)
     try:
         pending = list(queries)
         while pending:  # awaitTermination raises a query's failure
