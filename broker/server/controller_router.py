@@ -177,9 +177,17 @@ def answer_all(key, req, code):
             schema.make("filter_results", error_code=code, error_message=None, matching_acls=[])
             for _ in req.filters])
     if key == ApiKey.ELECT_LEADERS:  # the whole request's error too (v1+)
-        return schema.cls(throttle_time_ms=0, error_code=code, replica_election_results=[
-            schema.make("replica_election_results", topic=t.topic, partition_result=[
-                schema.make("replica_election_results", "partition_result", partition_id=i,
-                            error_code=code, error_message=None) for i in t.partitions])
-            for t in req.topic_partitions or ()])
+        return election_response(code, {t.topic: [(i, code, None) for i in t.partitions]
+                                        for t in req.topic_partitions or ()})
     return schema.cls(throttle_time_ms=0, error_code=code)
+
+
+def election_response(code, results):
+    """An ElectLeaders response: `code` for the whole request, `results` {topic: [(partition,
+    error code, message)]}."""
+    schema = response(ApiKey.ELECT_LEADERS)
+    return schema.cls(throttle_time_ms=0, error_code=code, replica_election_results=[
+        schema.make("replica_election_results", topic=topic, partition_result=[
+            schema.make("replica_election_results", "partition_result", partition_id=i,
+                        error_code=c, error_message=message) for i, c, message in parts])
+        for topic, parts in results.items()])

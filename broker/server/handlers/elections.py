@@ -4,22 +4,19 @@ Forwarded to the controller like the other admin requests (`controller_router.py
 there with ALTER on the cluster; answered once the leadership records have committed, when
 every broker is about to act on them (Kafka's KRaft controller answers at the same point).
 """
-from minilog.connector.protocol import ApiKey, ErrorCode, response
+from minilog.connector.protocol import ApiKey, ErrorCode
 
 from ...metadata.controller import PREFERRED, UNCLEAN
 from ...metadata.controller_result import NotController
-from ..controller_router import answer_all
+from ..controller_router import answer_all, election_response
 from . import handles
-
-_ELECT = response(ApiKey.ELECT_LEADERS)
 
 
 @handles(ApiKey.ELECT_LEADERS, 0, 2)
 async def elect_leaders(broker, header, req):
     election_type = req.election_type if header.api_version >= 1 else PREFERRED
     if election_type not in (PREFERRED, UNCLEAN):
-        return _ELECT.cls(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
-                          replica_election_results=[])
+        return election_response(ErrorCode.INVALID_REQUEST, {})
     controller = broker.controller
     if controller is None or not controller.active:
         return answer_all(ApiKey.ELECT_LEADERS, req, ErrorCode.NOT_CONTROLLER)
@@ -32,9 +29,4 @@ async def elect_leaders(broker, header, req):
         elected = await broker.quorum.commit(controller.elect_leaders(election_type, wanted))
     except NotController:
         return answer_all(ApiKey.ELECT_LEADERS, req, ErrorCode.NOT_CONTROLLER)
-    return _ELECT.cls(throttle_time_ms=0, error_code=0, replica_election_results=[
-        _ELECT.make("replica_election_results", topic=topic, partition_result=[
-            _ELECT.make("replica_election_results", "partition_result", partition_id=i,
-                        error_code=code, error_message=message) for i, code, message in parts])
-        for topic, parts in elected.items()])
-
+    return election_response(0, elected)
