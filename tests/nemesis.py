@@ -286,35 +286,85 @@ class Writer:
         return pending
 
 
+class GroupLedger:
+    """What a consumer group read and had acknowledged as committed, checked as it happens: an
+    offset read twice with different values, a commit acknowledged lower than one acknowledged
+    before it, and (a consumer of the group that is not a member, reading the committed offsets
+    back with OffsetFetch all along) an offset read back lower than one acknowledged before it
+    was asked. Shared by the nemesis's reader and the churn test's members."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, partitions: int, t0: float):
+        self.topic, self.partitions, self._t0 = topic, partitions, t0
+        self.reads: dict[tuple[int, int], bytes] = {}  # the first value read at each offset
+        self.values_read: set[bytes] = set()
+        self.commits = 0  # acknowledged
+        self.problems: list[str] = []
+        self._acked_max: dict[int, int] = defaultdict(lambda: -1)
+        self._lock = threading.Lock()
+        self._checker = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fetch_committed, name="offset-fetcher",
+                                        daemon=True)
+        self._thread.start()
+
+    def _at(self) -> str:
+        return f"{time.monotonic() - self._t0:7.2f}s"
+
+    def read(self, partition: int, offset: int, value: bytes) -> None:
+        with self._lock:
+            self.values_read.add(value)
+            if self.reads.setdefault((partition, offset), value) != value:
+                self.problems.append(f"{self._at()}  partition {partition} offset {offset} "
+                                     f"read as {self.reads[partition, offset]!r}, then {value!r}")
+
+    def committed(self, member: str, answered: list[CTP]) -> None:
+        """The partitions of a commit the coordinator answered (`answered`, errors included)."""
+        with self._lock:
+            for tp in answered:
+                if tp.error is not None:
+                    continue
+                if tp.offset < self._acked_max[tp.partition]:
+                    self.problems.append(
+                        f"{self._at()}  partition {tp.partition}: {member}'s commit of "
+                        f"{tp.offset} acknowledged after one of {self._acked_max[tp.partition]}")
+                self._acked_max[tp.partition] = max(self._acked_max[tp.partition], tp.offset)
+                self.commits += 1
+
+    def _fetch_committed(self) -> None:
+        while not self._stop.wait(0.3):
+            self.check_committed()
+
+    def check_committed(self) -> None:
+        """Read the committed offsets back once; record any lower than acknowledged before."""
+        with self._lock:
+            before = dict(self._acked_max)
+        found = fetched_regressions(self._checker, self.topic, before, self.partitions, self._t0)
+        with self._lock:
+            self.problems += found
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self.check_committed()
+        self._checker.close()
+
+
 class GroupReader:
     """One member of a consumer group (confluent-kafka) reading and committing synchronously
-    from a thread; records every record read and every commit the coordinator acknowledged.
-    A second consumer of the group, not a member, reads the committed offsets back
-    (OffsetFetch) all along: none may be lower than one acknowledged before it was asked."""
+    from a thread, every record and every acknowledged commit kept in its `ledger`."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, partitions: int, t0: float):
         conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                 "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
                 "heartbeat.interval.ms": 1000}
-        self.topic, self.partitions, self._t0 = topic, partitions, t0
-        self.reads: dict[tuple[int, int], bytes] = {}  # the first value read at each offset
-        self.values_read: set[bytes] = set()
-        self.conflicting_reads: list[str] = []
-        self.commits: list[tuple[float, int, int]] = []   # (time, partition, offset) acked
-        self.commit_regressions: list[str] = []
-        self.fetched_regressions: list[str] = []
-        self._acked_max: dict[int, int] = defaultdict(lambda: -1)
+        self.topic = topic
+        self.ledger = GroupLedger(bootstrap, topic, group, partitions, t0)
         self._positions: dict[int, int] = {}
-        self._lock = threading.Lock()
         self._consumer = ConfluentConsumer(conf)
         self._consumer.subscribe([topic])
-        self._checker = ConfluentConsumer(conf)
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._read, name="group-reader", daemon=True),
-                         threading.Thread(target=self._fetch_committed, name="offset-fetcher",
-                                          daemon=True)]
-        for t in self._threads:
-            t.start()
+        self._thread = threading.Thread(target=self._read, name="group-reader", daemon=True)
+        self._thread.start()
 
     def _read(self) -> None:
         last_commit = time.monotonic()
@@ -322,12 +372,7 @@ class GroupReader:
             for m in self._consumer.consume(100, 0.2):
                 if m.error():
                     continue
-                key, value = (m.partition(), m.offset()), m.value()
-                self.values_read.add(value)
-                if self.reads.setdefault(key, value) != value:
-                    self.conflicting_reads.append(
-                        f"{time.monotonic() - self._t0:7.2f}s  partition {key[0]} offset "
-                        f"{key[1]} read as {self.reads[key]!r} and later as {value!r}")
+                self.ledger.read(m.partition(), m.offset(), m.value())
                 self._positions[m.partition()] = m.offset() + 1
             if time.monotonic() - last_commit > 0.5 and self._positions:
                 last_commit = time.monotonic()
@@ -340,29 +385,7 @@ class GroupReader:
             answered = self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException:
             return  # not acknowledged: nothing promised
-        now = time.monotonic()
-        with self._lock:
-            for tp in answered or ():
-                if tp.error is None:
-                    if tp.offset < self._acked_max[tp.partition]:
-                        self.commit_regressions.append(
-                            f"{now - self._t0:7.2f}s  partition {tp.partition}: commit of "
-                            f"{tp.offset} acknowledged after one of "
-                            f"{self._acked_max[tp.partition]}")
-                    self._acked_max[tp.partition] = max(self._acked_max[tp.partition],
-                                                        tp.offset)
-                    self.commits.append((now, tp.partition, tp.offset))
-
-    def _fetch_committed(self) -> None:
-        while not self._stop.wait(0.3):
-            self.check_committed()
-
-    def check_committed(self) -> None:
-        """Read the committed offsets back once; record any lower than acknowledged before."""
-        with self._lock:
-            before = dict(self._acked_max)
-        self.fetched_regressions += fetched_regressions(self._checker, self.topic, before,
-                                                        self.partitions, self._t0)
+        self.ledger.committed("the reader", answered or [])
 
     def read_up_to(self, ends: dict[int, int]) -> bool:
         """Whether the member has read every partition up to `ends` ({partition: offset})."""
@@ -370,11 +393,9 @@ class GroupReader:
 
     def stop(self) -> None:
         self._stop.set()
-        for t in self._threads:
-            t.join(60)
-        self.check_committed()
+        self._thread.join(60)
         self._consumer.close()
-        self._checker.close()
+        self.ledger.stop()
 
 
 def fetched_regressions(checker: ConfluentConsumer, topic: str, before: dict[int, int],

@@ -25,7 +25,6 @@ import random
 import re
 import threading
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 import pytest
@@ -35,10 +34,10 @@ from confluent_kafka.admin import NewPartitions
 from minilog.broker.coordinator.coordinator_topic import partition_for
 from minilog.connector.protocol import ApiKey, request
 from nemesis import (
+    GroupLedger,
     Writer,
     assert_held,
     check,
-    fetched_regressions,
     read_cluster,
     seeds,
     stored_history,
@@ -109,69 +108,13 @@ def churn_schedule(seed: int, seconds: float) -> list[Change]:
 
 # -- the group ------------------------------------------------------------------------------
 
-class Ledger:
-    """What the whole group read and committed, and a non-member reading the committed offsets
-    back (OffsetFetch) all along: no acknowledged commit may be lower than one acknowledged
-    before it, nor any offset read back."""
-
-    def __init__(self, bootstrap: str, t0: float):
-        self.t0 = t0
-        self.reads: dict[tuple[int, int], bytes] = {}
-        self.values_read: set[bytes] = set()
-        self.commits = 0
-        self.problems: list[str] = []
-        self._acked_max: dict[int, int] = defaultdict(lambda: -1)
-        self._lock = threading.Lock()
-        self._checker = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._fetch_committed, daemon=True)
-        self._thread.start()
-
-    def _at(self) -> str:
-        return f"{time.monotonic() - self.t0:7.2f}s"
-
-    def read(self, partition: int, offset: int, value: bytes) -> None:
-        with self._lock:
-            self.values_read.add(value)
-            if self.reads.setdefault((partition, offset), value) != value:
-                self.problems.append(f"{self._at()}  partition {partition} offset {offset} "
-                                     f"read as {self.reads[partition, offset]!r}, then {value!r}")
-
-    def committed(self, member: str, answered: list[CTP]) -> None:
-        with self._lock:
-            for tp in answered:
-                if tp.error is not None:
-                    continue
-                if tp.offset < self._acked_max[tp.partition]:
-                    self.problems.append(
-                        f"{self._at()}  partition {tp.partition}: {member}'s commit of "
-                        f"{tp.offset} acknowledged after one of {self._acked_max[tp.partition]}")
-                self._acked_max[tp.partition] = max(self._acked_max[tp.partition], tp.offset)
-                self.commits += 1
-
-    def _fetch_committed(self) -> None:
-        while not self._stop.wait(0.3):
-            self.check_committed()
-
-    def check_committed(self) -> None:
-        with self._lock:
-            before = dict(self._acked_max)
-        self.problems += fetched_regressions(self._checker, TOPIC, before, PARTITIONS, self.t0)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        self.check_committed()
-        self._checker.close()
-
-
 class Member:
     """A group member (confluent-kafka, `protocol` "classic" or "consumer") reading from a
     thread and committing synchronously what it holds: every 0.5 s, and its revoked partitions
     as they are revoked (a member commits only partitions it is assigned, as Kafka's consumer
     does; a position kept past a revocation would overwrite its successor's commits)."""
 
-    def __init__(self, bootstrap: str, name: str, protocol: str, ledger: Ledger):
+    def __init__(self, bootstrap: str, name: str, protocol: str, ledger: GroupLedger):
         conf = {"bootstrap.servers": bootstrap, "group.id": GROUP, "group.protocol": protocol,
                 "enable.auto.commit": False, "auto.offset.reset": "earliest"}
         if protocol == "classic":
@@ -252,7 +195,7 @@ class Churn:
     """Applies a schedule to a TestCluster, from the test's thread; `events` says what was
     done when, `members` are the members it added (beside the first, which stays)."""
 
-    def __init__(self, cluster, ledger: Ledger, seed: int, t0: float):
+    def __init__(self, cluster, ledger: GroupLedger, seed: int, t0: float):
         self.c, self.ledger, self.t0 = cluster, ledger, t0
         self._rng = random.Random(seed ^ 0xC4A2)  # which member leaves, apart from the schedule
         self.events: list[str] = []
@@ -366,7 +309,7 @@ def run_churn(make_cluster, seed: int, seconds: float) -> None:
     c.create_topic(TOPIC, partitions=PARTITIONS, rf=3, config={"min.insync.replicas": "2"})
     t0 = time.monotonic()
     writers = [Writer(c.bootstrap, TOPIC, n) for n in range(WRITERS)]
-    ledger = Ledger(c.bootstrap, t0)
+    ledger = GroupLedger(c.bootstrap, TOPIC, GROUP, PARTITIONS, t0)
     churn = Churn(c, ledger, seed, t0)
     first = churn.join("classic")  # never leaves: the group always has a member
     rerun = f"seed {seed}; rerun with CHURN_SEED={seed} python -m pytest -n 0 " \

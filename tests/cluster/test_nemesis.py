@@ -79,14 +79,13 @@ def run_nemesis(make_cluster, seed, seconds):
             w.stop(time.monotonic() + 5)
         reader.stop()
     history = stored_history(
-        c, TOPIC, PARTITIONS, writers, undelivered, served, reader.reads, reader.values_read,
-        reader.conflicting_reads + reader.commit_regressions + reader.fetched_regressions
-        + ([f"nemesis error: {nemesis.error!r}"] if nemesis.error else []))
+        c, TOPIC, PARTITIONS, writers, undelivered, served, reader.ledger.reads,
+        reader.ledger.values_read, reader.ledger.problems + ([f"nemesis error: {nemesis.error!r}"] if nemesis.error else []))
     problems = check(history, PARTITIONS)
-    report = (f"{rerun}\n{len(history.acked)} acknowledged, {len(reader.reads)} read, "
-              f"{len(reader.commits)} commits acknowledged\nschedule:\n  "
+    report = (f"{rerun}\n{len(history.acked)} acknowledged, {len(reader.ledger.reads)} read, "
+              f"{reader.ledger.commits} commits acknowledged\nschedule:\n  "
               + "\n  ".join(map(str, faults)) + "\napplied:\n  " + "\n  ".join(nemesis.events))
-    assert_held(problems, report, bool(history.acked and reader.commits))
+    assert_held(problems, report, bool(history.acked and reader.ledger.commits))
     return history
 
 
