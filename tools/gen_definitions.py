@@ -30,7 +30,8 @@ FAMILIES = {
     "admin": ("administration: topics, partitions, configs, the cluster and its log dirs", {
         "CreateTopics": (0, 7), "DeleteTopics": (0, 6), "CreatePartitions": (0, 3),
         "DescribeConfigs": (0, 4), "AlterConfigs": (0, 2), "IncrementalAlterConfigs": (0, 1),
-        "DescribeCluster": (0, 1), "DescribeLogDirs": (0, 4), "ElectLeaders": (0, 2)}),
+        "DescribeCluster": (0, 1), "DescribeLogDirs": (0, 4), "ElectLeaders": (0, 2),
+        "AlterPartitionReassignments": (0, 0), "ListPartitionReassignments": (0, 0)}),
     "transactions": ("idempotence and transactions (KIP-98, KIP-447): coordinator APIs, the "
                      "markers between brokers, and their description", {
         "InitProducerId": (0, 6), "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4),

@@ -34,7 +34,7 @@ from typing import Any
 
 from minilog.connector.protocol import ErrorCode
 
-from . import records
+from . import reassignment, records
 from .controller_metrics import ControllerMetrics
 from .controller_result import ControllerResult
 from .image import MetadataImage, PartitionState, TopicState
@@ -221,10 +221,11 @@ class Controller:
                 if leader < 0 and self._unclean_allowed(ts):
                     leader = next((r for r in p.replicas if r in live), -1)
                     isr = [leader] if leader >= 0 else isr
-                return PartitionState(p.replicas, leader, p.leader_epoch + 1, tuple(isr))
+                return dataclasses.replace(p, leader=leader, leader_epoch=p.leader_epoch + 1,
+                                           isr=tuple(isr))
             if tuple(isr) == p.isr:
                 return None
-            return PartitionState(p.replicas, p.leader, p.leader_epoch, tuple(isr))
+            return dataclasses.replace(p, isr=tuple(isr))
         # The fence record last: a broker has seen its leaderships move once it has seen it.
         return self._changes(without) + [records.fence_record(broker_id, True)]
 
@@ -237,7 +238,7 @@ class Controller:
         first = p.replicas[0]
         if p.leader == first or first not in p.isr or first not in self.image.brokers:
             return None
-        return PartitionState(p.replicas, first, p.leader_epoch + 1, p.isr)
+        return dataclasses.replace(p, leader=first, leader_epoch=p.leader_epoch + 1)
 
     def elect_leaders(self, election_type: int, wanted: Mapping[str, Sequence[int]] | None
                       ) -> ControllerResult[Elected]:
@@ -285,7 +286,64 @@ class Controller:
         if leader < 0:
             return None
         isr = p.isr if leader in p.isr else (leader,)
-        return PartitionState(p.replicas, leader, p.leader_epoch + 1, isr)
+        return dataclasses.replace(p, leader=leader, leader_epoch=p.leader_epoch + 1, isr=isr)
+
+    def alter_reassignments(self, wanted: Mapping[str, Mapping[int, Sequence[int] | None]]
+                            ) -> ControllerResult[Elected]:
+        """AlterPartitionReassignments (KIP-455, see `reassignment.py`): {topic: {partition:
+        target replicas, or None to cancel}}; answered {topic: [(partition, error, message)]}."""
+        recs: list[Record] = []
+        out: Elected = {}
+        for name, targets in wanted.items():
+            out[name] = [(i, *self._reassign(name, i, target, recs))
+                         for i, target in targets.items()]
+        return ControllerResult.of(out, recs)
+
+    def _reassign(self, topic: str, index: int, target: Sequence[int] | None,
+                  recs: list[Record]) -> tuple[int, str | None]:
+        ts = self.image.topics.get(topic)
+        p = ts.partitions.get(index) if ts is not None else None
+        if ts is None or p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{index}."
+        live = self.image.brokers
+        if target is None:
+            if not p.reassigning:
+                return (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                        f"No ongoing reassignment for {topic}:{index}.")
+            new = reassignment.reverted(p, live)
+            why = "it would leave the partition without an in-sync replica"
+        else:
+            invalid = reassignment.invalid_target(target, self.image.registered)
+            if invalid:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, invalid
+            new = reassignment.started(p, target, live)
+            why = "the replicas left would hold no in-sync copy"
+        if new is None:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to {'cancel' if target is None else 'reassign'} {topic}:{index}: "
+                    f"{why}.")
+        if new != p:
+            new = dataclasses.replace(new, partition_epoch=p.partition_epoch + 1)
+            recs.append(records.partition_record(topic, index, new))
+        return 0, None
+
+    def list_reassignments(self, wanted: Mapping[str, Sequence[int]] | None
+                           ) -> dict[str, list[tuple[int, PartitionState]]]:
+        """ListPartitionReassignments: {topic: [(partition, state)]} of the committed
+        partitions with a reassignment under way, of `wanted` ({topic: partitions}; None:
+        all); unknown topics and partitions are left out, as Kafka leaves them."""
+        topics = self.store.image.topics
+        out: dict[str, list[tuple[int, PartitionState]]] = {}
+        for name in (topics if wanted is None else wanted):
+            ts = topics.get(name)
+            if ts is None:
+                continue
+            indexes = ts.partitions if wanted is None else wanted[name]
+            found = [(i, ts.partitions[i]) for i in indexes
+                     if i in ts.partitions and ts.partitions[i].reassigning]
+            if found:
+                out[name] = found
+        return out
 
     def _elect_records(self, broker_id: int) -> list[Record]:
         """Partitions without a leader whose ISR holds `broker_id` (coming back) get it, as do
@@ -294,9 +352,10 @@ class Controller:
             if p.leader >= 0 or broker_id not in p.replicas:
                 return None
             if broker_id in p.isr:
-                return PartitionState(p.replicas, broker_id, p.leader_epoch + 1, p.isr)
+                return dataclasses.replace(p, leader=broker_id, leader_epoch=p.leader_epoch + 1)
             if self._unclean_allowed(ts) and not any(r in self.image.brokers for r in p.isr):
-                return PartitionState(p.replicas, broker_id, p.leader_epoch + 1, (broker_id,))
+                return dataclasses.replace(p, leader=broker_id, leader_epoch=p.leader_epoch + 1,
+                                           isr=(broker_id,))
             return None
         return self._changes(elect)
 
@@ -314,8 +373,10 @@ class Controller:
         error = self._alter_error(p, broker_id, leader_epoch, partition_epoch, new_isr, epochs)
         if error:
             return ControllerResult.of((error, p))
-        new = PartitionState(p.replicas, p.leader, p.leader_epoch, tuple(new_isr),
-                             p.partition_epoch + 1)
+        new = dataclasses.replace(p, isr=tuple(new_isr), partition_epoch=p.partition_epoch + 1)
+        # The last replica a reassignment adds has joined the ISR: the reassignment completes
+        # in the same change, as KRaft's controller completes it.
+        new = reassignment.completed(new, self.image.brokers) or new
         assert topic is not None
         return ControllerResult.of((0, new), [records.partition_record(topic, index, new)])
 

@@ -176,7 +176,7 @@ class MetadataDelta:
         if topic is not None:
             topic.partitions[rec["index"]] = PartitionState(
                 rec["replicas"], rec["leader"], rec["leader_epoch"], rec["isr"],
-                rec["partition_epoch"])
+                rec["partition_epoch"], rec.get("adding", ()), rec.get("removing", ()))
             self.changed_partitions.add((topic.name, rec["index"]))
 
     def _replay_remove_topic(self, rec: Record, offset: int) -> None:

@@ -75,10 +75,20 @@ class PartitionState:
     leader_epoch: int = 0
     isr: tuple[int, ...] = None  # type: ignore[assignment]  # None: every replica
     partition_epoch: int = 0  # bumped by every leader or ISR change (AlterPartition checks it)
+    # A reassignment under way (KIP-455): `replicas` is then the old set and the target's new
+    # members, `adding` those new members, `removing` the old ones the target leaves out.
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", tuple(self.replicas))
         object.__setattr__(self, "isr", tuple(self.replicas if self.isr is None else self.isr))
+        object.__setattr__(self, "adding", tuple(self.adding))
+        object.__setattr__(self, "removing", tuple(self.removing))
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
 
 
 @dataclass(frozen=True)

@@ -65,9 +65,12 @@ def topic_record(ts: TopicState) -> Record:
 
 
 def partition_record(topic: str, index: int, p: PartitionState) -> Record:
-    return {"type": PARTITION, "topic": topic, "index": index, "replicas": list(p.replicas),
-            "isr": list(p.isr), "leader": p.leader, "leader_epoch": p.leader_epoch,
-            "partition_epoch": p.partition_epoch}
+    rec = {"type": PARTITION, "topic": topic, "index": index, "replicas": list(p.replicas),
+           "isr": list(p.isr), "leader": p.leader, "leader_epoch": p.leader_epoch,
+           "partition_epoch": p.partition_epoch}
+    if p.reassigning:  # only then, as Kafka's PartitionChangeRecord leaves them out
+        rec |= {"adding": list(p.adding), "removing": list(p.removing)}
+    return rec
 
 
 def remove_topic_record(name: str) -> Record:

@@ -109,7 +109,9 @@ _PER_ENTRY = {
 }
 # key -> the CLUSTER operation the whole request needs
 _WHOLE = {ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ALTER, ApiKey.CREATE_ACLS: ALTER,
-          ApiKey.DELETE_ACLS: ALTER, ApiKey.ELECT_LEADERS: ALTER}
+          ApiKey.DELETE_ACLS: ALTER, ApiKey.ELECT_LEADERS: ALTER,
+          ApiKey.ALTER_PARTITION_REASSIGNMENTS: ALTER,
+          ApiKey.LIST_PARTITION_REASSIGNMENTS: DESCRIBE}
 
 
 # The internal topics a broker asks the controller for (`__transaction_state` on a first

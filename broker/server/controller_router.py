@@ -1,7 +1,7 @@
 """Admin requests in a replicated cluster go to the active controller, wherever they arrive.
 
 Clients send CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and
-IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls and ElectLeaders to any broker (Kafka's brokers forward them the same way). The active
+IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls, ElectLeaders and the partition reassignment requests to any broker (Kafka's brokers forward them the same way). The active
 controller runs the ordinary handler, whose metadata writes are appended through the quorum, and
 answers once they are committed; any other broker forwards the request in an Envelope with the
 client's principal and address (KIP-590, `envelope.py`) and relays the answer, so the ACLs are
@@ -32,7 +32,9 @@ CATCH_UP_WAIT_S = 10.0
 FORWARDED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
                        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS,
-                       ApiKey.DELETE_ACLS, ApiKey.ELECT_LEADERS})
+                       ApiKey.DELETE_ACLS, ApiKey.ELECT_LEADERS,
+                       ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                       ApiKey.LIST_PARTITION_REASSIGNMENTS})
 _CREATE = request(ApiKey.CREATE_TOPICS)
 FIND_CONTROLLER_S = 5.0
 

@@ -420,3 +420,20 @@ def _can_connect(port):
         return True
     except OSError:
         return False
+
+
+def test_partition_reassignments_need_alter_to_change_and_describe_to_list(acl_broker):
+    """kafka-reassign-partitions.sh's requests: alice may describe the cluster (list), not
+    alter it (reassign); bob may do neither; admin may both."""
+    tp = kafka.TopicPartition(SHARED, 0)
+    clients = {u: kafka.KafkaAdminClient(**_kp(acl_broker, u)) for u in ("alice", "bob", "admin")}
+    try:
+        with pytest.raises(kafka.errors.ClusterAuthorizationFailedError):
+            clients["alice"].alter_partition_reassignments({tp: [1]})
+        assert clients["admin"].alter_partition_reassignments({tp: [1]}) == {tp: None}
+        assert clients["alice"].list_partition_reassignments() == {}
+        with pytest.raises(kafka.errors.ClusterAuthorizationFailedError):
+            clients["bob"].list_partition_reassignments()
+    finally:
+        for c in clients.values():
+            c.close()

@@ -40,7 +40,8 @@ def controller_apis():
         ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.INIT_PRODUCER_ID, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.DESCRIBE_CLUSTER,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
-        ApiKey.DESCRIBE_ACLS, ApiKey.ELECT_LEADERS, ApiKey.SASL_HANDSHAKE,
+        ApiKey.DESCRIBE_ACLS, ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.SASL_HANDSHAKE,
         ApiKey.SASL_AUTHENTICATE, ApiKey.ENVELOPE})
 
 
@@ -138,6 +139,7 @@ from . import (  # noqa: F401
     produce,
     producer_ids,
     quorum,
+    reassignments,
     security,
     topics,
     transactions,

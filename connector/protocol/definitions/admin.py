@@ -168,4 +168,37 @@ ElectLeadersResponse 43 0-2 flex2
       partition_id int32
       error_code int16
       error_message string null0+
+AlterPartitionReassignmentsRequest 45 0-0 flex0
+  timeout_ms int32 =60000
+  topics []
+    name string
+    partitions []
+      partition_index int32
+      replicas []int32 null0+
+AlterPartitionReassignmentsResponse 45 0-0 flex0
+  throttle_time_ms int32
+  error_code int16
+  error_message string null0+
+  responses []
+    name string
+    partitions []
+      partition_index int32
+      error_code int16
+      error_message string null0+
+ListPartitionReassignmentsRequest 46 0-0 flex0
+  timeout_ms int32 =60000
+  topics [] null0+
+    name string
+    partition_indexes []int32
+ListPartitionReassignmentsResponse 46 0-0 flex0
+  throttle_time_ms int32
+  error_code int16
+  error_message string null0+
+  topics []
+    name string
+    partitions []
+      partition_index int32
+      replicas []int32
+      adding_replicas []int32
+      removing_replicas []int32
 '''
