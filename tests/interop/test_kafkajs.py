@@ -39,3 +39,15 @@ def test_kafkajs_transactions_commit_abort_and_send_offsets(broker, kafkajs):
     assert out["got"] == ["c0", "c1", "c2", "d0", "d1", "d2"]
     committed = {p["partition"]: int(p["offset"]) for t in out["committed"] for p in t["partitions"]}
     assert committed == {0: 42}
+
+
+def test_kafkajs_partition_reassignments(broker, kafkajs):
+    """kafkajs' alterPartitionReassignments and listPartitionReassignments (KIP-455): a
+    reassignment to the replica the partition has is accepted, one to an unknown broker is
+    refused with Kafka's error, and nothing is listed as under way."""
+    r = subprocess.run(["node", str(HERE / "kafkajs_reassign.js"), broker.bootstrap, "js-moved"],
+                       check=False, capture_output=True, text=True, timeout=120,
+                       env={"NODE_PATH": str(kafkajs), "PATH": shutil.os.environ["PATH"]})
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out == {"refused": "INVALID_REPLICA_ASSIGNMENT", "listed": {"topics": []}}, out
