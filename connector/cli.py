@@ -10,6 +10,7 @@
     minilog transactions list|describe|find-hanging|abort|force-terminate (cli_transactions.py)
     minilog users add|list|remove              SCRAM users (see cli_users.py)
     minilog leader-election                    preferred or unclean leader elections
+    minilog reassign-partitions                move replicas (cli_reassign.py), as Kafka's tool
     minilog acls add|list|remove               ACLs, kafka-acls.sh's options (see cli_acls.py)
     minilog configs describe                   a broker's or topic's settings (cli_configs.py)
     minilog console [--listen HOST:PORT] [--read-only]   the web console (minilog.console)
@@ -33,6 +34,7 @@ from minilog.connector import (
     cli_console,
     cli_groups,
     cli_leaders,
+    cli_reassign,
     cli_transactions,
     cli_users,
 )
@@ -176,6 +178,7 @@ def build_parser():
     cli_transactions.add_parser(sub, common)
     cli_users.add_parser(sub, common)
     cli_leaders.add_parser(sub, common)
+    cli_reassign.add_parser(sub, common)
     cli_acls.add_parser(sub, common)
     cli_configs.add_parser(sub, common)
     cli_console.add_parser(sub, common)
@@ -471,32 +474,23 @@ def _groups(args, out):
     cli_groups.run(args, out, sys.stderr, _settings(args))
 
 
-def _transactions(args, out):
-    cli_transactions.run(args, out, _settings(args),
-                         lambda message: UserError(f"minilog transactions: {message}"))
-
-
 def _users(args, out):
     cli_users.run(args, out, _settings(args))
-
-
-def _leader_election(args, out):
-    what = "minilog leader-election: "
-    cli_leaders.run(args, out, _settings(args), lambda message: UserError(what + message),
-                    lambda message: Refused(what + message))
-
-
-def _acls(args, out):
-    cli_acls.run(args, out, _settings(args), lambda message: UserError(f"minilog acls: {message}"))
 
 
 def _configs(args, out):
     cli_configs.run(args, out, _settings(args))
 
 
-def _console(args, out):
-    cli_console.run(args, out, _settings(args), lambda message: UserError(
-        f"minilog console: {message}"))
+def _tool(module, name, refuses=False):
+    """`minilog NAME`, done by `module.run(args, out, settings, error[, refused])`: a mistake
+    in the command is `error(message)` (exit 2), what the cluster refused `refused(message)`
+    (exit 1); each one line, prefixed with the command."""
+    def command(args, out):
+        said = f"minilog {name}: "
+        more = (lambda message: Refused(said + message),) if refuses else ()
+        module.run(args, out, _settings(args), lambda message: UserError(said + message), *more)
+    return command
 
 
 def _connect(args, out):
@@ -518,9 +512,11 @@ _OWN_BROKERS = {"broker": "a broker listens where --listen or its properties say
                 "cluster": "a local cluster's brokers are found through its --data-dir",
                 "certs": "it only writes files", "mirror": "mm2.properties names the clusters"}
 COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "offsets": _offsets,
-            "groups": _groups, "transactions": _transactions, "users": _users,
-            "acls": _acls, "configs": _configs, "leader-election": _leader_election,
-            "console": _console, "connect": _connect}
+            "groups": _groups, "transactions": _tool(cli_transactions, "transactions"),
+            "users": _users, "acls": _tool(cli_acls, "acls"), "configs": _configs,
+            "leader-election": _tool(cli_leaders, "leader-election", refuses=True),
+            "reassign-partitions": _tool(cli_reassign, "reassign-partitions", refuses=True),
+            "console": _tool(cli_console, "console"), "connect": _connect}
 
 
 def _global_flags_end(argv):

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
                         NewTopic,
                         OffsetAndTimestamp,
                         PartitionInfo,
+                        Reassignment,
                         RecordMetadata,
                         TopicDescription,
                         TopicPartition,
@@ -60,8 +61,8 @@ _WHERE = {
     "PreparedTxnState": ".transactions", "TransactionError": ".transactions",
     **dict.fromkeys(("BrokerInfo", "ClusterDescription", "ConfigEntry", "ConfigError",
                      "ErrorCode", "KafkaConnectionError", "KafkaError", "KafkaTimeoutError",
-                     "NewTopic", "OffsetAndTimestamp", "PartitionInfo", "RecordMetadata",
-                     "TopicDescription", "TopicPartition"), ".types"),
+                     "NewTopic", "OffsetAndTimestamp", "PartitionInfo", "Reassignment",
+                     "RecordMetadata", "TopicDescription", "TopicPartition"), ".types"),
     "LogTruncationError": ".validation",
 }
 
@@ -71,7 +72,7 @@ __all__ = ["AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncProducer", 
            "GroupListing", "KafkaConnectionError", "KafkaError", "KafkaTimeoutError",
            "LogTruncationError", "MemberDescription", "NewTopic", "OffsetAndMetadata",
            "OffsetAndTimestamp", "PartitionInfo", "PreparedTxnState", "Producer",
-           "RecordMetadata", "TopicDescription", "TopicPartition", "TransactionError",
+           "Reassignment", "RecordMetadata", "TopicDescription", "TopicPartition", "TransactionError",
            "murmur2", "murmur2_partition"]
 
 

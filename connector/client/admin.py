@@ -35,6 +35,7 @@ from .types import (
     KafkaTimeoutError,
     NewTopic,
     OffsetAndTimestamp,
+    Reassignment,
     TopicDescription,
     TopicPartition,
 )
@@ -291,6 +292,55 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
                     for r in resp.replica_election_results for p in r.partition_result}
         return await self._retry(attempt, timeout, "ElectLeaders")
 
+    async def alter_partition_reassignments(
+            self, targets: Mapping[TopicPartition, Iterable[int] | None],
+            timeout: float | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments (KIP-455): {partition: its new replicas, or None to
+        cancel a reassignment under way}. {partition: None if started, else its error}."""
+        Req, T = _m(ApiKey.ALTER_PARTITION_REASSIGNMENTS), \
+            _m(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "topics")
+        P = _m(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "topics", "partitions")
+        by_topic: dict[str, list[Any]] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append(P(
+                partition_index=tp.partition, replicas=None if replicas is None else list(replicas)))
+        body = Req(timeout_ms=int(self.config["request.timeout.ms"]),
+                   topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+        async def attempt() -> dict[TopicPartition, KafkaError | None]:
+            resp = await (await self._controller()).send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+            if resp.error_code:
+                raise _error(resp.error_code, "AlterPartitionReassignments", resp.error_message)
+            return {TopicPartition(r.name, p.partition_index):
+                    _error(p.error_code, f"{r.name}-{p.partition_index}", p.error_message)
+                    if p.error_code else None for r in resp.responses for p in r.partitions}
+        return await self._retry(attempt, timeout, "AlterPartitionReassignments")
+
+    async def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None,
+            timeout: float | None = None) -> dict[TopicPartition, Reassignment]:
+        """ListPartitionReassignments: the reassignments under way, of `partitions` (None:
+        all), {partition: Reassignment(replicas, adding, removing)}."""
+        Req, T = _m(ApiKey.LIST_PARTITION_REASSIGNMENTS), \
+            _m(ApiKey.LIST_PARTITION_REASSIGNMENTS, "topics")
+        wanted = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            wanted = [T(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        body = Req(timeout_ms=int(self.config["request.timeout.ms"]), topics=wanted)
+
+        async def attempt() -> dict[TopicPartition, Reassignment]:
+            resp = await (await self._controller()).send(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+            if resp.error_code:
+                raise _error(resp.error_code, "ListPartitionReassignments", resp.error_message)
+            return {TopicPartition(t.name, p.partition_index):
+                    Reassignment(list(p.replicas), list(p.adding_replicas),
+                                 list(p.removing_replicas))
+                    for t in resp.topics for p in t.partitions}
+        return await self._retry(attempt, timeout, "ListPartitionReassignments")
+
     # ---- configs -------------------------------------------------------------------------
     async def _config_connection(self, rtype: int, name: str) -> BrokerConnection:
         if rtype == RESOURCE_TYPES["broker"] and name not in ("", None):
@@ -522,7 +572,8 @@ add_blocking_methods(AdminClient, AsyncAdminClient, (
     "create_topics", "create_topic", "delete_topics", "delete_topic", "list_topics",
     "describe_topics", "create_partitions", "describe_configs", "alter_configs",
     "incremental_alter_configs", "list_offsets", "delete_records", "partition_sizes",
-    "describe_cluster", "elect_leaders",
+    "describe_cluster", "elect_leaders", "alter_partition_reassignments",
+    "list_partition_reassignments",
     "list_groups", "describe_groups", "delete_groups", "list_group_offsets", "alter_group_offsets",
     "delete_group_offsets", "reset_group_offsets", "list_transactions", "describe_transactions",
     "complete_transaction", "complete_transactions", "describe_producers", "abort_transaction",

@@ -51,6 +51,14 @@ class TopicDescription(NamedTuple):
     partitions: tuple[PartitionInfo, ...]  # sorted by partition
 
 
+class Reassignment(NamedTuple):
+    """A partition reassignment under way (KIP-455): the replica set while it runs, the
+    replicas it adds and those it removes."""
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
 class ClusterDescription(NamedTuple):
     cluster_id: str | None
     controller_id: int

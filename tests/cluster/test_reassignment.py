@@ -1,9 +1,11 @@
 """Partition reassignments (KIP-455), as `kafka-reassign-partitions.sh` runs them, from a client
-we did not write (kafka-python's admin client): a partition moves to other brokers with its
+we did not write (kafka-python's admin client) and from `minilog reassign-partitions`: a partition moves to other brokers with its
 records, its old leader among those removed; the replication factor goes up and down; a
 reassignment that cannot finish (its new replica's broker is down) is listed with what it adds
 and removes, and cancelled back to the replicas before it; requests Kafka refuses are refused
 with Kafka's errors."""
+import json
+
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
@@ -15,6 +17,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from clitools import FAILED, USAGE, ok, one_line_error, run
 from clustertools import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -43,8 +46,12 @@ def read_all(c, topic, expected):
     return got
 
 
-def test_reassignments_move_grow_shrink_and_cancel(make_cluster):
+def test_reassignments_move_grow_shrink_and_cancel(make_cluster, tmp_path):
     c = make_cluster(3, **{"auto.leader.rebalance.enable": "false"})
+
+    def cli(*args):
+        return ok("-b", c.bootstrap, "reassign-partitions", *args)
+
     c.create_topic("moved", assignment=[[1, 2]])
     c.create_topic("grown", assignment=[[1]])
     produce(c, "moved", 0, RECORDS)
@@ -74,19 +81,47 @@ def test_reassignments_move_grow_shrink_and_cancel(make_cluster):
         assert read_all(c, "grown", RECORDS) == [str(i) for i in range(RECORDS)]
 
         # A replica whose broker is down cannot catch up: listed as ongoing until cancelled,
-        # then the partition is back on the replicas it had.
+        # then the partition is back on the replicas it had. Through `minilog
+        # reassign-partitions`, with kafka-reassign-partitions.sh's options, files and lines.
         c.broker(1).kill()
-        assert admin.alter_partition_reassignments({TopicPartition("moved", 0): [3, 2, 1]}) == {
-            TopicPartition("moved", 0): None}
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "moved", "partition": 0, "replicas": [3, 2, 1]}]}))
+        said = cli("--execute", "--reassignment-json-file", plan)
+        assert said.splitlines()[0] == "Current partition replica assignment"
+        assert json.loads(said.splitlines()[2])["partitions"] == [
+            {"topic": "moved", "partition": 0, "replicas": [3, 2], "log_dirs": ["any", "any"]}]
+        assert said.splitlines()[-1] == "Successfully started partition reassignments for moved-0"
         ongoing = {TopicPartition("moved", 0): {"replicas": [3, 2, 1], "adding_replicas": [1],
                                                 "removing_replicas": []}}
         wait_for(lambda: admin.list_partition_reassignments() == ongoing,
                  "the reassignment to be listed as ongoing")
         assert admin.list_partition_reassignments({"moved": [0], "grown": [0]}) == ongoing
-        assert admin.alter_partition_reassignments({TopicPartition("moved", 0): None}) == {
-            TopicPartition("moved", 0): None}
+        assert cli("--list") == "Current partition reassignments:\n" \
+            "moved-0: replicas: 3,2,1. adding: 1. removing: .\n"
+        assert cli("--verify", "--reassignment-json-file", plan) == \
+            "Status of partition reassignment:\n" \
+            "Reassignment of partition moved-0 is still in progress.\n"
+        assert cli("--cancel", "--reassignment-json-file", plan) == \
+            "Successfully cancelled partition reassignments for: moved-0\n"
         wait_for(lambda: admin.list_partition_reassignments() == {}, "the cancel to commit")
         assert c.partitions("moved")[0][1:] == ([3, 2], [2, 3])
+        assert cli("--list") == "No partition reassignments found.\n"
+        unlike = run("-b", c.bootstrap, "reassign-partitions", "--verify",
+                     "--reassignment-json-file", plan)
+        assert unlike.stdout.decode().splitlines()[-1] == "There is no active reassignment " \
+            "of partition moved-0, but replica set is 3,2 rather than 3,2,1."
+        assert one_line_error(unlike, FAILED) == \
+            "minilog reassign-partitions: 1 partition(s) not as the file asks\n"
+        topics = tmp_path / "topics.json"
+        topics.write_text('{"version": 1, "topics": [{"topic": "moved"}]}')
+        proposal = cli("--generate", "--topics-to-move-json-file", topics, "--broker-list", "2,3")
+        assert json.loads(proposal.splitlines()[-1])["partitions"] == [
+            {"topic": "moved", "partition": 0, "replicas": [2, 3], "log_dirs": ["any", "any"]}]
+        plan.write_text('{"version": 1, "partitions": [{"topic": "moved"}]}')
+        bad = run("-b", c.bootstrap, "reassign-partitions", "--execute",
+                  "--reassignment-json-file", plan)
+        assert "each partition needs" in one_line_error(bad, USAGE)
 
         # What Kafka refuses, per partition.
         refused = admin.alter_partition_reassignments({
