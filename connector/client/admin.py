@@ -55,6 +55,14 @@ def _m(api_key: int, *path: str) -> Any:
     return message_class(request(api_key), *path)
 
 
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """{topic: its partitions' indexes}, in the order given."""
+    out: dict[str, list[int]] = {}
+    for tp in partitions:
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
 def _error(code: int, what: str, message: str | None = None) -> KafkaError:
     """`what` names the subject, unless the broker's message already does (Kafka's do)."""
     if message and what.lower() in message.lower():
@@ -273,12 +281,8 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
         if election_type.lower() not in types:
             raise ValueError(f"election type must be preferred or unclean, got {election_type!r}")
         Req, T = _m(ApiKey.ELECT_LEADERS), _m(ApiKey.ELECT_LEADERS, "topic_partitions")
-        wanted = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            wanted = [T(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        wanted = None if partitions is None else \
+            [T(topic=t, partitions=ps) for t, ps in _by_topic(partitions).items()]
         body = Req(election_type=types[election_type.lower()], topic_partitions=wanted,
                    timeout_ms=int(self.config["request.timeout.ms"]))
 
@@ -323,12 +327,8 @@ class AsyncAdminClient(GroupAdmin, TransactionAdmin):
         all), {partition: Reassignment(replicas, adding, removing)}."""
         Req, T = _m(ApiKey.LIST_PARTITION_REASSIGNMENTS), \
             _m(ApiKey.LIST_PARTITION_REASSIGNMENTS, "topics")
-        wanted = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            wanted = [T(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        wanted = None if partitions is None else \
+            [T(name=t, partition_indexes=ps) for t, ps in _by_topic(partitions).items()]
         body = Req(timeout_ms=int(self.config["request.timeout.ms"]), topics=wanted)
 
         async def attempt() -> dict[TopicPartition, Reassignment]:

@@ -84,6 +84,10 @@ def test_reassignments_move_grow_shrink_and_cancel(make_cluster, tmp_path):
         # then the partition is back on the replicas it had. Through `minilog
         # reassign-partitions`, with kafka-reassign-partitions.sh's options, files and lines.
         c.broker(1).kill()
+        # kafka-python sends to the broker Metadata named as controller until it refreshes
+        # its metadata (minutes): a client of the brokers left, as a user would start one.
+        admin.close()
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_of(2, 3), request_timeout_ms=60000)
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": "moved", "partition": 0, "replicas": [3, 2, 1]}]}))
