@@ -63,11 +63,19 @@ class MetadataLoader:
             self._publishers.append(publisher)
 
     def handle_commit(self, batch: Sequence[tuple[int, Record]]) -> MetadataImage:
-        """Committed records, [(offset, record)] in log order: the next image, published."""
+        """Committed records, [(offset, record)] in log order: the next image, published
+        (Raft hands them here: the loader is a Raft listener)."""
         if not batch:
             return self._image
         delta = MetadataDelta(self._image).replay_all(batch)
         return self._publish(delta)
+
+    # -- the rest of a Raft listener (raft_node.RaftListener), registered before the store ---
+    def handle_reset(self) -> None:
+        self.reset()
+
+    def handle_leader_change(self, leading: bool) -> None:
+        """Whoever leads, every node's image is what the quorum committed."""
 
     def reset(self) -> MetadataImage:
         """Forget everything (the log is replayed from its start or from a snapshot)."""

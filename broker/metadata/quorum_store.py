@@ -74,8 +74,9 @@ class QuorumMetadataStore(MetadataStore):
         self.raft: Any = cast(Any, RaftNode)(node_id, voters, self.partition, peers,
                              election_timeout_ms=config["controller.quorum.election.timeout.ms"],
                              fetch_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
-                             listener=self, cluster_id=self.cluster_id,
+                             listener=self.loader, cluster_id=self.cluster_id,
                              on_refused=on_refused, serde=records)
+        self.raft.register(self)  # after the loader: a response goes once the image has it
         self._working: MetadataImage | None = None  # the controller's own view, while leading
         self.purgatory = ControllerPurgatory()  # responses waiting for their records to commit
         self.role_listeners: list[Callable[[bool], None]] = []
@@ -100,12 +101,10 @@ class QuorumMetadataStore(MetadataStore):
         leader = self.raft.leader_id
         return -1 if leader is None else leader
 
-    # -- applying committed records -------------------------------------------------------------
-    # -- what Raft hands its listener (raft_node.RaftListener) --------------------------------
+    # -- what Raft hands its listeners (raft_node.RaftListener), the loader first -------------
     def handle_commit(self, batch: list[tuple[int, Record]]) -> None:
-        """A committed batch, in log order: one delta for the loader, then the responses
+        """A committed batch, in log order, which the loader has published: the responses
         waiting for it."""
-        self.loader.handle_commit(batch)
         self.metadata_offset = batch[-1][0]
         for offset, rec in batch:
             if rec["type"] == records.IMAGE:
@@ -113,7 +112,6 @@ class QuorumMetadataStore(MetadataStore):
         self.purgatory.complete_up_to(self.metadata_offset)
 
     def handle_reset(self) -> None:
-        self.loader.reset()
         self.metadata_offset = -1
         self.purgatory.reset()
 

@@ -10,8 +10,8 @@ metadata log (`quorum_partition.QuorumPartition`). After every step it copies th
 role and high watermark into the partition, which the Fetch handler and the waiters on
 commits read.
 
-Only committed records are handed to the listener (`handle_commit`, a stored batch at a time, as
-Kafka's RaftClient hands its listener batches), in order, on every node, the leader included (KRaft's rule: a broker acts on nothing the quorum may still lose). The active
+Only committed records are handed to the listeners (`handle_commit`, a stored batch at a time, as
+Kafka's RaftClient hands its listeners batches), in order, on every node, the leader included (KRaft's rule: a broker acts on nothing the quorum may still lose). The active
 controller learns its own uncommitted appends through `uncommitted()` and keeps them in a
 working view of its own (see `quorum_store.py`). Should a node ever have applied records that a
 truncation removes, it is `reset()` and replays the log from the start. A snapshot is an
@@ -52,7 +52,7 @@ class RaftListener(Protocol):
     order (each what one append wrote, so one controller operation's records arrive together),
     of a reset before the log is replayed from its start or a snapshot, and of leadership."""
 
-    def handle_commit(self, batch: Batch) -> None: ...
+    def handle_commit(self, batch: Batch) -> object: ...  # what it returns is not used
 
     def handle_reset(self) -> None: ...
 
@@ -93,7 +93,9 @@ class RaftNode:
                  listener: RaftListener, cluster_id: Optional[str] = None,
                  on_refused: Callable[[int], None] = lambda node_id: None,
                  serde: RecordSerde) -> None:
-        """`listener`: who is handed what commits (the metadata store, for its loader).
+        """`listener`: the first of those handed what commits (`register` adds more; the
+        metadata store registers its loader, then itself, as KRaft registers the
+        MetadataLoader beside the controller's listener).
         `on_refused(node id)`: nothing listens at that voter's address. `serde`: how the
         records are written, given by the log's user (the metadata store gives the metadata
         records' module, as Kafka's RaftManager gives the client its MetadataRecordSerde)."""
@@ -102,7 +104,7 @@ class RaftNode:
         self.dir = self.log.dir
         self.election_timeout = election_timeout_ms / 1000
         self.fetch_timeout = fetch_timeout_ms / 1000
-        self.listener = listener
+        self.listeners: list[RaftListener] = [listener]
         self._on_refused = on_refused
         self.cluster_id = cluster_id
         self.serde = serde
@@ -284,6 +286,15 @@ class RaftNode:
         self._wake.set()  # the run loop applies what this committed
         return None if diverging is None else (diverging.epoch, diverging.end_offset)
 
+    def register(self, listener: RaftListener) -> None:
+        """Hand `listener` too what commits, resets and leadership, after the listeners
+        registered before it (Kafka's RaftClient.register); before the log is first replayed."""
+        self.listeners.append(listener)
+
+    def _reset_listeners(self) -> None:
+        for listener in self.listeners:
+            listener.handle_reset()
+
     # -- the core's listener ----------------------------------------------------------------------
     def on_leadership(self, leading: bool) -> None:
         self._sync()
@@ -294,7 +305,8 @@ class RaftNode:
                      self.epoch, self.leader_id)
             if self.applied > self.high_watermark:  # our uncommitted tail may not survive
                 self._replay_from_start()
-        self.listener.handle_leader_change(leading)
+        for listener in self.listeners:
+            listener.handle_leader_change(leading)
 
     def on_truncated(self) -> None:
         self._sync()
@@ -303,7 +315,7 @@ class RaftNode:
 
     def on_start_over(self, offset: int) -> None:
         self._sync()
-        self.listener.handle_reset()
+        self._reset_listeners()
         self.applied = offset
 
     # -- leading --------------------------------------------------------------------------------
@@ -378,11 +390,12 @@ class RaftNode:
         """Hand the committed batches in [applied, end) to the listener, in order."""
         self._maybe_delete_prefix()
         for batch in self._batches(self.applied, min(end, self.high_watermark)):
-            self.listener.handle_commit(batch)
+            for listener in self.listeners:
+                listener.handle_commit(batch)
             self.applied = batch[-1][0] + 1
 
     def _replay_from_start(self) -> None:
         log.info("raft node %d: replaying the metadata log", self.node_id)
-        self.listener.handle_reset()
+        self._reset_listeners()
         self.applied = self.log.log_start_offset
         self._apply_range(self.high_watermark)
