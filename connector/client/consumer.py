@@ -68,7 +68,13 @@ class FetchPlan(NamedTuple):
 
 
 class AsyncConsumer(GroupConsumer):
-    """The asyncio consumer. `await start()` (or `async with`), then assign or subscribe, poll."""
+    """The asyncio consumer. `await start()` (or `async with`), then assign or subscribe, poll.
+
+    `decode_in_caller`: set by the sync face, whose caller's thread decodes fetched chunks
+    (`predecode`) while this loop's thread receives and decrypts the next ones: a `poll` that
+    waited for data then returns empty-handed at once, for that thread to decode it and poll
+    again, instead of decoding it here."""
+    decode_in_caller = False
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self.config = cfg = Config("consumer", config, **overrides)
@@ -233,7 +239,17 @@ class AsyncConsumer(GroupConsumer):
             if left <= 0:
                 return []
             self._data.clear()
-            await wait_set(self._data, left)
+            if await wait_set(self._data, left) and self.decode_in_caller:
+                return []
+
+    def predecode(self) -> None:
+        """Decode the buffered chunks not decoded yet, in the calling thread (see
+        `decode_in_caller`). Safe beside the loop's thread: it only appends chunks or drops
+        them meanwhile, and hands them out only inside a `poll` the caller waits for."""
+        check = self.config["check.crcs"]
+        for tp, st in list(self._states.items()):
+            for chunk in list(st.chunks):
+                chunk.predecode(tp, check)
 
     def _raise_errors(self) -> None:
         for st in self._states.values():
@@ -388,7 +404,8 @@ class AsyncConsumer(GroupConsumer):
                     self._diverged(tp, st, *pd.diverging)
                 elif pd.next_offset is not None and st.fetch_offset is not None and \
                         pd.next_offset > st.fetch_offset:
-                    st.chunks.append(Chunk(pd.records, pd.next_offset, pd.epochs, pd.skip))
+                    st.chunks.append(Chunk(pd.records, offsets[tp], pd.next_offset, pd.epochs,
+                                           pd.skip))
                     st.fetch_offset, st.fetch_epoch = pd.next_offset, pd.epochs[-1][1]
                     got_data = True
             elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -25,6 +25,7 @@ class Consumer:
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self._core = AsyncConsumer(config, **overrides)
         self._core.group_face, self._core.group_defer_callbacks = self, True
+        self._core.decode_in_caller = True
         self._loop = LoopThread("minilog-consumer")
         try:
             self._loop.run(self._core.start())
@@ -37,7 +38,9 @@ class Consumer:
         return self._core.config
 
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> Records:
-        return polling(self, lambda left: self._core.poll(left, max_records), timeout)
+        """Records decoded in the calling thread, while the loop's thread fetches more."""
+        return polling(self, lambda left: self._core.poll(left, max_records), timeout,
+                       self._core.predecode)
 
     def poll_arrow(self, timeout: float = 1.0, max_records: int | None = None,
                    include_headers: bool = True) -> list[Any]:  # of pyarrow RecordBatch
