@@ -41,6 +41,7 @@ from .fetcher import (
     PartitionState,
     Records,
     fetch_once,
+    fetch_range,
     fetch_range_arrow,
 )
 from .tasks import spawn
@@ -557,6 +558,13 @@ class AsyncConsumer(GroupConsumer):
         return fetch_range_arrow(self._cluster, self.config, TopicPartition(*tp), start, end,
                                  timeout=timeout, include_headers=include_headers,
                                  isolation_level=self._isolation)
+
+    def fetch_range(self, tp: tuple[str, int], start: int, end: int,
+                    timeout: float | None = None
+                    ) -> AsyncGenerator[tuple[PartitionData, int], None]:
+        """The fetches under `fetch_range_arrow`, undecoded (see `fetcher.fetch_range`)."""
+        return fetch_range(self._cluster, self.config, TopicPartition(*tp), start, end,
+                           timeout=timeout, isolation_level=self._isolation)
 
     async def close(self, timeout: float | None = None) -> None:
         """Leave the group (committing first with auto-commit) and release connections, within

@@ -369,12 +369,13 @@ async def fetch_single(cluster: Cluster, cfg: Config, tp: TopicPartition, offset
         await asyncio.sleep(cfg.seconds("retry.backoff.ms"))
 
 
-async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int,
-                            end: int, timeout: float | None = None, include_headers: bool = True,
-                            isolation_level: int = 0) -> AsyncGenerator[Any, None]:
-    """Yield RecordBatches holding the records of `tp` with offsets in [start, end).
+async def fetch_range(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int, end: int,
+                      timeout: float | None = None, isolation_level: int = 0
+                      ) -> AsyncGenerator[tuple[PartitionData, int], None]:
+    """Yield (PartitionData, the first offset wanted from it) until [start, end) of `tp` is
+    covered: the fetched bytes, undecoded, so that the caller decodes them where it likes.
 
-    The next fetch is in flight while the current answer is decoded. Raises KafkaError (e.g.
+    The next fetch is in flight while the caller decodes. Raises KafkaError (e.g.
     OFFSET_OUT_OF_RANGE when retention removed part of the range) and KafkaTimeoutError when
     no progress is made for `timeout` seconds (default.api.timeout.ms by default).
     """
@@ -394,11 +395,8 @@ async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, s
                 deadline = time.monotonic() + span
                 if nxt < end:
                     pending = fetch(nxt)
-                batch = decode_arrow(pd.records, tp, pos, end, include_headers, cfg["check.crcs"],
-                                     pd.skip)
+                yield pd, pos
                 pos = min(nxt, end)
-                if batch.num_rows:
-                    yield batch
             elif time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"offsets {pos}..{end} of {tp} not available "
                                         f"(high watermark {pd.high_watermark})")
@@ -407,3 +405,19 @@ async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, s
     finally:
         if pending is not None:
             pending.cancel()
+
+
+async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int,
+                            end: int, timeout: float | None = None, include_headers: bool = True,
+                            isolation_level: int = 0) -> AsyncGenerator[Any, None]:
+    """Yield RecordBatches holding the records of `tp` with offsets in [start, end), decoded
+    as `fetch_range` yields them (see there)."""
+    ranges = fetch_range(cluster, cfg, tp, start, end, timeout, isolation_level)
+    try:
+        async for pd, pos in ranges:
+            batch = decode_arrow(pd.records, tp, pos, end, include_headers, cfg["check.crcs"],
+                                 pd.skip)
+            if batch.num_rows:
+                yield batch
+    finally:
+        await ranges.aclose()
