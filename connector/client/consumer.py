@@ -74,7 +74,7 @@ class AsyncConsumer(GroupConsumer):
     `decode_in_caller`: set by the sync face, whose caller's thread decodes fetched chunks
     (`predecode`) while this loop's thread receives and decrypts the next ones: a `poll` that
     waited for data then returns empty-handed at once, for that thread to decode it and poll
-    again, instead of decoding it here."""
+    again, instead of decoding it here (`poll_arrow` decodes here, as before)."""
     decode_in_caller = False
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
@@ -216,14 +216,17 @@ class AsyncConsumer(GroupConsumer):
     async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> Records:
         """Up to `max_records` (default max.poll.records) records, waiting up to `timeout` s."""
         limit = max_records or self.config["max.poll.records"]
-        return await self._poll(timeout, lambda: self._collect(limit))
+        return await self._poll(timeout, lambda: self._collect(limit), self.decode_in_caller)
 
     async def poll_arrow(self, timeout: float = 0.0, max_records: int | None = None,
                          include_headers: bool = True) -> list[Any]:  # of pyarrow RecordBatch
         """Buffered data as RecordBatches (one per partition chunk), up to `max_records` rows."""
         return await self._poll(timeout, lambda: self._collect_arrow(max_records, include_headers))
 
-    async def _poll(self, timeout: float, collect: Callable[[], list[T]]) -> list[T]:
+    async def _poll(self, timeout: float, collect: Callable[[], list[T]],
+                    hand_back: bool = False) -> list[T]:
+        """What `collect` finds, waiting up to `timeout` s for it; `hand_back`: return empty
+        as soon as new data came in (the caller decodes it, then polls again)."""
         await self._group_poll()
         deadline = time.monotonic() + timeout
         while True:
@@ -240,7 +243,7 @@ class AsyncConsumer(GroupConsumer):
             if left <= 0:
                 return []
             self._data.clear()
-            if await wait_set(self._data, left) and self.decode_in_caller:
+            if await wait_set(self._data, left) and hand_back:
                 return []
 
     def predecode(self) -> None:
