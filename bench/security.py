@@ -20,15 +20,14 @@ produce and consume runs count theirs too (this process: the application's threa
 client's event-loop thread; the broker), and the load average before and after the run is
 kept with the results: on a busy machine the CPU both sides need, not the wall time, is what
 TLS changes.
-What holds minilog's consumer down (measured with Python 3.11's `ssl` on OpenSSL 3.0, two
-cores): receiving over TLS costs about 1.4 ms of CPU per MiB more than a plaintext receive
-(asyncio's TLS transport and a non-blocking `SSLSocket` alike), all of it on the client's
-event-loop thread, which decodes the fetched records too. `ssl` decrypts one 16 KiB TLS
-record per read call and needs the GIL back between records, which a thread decoding a
-fetched chunk holds for the whole C call, so moving decoding to the application's thread
-buys little overlap. The consumer's ratio follows its client CPU (0.6 s plaintext, 1.06 s
-over TLS per 200,000 records here); 4 MiB fetches instead of 1 MiB speed plaintext up more
-than TLS (its per-fetch wake-ups weigh more), so they do not raise the ratio either.
+What holds minilog's consumer down (Python 3.11's `ssl` on OpenSSL 3.0, two cores): on a
+busy machine the wall-time ratio follows the CPU both sides need (client plus broker: ~0.6 s
+per 200,000 records over PLAINTEXT, ~1.1 s over SSL), and OpenSSL's own floor, encrypting and
+decrypting ~210 MiB through memory BIOs, is ~0.24 s of it: at that floor the consumer's ratio
+would be ~0.74, below the target. The sync consumer decodes in the application's thread while
+its loop thread decrypts (faster both ways), but `ssl` decrypts one 16 KiB TLS record per call
+and needs the GIL back after each, so the two hardly overlap. docs/BENCHMARKS.md has the
+figures.
 """
 import asyncio
 import math

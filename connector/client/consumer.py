@@ -41,6 +41,7 @@ from .fetcher import (
     PartitionState,
     Records,
     fetch_once,
+    fetch_range,
     fetch_range_arrow,
 )
 from .tasks import spawn
@@ -68,7 +69,13 @@ class FetchPlan(NamedTuple):
 
 
 class AsyncConsumer(GroupConsumer):
-    """The asyncio consumer. `await start()` (or `async with`), then assign or subscribe, poll."""
+    """The asyncio consumer. `await start()` (or `async with`), then assign or subscribe, poll.
+
+    `decode_in_caller`: set by the sync face, whose caller's thread decodes fetched chunks
+    (`predecode`) while this loop's thread receives and decrypts the next ones: a `poll` that
+    waited for data then returns empty-handed at once, for that thread to decode it and poll
+    again, instead of decoding it here (`poll_arrow` decodes here, as before)."""
+    decode_in_caller = False
 
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self.config = cfg = Config("consumer", config, **overrides)
@@ -209,14 +216,17 @@ class AsyncConsumer(GroupConsumer):
     async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> Records:
         """Up to `max_records` (default max.poll.records) records, waiting up to `timeout` s."""
         limit = max_records or self.config["max.poll.records"]
-        return await self._poll(timeout, lambda: self._collect(limit))
+        return await self._poll(timeout, lambda: self._collect(limit), self.decode_in_caller)
 
     async def poll_arrow(self, timeout: float = 0.0, max_records: int | None = None,
                          include_headers: bool = True) -> list[Any]:  # of pyarrow RecordBatch
         """Buffered data as RecordBatches (one per partition chunk), up to `max_records` rows."""
         return await self._poll(timeout, lambda: self._collect_arrow(max_records, include_headers))
 
-    async def _poll(self, timeout: float, collect: Callable[[], list[T]]) -> list[T]:
+    async def _poll(self, timeout: float, collect: Callable[[], list[T]],
+                    hand_back: bool = False) -> list[T]:
+        """What `collect` finds, waiting up to `timeout` s for it; `hand_back`: return empty
+        as soon as new data came in (the caller decodes it, then polls again)."""
         await self._group_poll()
         deadline = time.monotonic() + timeout
         while True:
@@ -233,7 +243,17 @@ class AsyncConsumer(GroupConsumer):
             if left <= 0:
                 return []
             self._data.clear()
-            await wait_set(self._data, left)
+            if await wait_set(self._data, left) and hand_back:
+                return []
+
+    def predecode(self) -> None:
+        """Decode the buffered chunks not decoded yet, in the calling thread (see
+        `decode_in_caller`). Safe beside the loop's thread: it only appends chunks or drops
+        them meanwhile, and hands them out only inside a `poll` the caller waits for."""
+        check = self.config["check.crcs"]
+        for tp, st in list(self._states.items()):
+            for chunk in list(st.chunks):
+                chunk.predecode(tp, check)
 
     def _raise_errors(self) -> None:
         for st in self._states.values():
@@ -388,7 +408,8 @@ class AsyncConsumer(GroupConsumer):
                     self._diverged(tp, st, *pd.diverging)
                 elif pd.next_offset is not None and st.fetch_offset is not None and \
                         pd.next_offset > st.fetch_offset:
-                    st.chunks.append(Chunk(pd.records, pd.next_offset, pd.epochs, pd.skip))
+                    st.chunks.append(Chunk(pd.records, offsets[tp], pd.next_offset, pd.epochs,
+                                           pd.skip))
                     st.fetch_offset, st.fetch_epoch = pd.next_offset, pd.epochs[-1][1]
                     got_data = True
             elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -540,6 +561,13 @@ class AsyncConsumer(GroupConsumer):
         return fetch_range_arrow(self._cluster, self.config, TopicPartition(*tp), start, end,
                                  timeout=timeout, include_headers=include_headers,
                                  isolation_level=self._isolation)
+
+    def fetch_range(self, tp: tuple[str, int], start: int, end: int,
+                    timeout: float | None = None
+                    ) -> AsyncGenerator[tuple[PartitionData, int], None]:
+        """The fetches under `fetch_range_arrow`, undecoded (see `fetcher.fetch_range`)."""
+        return fetch_range(self._cluster, self.config, TopicPartition(*tp), start, end,
+                           timeout=timeout, isolation_level=self._isolation)
 
     async def close(self, timeout: float | None = None) -> None:
         """Leave the group (committing first with auto-commit) and release connections, within

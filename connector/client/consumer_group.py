@@ -225,11 +225,14 @@ def serve_callbacks(consumer: SyncFace) -> None:
 
 
 def polling(consumer: SyncFace, make: Callable[[float], Coroutine[Any, Any, list[T]]],
-            timeout: float) -> list[T]:
-    """The sync face's poll: serve callbacks, poll the core, again while callbacks wait."""
+            timeout: float, prepare: Callable[[], None] | None = None) -> list[T]:
+    """The sync face's poll: serve callbacks, `prepare` (decode what was fetched), poll the
+    core, again while callbacks wait or new data came in (the core returns for it)."""
     deadline = time.monotonic() + timeout
     while True:
         serve_callbacks(consumer)
+        if prepare is not None:
+            prepare()
         out = consumer._loop.run(make(max(0.0, deadline - time.monotonic())))
         if out or (time.monotonic() >= deadline and not consumer._core._group_waiting()):
             return out

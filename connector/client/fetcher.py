@@ -41,16 +41,36 @@ _LAST_VERSION_WITHOUT_IDS = 12
 class Chunk:
     """One partition's fetched bytes, decoded at most once (lazily) into Python records.
 
-    `epochs`: ((first offset, partition leader epoch), ...) from the batch headers, one entry
-    per epoch change (almost always one): the epoch of any offset in the chunk without
-    looking at its records."""
-    __slots__ = ("data", "epochs", "index", "next_offset", "records", "skip")
+    `start`: the first offset not yet handed out (the fetch offset, until `take_arrow` hands
+    out part of it): a chunk's records are decoded from there, by whichever thread gets to it
+    first (`predecode`). `epochs`: ((first offset, partition leader epoch), ...) from the
+    batch headers, one entry per epoch change (almost always one): the epoch of any offset in
+    the chunk without looking at its records."""
+    __slots__ = ("data", "epochs", "index", "next_offset", "records", "skip", "start")
 
-    def __init__(self, data: bytes, next_offset: int, epochs: Epochs = (),
+    def __init__(self, data: bytes, start: int, next_offset: int, epochs: Epochs = (),
                  skip: frozenset[int] = frozenset()) -> None:
-        self.data, self.next_offset, self.index = data, next_offset, 0
+        self.data, self.start, self.next_offset, self.index = data, start, next_offset, 0
         self.records: Records | None = None
         self.epochs, self.skip = epochs, skip
+
+    def decoded(self, tp: TopicPartition, check_crc: bool) -> Records:
+        """The chunk's records from `start` on (decoded now if no thread has yet)."""
+        records = self.records
+        if records is None:
+            records = decode(self.data, tp, self.start, check_crc, self.skip)
+            self.index, self.records = 0, records
+        return records
+
+    def predecode(self, tp: TopicPartition, check_crc: bool) -> None:
+        """Decode ahead, in the thread that will take the records (the sync consumer's
+        caller), while the client's event-loop thread receives and decrypts the next fetch.
+        An error is left for `take_records` to raise, in the order the records come out."""
+        if self.records is None:
+            try:
+                self.decoded(tp, check_crc)
+            except KafkaError:
+                pass
 
     def epoch_before(self, offset: int) -> int:
         """The leader epoch of the batch holding `offset - 1` (-1 if unknown)."""
@@ -122,10 +142,7 @@ class PartitionState:
         assert position is not None  # chunks are buffered only at a known position
         while self.chunks and len(out) < limit:
             chunk = self.chunks[0]
-            if chunk.records is None:
-                chunk.records = decode(chunk.data, tp, position, check_crc, chunk.skip)
-                chunk.index = 0
-            records = chunk.records
+            records = chunk.decoded(tp, check_crc)  # from `position`: chunk.start is that
             if not out and chunk.index == 0 and len(records) <= limit:
                 take = out = records  # the whole chunk: hand its list over, no copy
             else:
@@ -155,7 +172,7 @@ class PartitionState:
                                  chunk.skip)
             chunk.records = None  # a cached Python decoding no longer starts at the position
             if end is not None and end < chunk.next_offset:
-                position = end
+                position = chunk.start = end
             else:
                 self.chunks.popleft()
                 position = max(position, chunk.next_offset)
@@ -352,12 +369,13 @@ async def fetch_single(cluster: Cluster, cfg: Config, tp: TopicPartition, offset
         await asyncio.sleep(cfg.seconds("retry.backoff.ms"))
 
 
-async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int,
-                            end: int, timeout: float | None = None, include_headers: bool = True,
-                            isolation_level: int = 0) -> AsyncGenerator[Any, None]:
-    """Yield RecordBatches holding the records of `tp` with offsets in [start, end).
+async def fetch_range(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int, end: int,
+                      timeout: float | None = None, isolation_level: int = 0
+                      ) -> AsyncGenerator[tuple[PartitionData, int], None]:
+    """Yield (PartitionData, the first offset wanted from it) until [start, end) of `tp` is
+    covered: the fetched bytes, undecoded, so that the caller decodes them where it likes.
 
-    The next fetch is in flight while the current answer is decoded. Raises KafkaError (e.g.
+    The next fetch is in flight while the caller decodes. Raises KafkaError (e.g.
     OFFSET_OUT_OF_RANGE when retention removed part of the range) and KafkaTimeoutError when
     no progress is made for `timeout` seconds (default.api.timeout.ms by default).
     """
@@ -377,11 +395,8 @@ async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, s
                 deadline = time.monotonic() + span
                 if nxt < end:
                     pending = fetch(nxt)
-                batch = decode_arrow(pd.records, tp, pos, end, include_headers, cfg["check.crcs"],
-                                     pd.skip)
+                yield pd, pos
                 pos = min(nxt, end)
-                if batch.num_rows:
-                    yield batch
             elif time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"offsets {pos}..{end} of {tp} not available "
                                         f"(high watermark {pd.high_watermark})")
@@ -390,3 +405,19 @@ async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, s
     finally:
         if pending is not None:
             pending.cancel()
+
+
+async def fetch_range_arrow(cluster: Cluster, cfg: Config, tp: TopicPartition, start: int,
+                            end: int, timeout: float | None = None, include_headers: bool = True,
+                            isolation_level: int = 0) -> AsyncGenerator[Any, None]:
+    """Yield RecordBatches holding the records of `tp` with offsets in [start, end), decoded
+    as `fetch_range` yields them (see there)."""
+    ranges = fetch_range(cluster, cfg, tp, start, end, timeout, isolation_level)
+    try:
+        async for pd, pos in ranges:
+            batch = decode_arrow(pd.records, tp, pos, end, include_headers, cfg["check.crcs"],
+                                 pd.skip)
+            if batch.num_rows:
+                yield batch
+    finally:
+        await ranges.aclose()

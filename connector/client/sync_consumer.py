@@ -2,7 +2,9 @@
 
 Apart from `consumer.py` because it holds no consumer logic of its own: it runs the asyncio
 core on a background loop thread (`LoopThread`) and waits for each call, except where the
-calling thread must take part (rebalance callbacks run in it: `polling`, `run_serving`).
+calling thread must take part: rebalance callbacks run in it (`polling`, `run_serving`), and
+it decodes the fetched records (`poll`, `fetch_range_arrow`), so that decoding runs beside the
+loop's thread receiving and decrypting the next fetch instead of after it.
 """
 from collections.abc import Iterator, Mapping
 from typing import Any, Self
@@ -11,7 +13,8 @@ from .config import Config
 from .connection import LoopThread, add_blocking_methods
 from .consumer import AsyncConsumer
 from .consumer_group import polling, run_serving
-from .fetcher import Records
+from .fetcher import PartitionData, Records, decode_arrow
+from .types import TopicPartition
 
 
 class Consumer:
@@ -25,6 +28,7 @@ class Consumer:
     def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
         self._core = AsyncConsumer(config, **overrides)
         self._core.group_face, self._core.group_defer_callbacks = self, True
+        self._core.decode_in_caller = True
         self._loop = LoopThread("minilog-consumer")
         try:
             self._loop.run(self._core.start())
@@ -37,7 +41,9 @@ class Consumer:
         return self._core.config
 
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> Records:
-        return polling(self, lambda left: self._core.poll(left, max_records), timeout)
+        """Records decoded in the calling thread, while the loop's thread fetches more."""
+        return polling(self, lambda left: self._core.poll(left, max_records), timeout,
+                       self._core.predecode)
 
     def poll_arrow(self, timeout: float = 1.0, max_records: int | None = None,
                    include_headers: bool = True) -> list[Any]:  # of pyarrow RecordBatch
@@ -51,17 +57,24 @@ class Consumer:
     def fetch_range_arrow(self, tp: tuple[str, int], start: int, end: int,
                           timeout: float | None = None, include_headers: bool = True
                           ) -> Iterator[Any]:  # of pyarrow RecordBatch
-        """Iterator of RecordBatches with the records of `tp` in [start, end)."""
-        agen = self._core.fetch_range_arrow(tp, start, end, timeout, include_headers)
+        """Iterator of RecordBatches with the records of `tp` in [start, end), decoded in the
+        calling thread while the loop's thread fetches (and decrypts) the next answer."""
+        part = TopicPartition(*tp)
+        agen = self._core.fetch_range(part, start, end, timeout)
+        check = self.config["check.crcs"]
 
-        async def step() -> Any:
+        async def step() -> tuple[PartitionData, int]:
             return await agen.__anext__()
         try:
             while True:
                 try:
-                    yield self._loop.run(step())
+                    pd, first = self._loop.run(step())
                 except StopAsyncIteration:
                     return
+                batch = decode_arrow(pd.records, part, first, end, include_headers, check,
+                                     pd.skip)
+                if batch.num_rows:
+                    yield batch
         finally:
             if not self._loop.loop.is_closed():
                 self._loop.run(agen.aclose())

@@ -1,6 +1,8 @@
 """Our consumer against real brokers, reading what confluent-kafka (and our producer) wrote."""
 import asyncio
 import gc
+import sys
+import threading
 import time
 from collections import Counter
 
@@ -89,6 +91,74 @@ def test_arrow_path_equals_poll(cluster):
     in_range = pa.Table.from_batches(ranged).column("offset").to_pylist()
     p0 = sorted(r.offset for r in polled if r.partition == 0)
     assert in_range == [o for o in p0 if 5 <= o < 100]
+
+
+def _threads_calling(function, action):
+    """(what `action()` returns, the idents of the threads that called `function` meanwhile),
+    watched with a profile hook in this thread and in threads started meanwhile (a client's
+    event-loop thread)."""
+    callers = set()
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code is function.__code__:
+            callers.add(threading.get_ident())
+    threading.setprofile(watch)
+    sys.setprofile(watch)
+    try:
+        return action(), callers
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+
+
+def test_poll_decodes_records_in_the_calling_thread(broker):
+    """The sync consumer's event-loop thread receives (and over TLS decrypts) the next fetch
+    while the thread calling poll decodes the last one: decoding happens in the caller."""
+    topic = make_topic(broker.bootstrap, 1)
+    _confluent_produce(broker.bootstrap, topic, 300)
+
+    def read():
+        with Consumer({"bootstrap.servers": broker.bootstrap,
+                       "auto.offset.reset": "earliest"}) as c:
+            c.assign([TopicPartition(topic, 0)])
+            return _consume(c, 300)
+    got, decoders = _threads_calling(records_format.decode_batches, read)
+    assert [r.offset for r in got] == list(range(300))
+    assert decoders == {threading.get_ident()}
+
+
+def test_fetch_range_arrow_decodes_in_the_calling_thread(broker):
+    from minilog.connector import arrow
+    topic = make_topic(broker.bootstrap, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+        for i in range(300):
+            p.send(topic, b"v%d" % i, partition=0)
+            if i % 30 == 29:
+                p.flush()  # ten batches
+
+    def read():
+        with Consumer({"bootstrap.servers": broker.bootstrap,
+                       "max.partition.fetch.bytes": 1}) as c:  # a batch per fetch
+            return [b.column("offset").to_pylist()
+                    for b in c.fetch_range_arrow(TopicPartition(topic, 0), 10, 290)]
+    got, decoders = _threads_calling(arrow.decode_to_arrow, read)
+    assert len(got) > 1 and sum(got, []) == list(range(10, 290))
+    assert decoders == {threading.get_ident()}
+
+
+def test_poll_and_poll_arrow_taking_turns_hand_out_each_record_once(broker):
+    """poll_arrow takes part of a fetched chunk; poll then decodes the rest of it (in the
+    caller's thread, ahead of handing it out) from where poll_arrow stopped."""
+    topic = make_topic(broker.bootstrap, 1)
+    _confluent_produce(broker.bootstrap, topic, 300)
+    offsets, deadline = [], time.monotonic() + 30
+    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([TopicPartition(topic, 0)])
+        while len(offsets) < 300 and time.monotonic() < deadline:
+            for b in c.poll_arrow(0.5, max_records=7):
+                offsets += b.column("offset").to_pylist()
+            offsets += [r.offset for r in c.poll(0.5, max_records=5)]
+    assert offsets == list(range(300))
 
 
 def test_seek_position_pause_resume(cluster):
