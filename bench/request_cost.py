@@ -11,7 +11,7 @@ one-partition topic: RF=1 on one broker, RF=3 (min.insync.replicas=2) on a three
 as `minilog cluster up` starts it. The brokers' CPU (all threads, `cluster.process_cpu_seconds`)
 over the run, less what they spend idle over as long (measured just before), is divided by the
 Produce requests librdkafka counted (its statistics). RF=3 counts the three brokers: the
-leader's work plus the followers' fetches.
+leader's work plus the followers' fetches, also shown per broker (the leader first).
 
 `--against REV` measures that revision's brokers beside this tree's, runs interleaved.
 """
@@ -28,8 +28,8 @@ RATE, RECORDS, QUICK_RECORDS = 4_000, 12_000, 1_000
 IDLE_SECONDS, QUICK_IDLE_SECONDS = 1.0, 0.2
 
 
-def _cpu(pids):
-    return sum(cluster.process_cpu_seconds(pid) for pid in pids)
+def _cpus(pids):
+    return [cluster.process_cpu_seconds(pid) for pid in pids]
 
 
 def _produce(bootstrap, topic, records, rate):
@@ -62,14 +62,16 @@ def _one_run(target, rf, run, args):
     cluster.create_topic(target["bootstrap"], topic, 1,
                          {"min.insync.replicas": 2} if rf > 1 else None, rf)
     time.sleep(args.idle)  # the topic's creation settles
-    idle0, t0 = _cpu(pids), time.monotonic()
+    idle0, t0 = _cpus(pids), time.monotonic()
     time.sleep(args.idle)
-    idle_rate = (_cpu(pids) - idle0) / (time.monotonic() - t0)
-    cpu0, t0 = _cpu(pids), time.monotonic()
+    idle_rates = [(b - a) / (time.monotonic() - t0) for a, b in zip(idle0, _cpus(pids))]
+    cpu0, t0 = _cpus(pids), time.monotonic()
     requests = _produce(target["bootstrap"], topic, args.records, args.rate)
-    busy = _cpu(pids) - cpu0 - idle_rate * (time.monotonic() - t0)
-    return {"us_per_request": busy / requests * 1e6, "us_per_record": busy / args.records * 1e6,
-            "requests": requests}
+    took = time.monotonic() - t0
+    busy = [b - a - idle * took for a, b, idle in zip(cpu0, _cpus(pids), idle_rates)]
+    return {"us_per_request": sum(busy) / requests * 1e6,
+            "us_per_record": sum(busy) / args.records * 1e6, "requests": requests,
+            "us_per_request_each": sorted((x / requests * 1e6 for x in busy), reverse=True)}
 
 
 @contextlib.contextmanager
@@ -88,7 +90,9 @@ def _summary(name, rf, runs):
     return (f"{name:>10} RF={rf}: {median(per_req):7.1f} µs/request "
             f"(runs {', '.join(f'{x:.0f}' for x in per_req)}), "
             f"{median([r['us_per_record'] for r in runs]):7.1f} µs/record, "
-            f"{median([r['requests'] for r in runs]):.0f} requests a run")
+            f"{median([r['requests'] for r in runs]):.0f} requests a run"
+            + ("" if rf == 1 else ", per broker (busiest first) " + " + ".join(
+                f"{median([r['us_per_request_each'][i] for r in runs]):.0f}" for i in range(3))))
 
 
 def main(argv=None):
