@@ -92,3 +92,12 @@ def test_latency_against_a_revision_runs_its_broker_beside_this_trees(tmp_path):
                                                       for rate in ("10000", "40000")}
     assert all(float(v.replace(",", "")) > 0 for *_, v in ratios)
     assert json.loads((tmp_path / "bench-results" / "latency-compare.json").read_text())["ratios"]
+
+
+def test_request_cost_prints_the_brokers_cpu_per_produce_request():
+    proc = run_bounded([sys.executable, "-m", "bench", "request_cost", "--quick", "--rf", "1"],
+                       150, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not proc.leftover, f"processes the benchmark left running: {proc.leftover}"
+    cost = re.search(r"new RF=1: +([\d.]+) µs/request", proc.stdout)
+    assert cost and float(cost.group(1)) > 0, proc.stdout[-3000:]

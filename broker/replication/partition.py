@@ -174,10 +174,13 @@ class Partition(ReplicaLog):
             # to this log's end, as Kafka's follower does, never to the high watermark.
             latest = self.epoch_cache.latest_epoch if self.epoch_cache is not None else -1
             return latest, self.log_end_offset
-        if self.followers is not None:
-            self.followers.fetched(replica_id, fetch_offset, self.log_end_offset,
-                                   broker_epoch=broker_epoch)
-            self._advance_high_watermark()
+        followers = self.followers
+        if followers is not None:
+            moved = followers.end_offset(replica_id) != fetch_offset
+            followers.fetched(replica_id, fetch_offset, self.log_end_offset,
+                              broker_epoch=broker_epoch)
+            if moved:  # else the high watermark's inputs are as they were: nothing to compute
+                self._advance_high_watermark()
         return None
 
     def truncate_for_divergence(self, leader_epoch: int, leader_end_offset: int) -> int:
@@ -244,14 +247,23 @@ async def wait_for_any(partitions: Collection[Partition], timeout_s: float,
     change of leadership, or the timeout passes."""
     if timeout_s <= 0 or not partitions:
         return
-    fut: Waiter = asyncio.get_running_loop().create_future()
-
+    loop = asyncio.get_running_loop()
+    fut: Waiter = loop.create_future()
     for p in partitions:
         p.add_waiter(fut, follower)
+    # The future itself is awaited, with a timer that completes it: a cancellation reaches the
+    # waiting task whether or not the future completed meanwhile (3.11's wait_for can swallow
+    # one), and no wrapper task, waiter set or callbacks are made per wait, as asyncio.wait
+    # makes them: every acks=all produce and every follower fetch waits here.
+    timer = loop.call_later(timeout_s, _time_up, fut)
     try:
-        # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancellation that
-        # arrives as the future completes, and a shutting-down fetch must see it.
-        await asyncio.wait({fut}, timeout=timeout_s)
+        await fut
     finally:
+        timer.cancel()
         for p in partitions:
             p.remove_waiter(fut)
+
+
+def _time_up(fut: Waiter) -> None:
+    if not fut.done():
+        fut.set_result(False)

@@ -149,6 +149,7 @@ class _Connection(FramedProtocol):
         self._unsent = collections.deque()
         self._sender = None  # the task writing `_unsent`
         self._room = None    # a future the sender completes when `_unsent` shrinks
+        self._held = []      # response chunks written this turn of the loop, sent at its end
 
     def connection_made(self, transport):
         super().connection_made(transport)
@@ -213,6 +214,7 @@ class _Connection(FramedProtocol):
             log.exception("closing %s after an unexpected error", self.peer)
         finally:
             self.server._connections.discard(self)
+            self._flush()
             self.transport.close()
             self._drop_unsent()
 
@@ -259,6 +261,24 @@ class _Connection(FramedProtocol):
             if self._room is not None and not self._room.done():
                 self._room.set_result(None)
 
+    def write(self, chunks):
+        """Queue a response's chunks to go out with the others of this turn of the event loop,
+        in one system call: when a producer's pipelined requests arrive together, or one new
+        high watermark completes a burst of acks=all produces, their answers are one send,
+        not a send each (each wakes the client, and on loopback the sender pays the
+        receiver's TCP work). Over TLS chunks are written at once (`_send_tls` paces them)."""
+        if self.tls:
+            super().write(chunks)
+            return
+        if not self._held:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._held.extend(chunks)
+
+    def _flush(self):
+        held, self._held = self._held, []
+        if held and not self.closed:
+            super().write(held)
+
     async def _send(self, chunks):
         """Write a response; its `FileRegion`s go with sendfile, and are closed in any case."""
         regions = [c for c in chunks if isinstance(c, FileRegion)]
@@ -278,6 +298,7 @@ class _Connection(FramedProtocol):
                     continue
                 if i > start:
                     self.write(chunks[start:i])
+                self._flush()  # the bytes before the segment's must reach the transport first
                 try:
                     sent = await loop.sendfile(self.transport, chunk, chunk.position, len(chunk),
                                                fallback=False)

@@ -70,6 +70,14 @@ def test_record_count_not_matching_last_offset_delta_is_invalid_record(broker, t
     assert _end_offset(broker, topic) == 10
 
 
+def test_control_batch_from_a_client_is_invalid_record(broker, topic):
+    control = batch.build(b"\x00" * 10, 1, 0, 1000, 1000, attributes=batch.CONTROL,
+                          producer_id=7, producer_epoch=0)
+    conn = RawConnection(broker.bootstrap)
+    assert _produce_error(conn, topic, control) == ErrorCode.INVALID_RECORD
+    assert _end_offset(broker, topic) == 10
+
+
 def test_truncated_batch_is_corrupt_message(broker, topic):
     conn = RawConnection(broker.bootstrap)
     assert _produce_error(conn, topic, _good_batch()[:-5]) == ErrorCode.CORRUPT_MESSAGE

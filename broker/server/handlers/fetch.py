@@ -46,16 +46,21 @@ def _consumer_divergence(partition, p):
     return 0, ((epoch, end) if epoch < last or end < p.fetch_offset else None)
 
 
+_PARTITION = _RESP.child("responses", "partitions").cls  # built for every partition fetched
+_ABORTED = _RESP.child("responses", "partitions", "aborted_transactions").cls
+
+
 def _partition_response(index, code, partition=None, records=b"", diverging=None,
                         aborted=()):
-    hw = partition.high_watermark if partition else -1
-    out = _RESP.make("responses", "partitions", partition_index=index, error_code=code,
-                     high_watermark=hw,
-                     last_stable_offset=partition.last_stable_offset if partition else -1,
-                     log_start_offset=partition.log_start_offset if partition else -1,
-                     aborted_transactions=None if code else [_RESP.make(
-                         "responses", "partitions", "aborted_transactions",
-                         producer_id=a.producer_id, first_offset=a.first_offset)
+    if partition is None:
+        hw = lso = log_start = -1
+    else:
+        hw, lso, log_start = (partition.high_watermark, partition.last_stable_offset,
+                              partition.log_start_offset)
+    out = _PARTITION(partition_index=index, error_code=code, high_watermark=hw,
+                     last_stable_offset=lso, log_start_offset=log_start,
+                     aborted_transactions=None if code else [
+                         _ABORTED(producer_id=a.producer_id, first_offset=a.first_offset)
                          for a in aborted], records=records)
     if code and partition is not None and partition.leader_id is not None:
         out.current_leader = _RESP.make("responses", "partitions", "current_leader",
@@ -119,10 +124,13 @@ def _read_all(broker, wanted, max_bytes, follower, replica_id=-1, read_committed
                     continue
             limit = max(0, min(p.partition_max_bytes, max_bytes - total))
             try:
+                # At the log end there is nothing to read (what `read` answers there too): a
+                # caught-up follower's fetch names every partition it follows, mostly idle.
                 data = partition.read(p.fetch_offset, limit, committed_only=not follower,
                                       min_one=total == 0, region_over=ZERO_COPY_OVER,
                                       stable_only=read_committed) \
-                    if limit or total == 0 else b""
+                    if (limit or total == 0) and p.fetch_offset != partition.log_end_offset \
+                    else b""
             except OffsetOutOfRange:
                 out.append(_partition_response(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE,
                                                partition))

@@ -5,7 +5,7 @@ are never decoded, except for Produce v0-v2's message formats v0/v1, converted t
 does (`up_convert.py`). acks=0 requests get no response at all, as in Kafka: one that fails closes
 the connection instead, the only way its client can notice.
 """
-import asyncio
+import time
 
 from minilog.connector import batch as batch_format
 from minilog.connector.protocol import ApiKey, ErrorCode, response
@@ -18,16 +18,36 @@ from ...storage.up_convert import to_v2_batch
 from . import NO_RESPONSE, CloseConnection, Pending, handles, leader_partition
 
 _RESP = response(ApiKey.PRODUCE)
+_PARTITION = _RESP.child("responses", "partition_responses").cls  # one per partition produced to
+_RECORD_ERROR = _RESP.child("responses", "partition_responses", "record_errors").cls
 
 
 def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start=-1, message=None,
                       record_errors=()):
-    return _RESP.make("responses", "partition_responses", index=index, error_code=code,
-                      base_offset=base_offset, log_append_time_ms=log_append_time,
-                      log_start_offset=log_start, error_message=message,
-                      record_errors=[_RESP.make("responses", "partition_responses", "record_errors",
-                                                batch_index=i, batch_index_error_message=m)
+    return _PARTITION(index=index, error_code=code, base_offset=base_offset,
+                      log_append_time_ms=log_append_time, log_start_offset=log_start,
+                      error_message=message,
+                      record_errors=[_RECORD_ERROR(batch_index=i, batch_index_error_message=m)
                                      for i, m in record_errors])
+
+
+def _batch_refusal(batches, transactional_id):
+    """(error code, message) for batches a client may not write, in Kafka's order of checks;
+    None when all may be appended. One pass over the headers: every produce asks."""
+    control = anonymous_txn = txn = False
+    for _, h in batches:
+        control |= h.is_control
+        if h.is_transactional:
+            txn = True
+            anonymous_txn |= h.producer_id < 0
+    if control:
+        return ErrorCode.INVALID_RECORD, "clients may not write control batches"
+    if anonymous_txn:
+        return ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id"
+    if txn and transactional_id is None:
+        return (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "a transactional batch needs a transactional id")
+    return None
 
 
 def produce_to_partition(broker, topic, index, records, acks, message_sets=False,
@@ -49,15 +69,9 @@ def produce_to_partition(broker, topic, index, records, acks, message_sets=False
         batches = batch_format.split_batches(records, partition.max_message_bytes)
     except batch_format.InvalidBatch as e:
         return _partition_result(index, e.code, message=str(e))
-    if any(h.is_control for _, h in batches):
-        return _partition_result(index, ErrorCode.INVALID_RECORD,
-                                 message="clients may not write control batches")
-    if any(h.is_transactional and h.producer_id < 0 for _, h in batches):
-        return _partition_result(index, ErrorCode.INVALID_RECORD,
-                                 message="a transactional batch needs a producer id")
-    if transactional_id is None and any(h.is_transactional for _, h in batches):
-        return _partition_result(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                 message="a transactional batch needs a transactional id")
+    refused = _batch_refusal(batches, transactional_id)
+    if refused is not None:
+        return _partition_result(index, refused[0], message=refused[1])
     if "compact" in partition.log.config.cleanup_policy.split(","):
         refused = validate_keys([(records[pos:pos + h.size], h) for pos, h in batches],
                                 topic, index)
@@ -96,11 +110,13 @@ def _when_replicated(broker, results, timeout_ms):
     if not waits:
         return None
 
-    async def wait(part, partition, last):
-        part.error_code = await broker.replicas.wait_for_acks(partition, last, timeout_ms)
-
     async def respond():
-        await asyncio.gather(*(wait(*w) for w in waits))
+        # One partition after the other against one deadline: the answer is ready when the
+        # slowest is, as with a wait each, without a task per partition for the usual one.
+        deadline = time.monotonic() + timeout_ms / 1000
+        for part, partition, last in waits:
+            left_ms = max(0.0, (deadline - time.monotonic()) * 1000)
+            part.error_code = await broker.replicas.wait_for_acks(partition, last, left_ms)
         return _RESP.cls(responses=results, throttle_time_ms=0)
     return respond()
 
