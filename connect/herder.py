@@ -57,6 +57,7 @@ from .status import (
 )
 from .topic_log import TopicLog, ensure_compacted_topic
 from .validate import check
+from .warmup import warm_up
 from .worker_config import WorkerConfig
 
 if TYPE_CHECKING:
@@ -134,8 +135,13 @@ class Herder:
 
     def _run(self) -> None:
         """The herder's thread: the only one that starts and stops queries. It reconciles
-        when a change was written, and checks the running queries every second."""
+        when a change was written, and checks the running queries every second. A worker
+        with no connectors to restore first starts Spark's Python processes (warmup.py)."""
         self._activate_session()
+        with self._lock:
+            restoring = bool(self.configs.connectors)
+        if not restoring:
+            warm_up(self.spark, self._stopping)
         while not self._stopping.is_set():
             try:
                 with self._lock:
