@@ -10,10 +10,11 @@ started, a daemon lives as long as the JVM and forks workers in milliseconds.
 
 So a worker with no connector to run, when it starts, runs one tiny query through the same
 steps: a one-row Python stream source into a Python stream sink that keeps nothing, nothing read
-from or written to Kafka. The herder's thread runs it before its first round, while the REST API
-already answers; a connector created meanwhile starts when it is done. A worker with connectors
-to bring back skips it: their own queries start those processes at once. Only a query's own
-source process (one per query) is left for the connector's start.
+from or written to Kafka. It runs in a thread of its own while the REST API answers and the
+herder works: a connector created meanwhile starts at once and shares the daemons (Spark starts
+each one once), so it never waits for the warm-up. A worker with connectors to bring back skips
+it: their own queries start those processes at once. Only a query's own source process (one per
+query) is left for the connector's start. It logs "Spark's Python processes started" when done.
 """
 from __future__ import annotations
 
