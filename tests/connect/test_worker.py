@@ -344,3 +344,11 @@ def test_driven_by_kafka_connect_py(worker, broker, tmp_path):
         kc.get_connector("kcpy")
     assert raised.value.response.json() == {"error_code": 404,
                                             "message": "Connector kcpy not found"}
+
+
+def test_a_fresh_worker_started_sparks_python_processes_ahead_of_its_connectors(worker):
+    """A worker with nothing to restore runs the one-row warm-up query (connect/warmup.py)
+    beside its connectors; it ends, and says so, however the module's connectors went."""
+    wait_until(lambda: "Spark's Python processes started" in worker.log
+               or "ahead of the connectors failed" in worker.log, DEADLINE, "the warm-up's end")
+    assert "Spark's Python processes started in" in worker.log, worker.log[-4000:]
