@@ -3,9 +3,10 @@ them, same run, one minilog broker and one PostgreSQL server.
 
 - FileStreamSource -> topic: a file of N lines of 100 B. The script reads the file and
   produces each line with confluent-kafka (acks=all, enable.idempotence), timed from its first
-  line to its last acknowledgement. The connector (through the exactly-once sink) is timed from
-  its task's RUNNING (its Spark query started: the JVM's and the query's start excluded, as the
-  script's interpreter start is) until its task's progress counts all N.
+  line to its last acknowledgement. The connector (through the exactly-once sink) is created
+  once the worker has started, Spark's Python processes included (connect/warmup.py), and timed
+  from its task's RUNNING (its Spark query started: the JVM's and the query's start excluded,
+  as the script's interpreter start is) until its task's progress counts all N.
 - topic -> PostgreSQL: N records as JsonConverter writes them (a schema envelope, three
   fields) into `JdbcSinkConnector` (insert mode, auto.create). The script is what the sink
   promises, by hand: a confluent-kafka consumer, and per poll (up to 10,000 records) one
@@ -153,6 +154,13 @@ class Worker:
                  str(self.dir / "worker.properties")], stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
         _wait(self._answers, f"the worker at {self.url}", step=0.5)
+        # the worker's start ends with Spark's Python processes started (connect/warmup.py):
+        # part of its start, as the script's interpreter start is part of its own
+        _wait(self._warm, "the worker's Python processes", step=0.2)
+
+    def _warm(self):
+        text = self.log.read_text(errors="replace")
+        return "Spark's Python processes started" in text or "ahead of the connectors" in text
 
     def _answers(self):
         if self.proc.poll() is not None:

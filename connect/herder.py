@@ -57,6 +57,7 @@ from .status import (
 )
 from .topic_log import TopicLog, ensure_compacted_topic
 from .validate import check
+from .warmup import warm_up
 from .worker_config import WorkerConfig
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ class Herder:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="connect-herder", daemon=True)
+        self._warmup = threading.Thread(target=self._warm_up, name="connect-warmup", daemon=True)
         client = worker.client_config()
         for topic in (worker.config_topic, worker.offset_topic, worker.status_topic):
             ensure_compacted_topic(client, topic, worker.partitions[topic],
@@ -121,6 +123,8 @@ class Herder:
         self._stopping.set()
         self._wake.set()
         self._thread.join()
+        if self._warmup.ident is not None:
+            self._warmup.join()
         self._starts.shutdown(wait=True, cancel_futures=True)
         for name, (_, future) in self._starting.items():
             if future.done() and not future.cancelled() and future.exception() is None:
@@ -134,8 +138,14 @@ class Herder:
 
     def _run(self) -> None:
         """The herder's thread: the only one that starts and stops queries. It reconciles
-        when a change was written, and checks the running queries every second."""
+        when a change was written, and checks the running queries every second. A worker
+        with no connectors to restore starts Spark's Python processes beside it (warmup.py):
+        a connector created meanwhile does not wait for that, it shares the processes started."""
         self._activate_session()
+        with self._lock:
+            restoring = bool(self.configs.connectors)
+        if not restoring:
+            self._warmup.start()
         while not self._stopping.is_set():
             try:
                 with self._lock:
@@ -151,6 +161,10 @@ class Herder:
                 log.exception("reconciling the connectors failed; retrying")
             self._wake.wait(MONITOR_INTERVAL_S)
             self._wake.clear()
+
+    def _warm_up(self) -> None:
+        self._activate_session()
+        warm_up(self.spark, self._stopping)
 
     def _activate_session(self) -> None:
         """Spark finds Python data sources (format("minilog")) through the calling thread's

@@ -1,6 +1,7 @@
 """`minilog connect worker.properties`: read the settings, bind the REST listener (a port in use
 is one line, not a traceback), start the local Spark session and the herder (which replays the
-three topics and restarts the connectors), then serve Connect's REST API until SIGTERM/Ctrl-C,
+three topics and restarts the connectors, or with none to restart starts Spark's Python
+processes ahead of the first, warmup.py), then serve Connect's REST API until SIGTERM/Ctrl-C,
 stopping every connector's query on the way out."""
 from __future__ import annotations
 

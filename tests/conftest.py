@@ -123,7 +123,7 @@ LONG_MODULES = ("datasource/test_exactly_once_replan.py",  # 333
                 "connect/test_worker.py", "datasource/test_stream.py",  # 122, 116
                 "datasource/test_exactly_once_edges.py",  # 95
                 "cluster/test_replication_safety.py", "datasource/test_kafka_parity.py",  # 89, 88
-                "datasource/test_connect.py", "connect/test_postgres_sink.py",  # 84, 82
+                "datasource/test_connect.py", "connect/test_kill9_pipelines.py",  # 84, 82
                 "console/test_browser.py", "cluster/test_failover.py",  # 80, 69
                 "mirror/test_mirror.py", "datasource/test_exactly_once_cluster.py",  # 67, 63
                 "connect/test_transforms.py", "connect/test_mirror_connectors.py",

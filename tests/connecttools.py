@@ -74,6 +74,35 @@ class ConnectWorker(MarkedProcess):
         return request(self.url, method, path, body, raw)
 
 
+def task_state(worker, name):
+    """The state of the connector's task 0, or None while it has none."""
+    status, body = worker.call("GET", f"/connectors/{name}/status")
+    return body["tasks"][0]["state"] if status == 200 and body["tasks"] else None
+
+
+def progress(worker, name):
+    """The `progress` of the connector's task 0 in its status ({} while it has none)."""
+    status, body = worker.call("GET", f"/connectors/{name}/status")
+    return body["tasks"][0].get("progress", {}) if status == 200 and body["tasks"] else {}
+
+
+def append_lines(path, first, count):
+    """Lines `first`.. appended to a FileStreamSource's file (non-ASCII and a tab in each, which
+    a pipeline must carry as they are); the lines, as the file's reader will see them."""
+    lines = [f"line {i}: ünïcödé, tab\there" for i in range(first, first + count)]
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(f"{line}\n" for line in lines))
+    return lines
+
+
+def lines_of(path):
+    """A FileStreamSink's file as lines so far ([] before it exists)."""
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+
+
 def request(url, method, path, body=None, raw=None, timeout=60):
     """(status, decoded JSON body or None) of one HTTP call; `raw` sends bytes as they are."""
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()

@@ -1,6 +1,7 @@
 """`minilog connect` as a Connect user tries it: a worker process, a real broker, the REST API
-over HTTP, a file → topic → file pipeline through FileStreamSource and FileStreamSink, and the
-worker killed with -9 and restarted. One worker (one Spark session) for the module."""
+over HTTP (urllib, curl, kafka-connect-py), FileStreamSource and FileStreamSink connectors through
+their lives, Connect's answers to what it refuses. One worker (one Spark session) for the module;
+the worker killed with -9 and restarted is test_kill9_pipelines.py."""
 import json
 import os
 import re
@@ -11,7 +12,7 @@ import urllib.request
 
 import pytest
 from brokers import free_port, wait_for_port
-from connecttools import ConnectWorker
+from connecttools import ConnectWorker, append_lines, progress, task_state
 from sparktools import consume_all, create_topic, produce, unique
 from waiting import wait_until
 
@@ -29,30 +30,6 @@ def worker(broker, tmp_path_factory):
     w.stop()
 
 
-def append_lines(path, first, count):
-    lines = [f"line {i}: ünïcödé, tab\there" for i in range(first, first + count)]
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(f"{line}\n" for line in lines))
-    return lines
-
-
-def lines_of(path):
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-
-
-def task_state(worker, name):
-    status, body = worker.call("GET", f"/connectors/{name}/status")
-    return body["tasks"][0]["state"] if status == 200 and body["tasks"] else None
-
-
-def progress(worker, name):
-    status, body = worker.call("GET", f"/connectors/{name}/status")
-    return body["tasks"][0].get("progress", {}) if status == 200 and body["tasks"] else {}
-
-
 def test_root_and_plugins_answer_as_connect(worker):
     status, root = worker.call("GET", "/")
     assert status == 200 and root["version"] and root["kafka_cluster_id"]
@@ -62,44 +39,6 @@ def test_root_and_plugins_answer_as_connect(worker):
         (SOURCE, "source"), (SINK, "sink"), ("io.confluent.connect.jdbc.JdbcSinkConnector", "sink"),
         *((f"org.apache.kafka.connect.mirror.Mirror{kind}Connector", "source")
           for kind in ("Source", "Checkpoint", "Heartbeat"))}
-
-
-def test_file_to_topic_to_file_exactly_once_through_kill9(worker, broker, tmp_path):
-    topic = create_topic(broker.bootstrap, unique("lines"))
-    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
-    expected = append_lines(source_file, 0, 300)
-    status, info = worker.call("POST", "/connectors", {"name": "file-source", "config": {
-        "connector.class": "FileStreamSource", "file": str(source_file), "topic": topic}})
-    assert status == 201, info
-    assert info == {"name": "file-source", "type": "source",
-                    "tasks": [{"connector": "file-source", "task": 0}],
-                    "config": {"connector.class": "FileStreamSource", "file": str(source_file),
-                               "topic": topic, "name": "file-source"}}
-    status, info = worker.call("POST", "/connectors", {"name": "file-sink", "config": {
-        "connector.class": SINK, "file": str(sink_file), "topics": topic}})
-    assert status == 201, info
-    wait_until(lambda: lines_of(sink_file) == expected, DEADLINE, "the first lines in the sink")
-    for name in ("file-source", "file-sink"):
-        assert task_state(worker, name) == "RUNNING"
-    # each line counted once in each task's progress, however many batches and reports
-    wait_until(lambda: (progress(worker, "file-source").get("records"),
-                        progress(worker, "file-sink").get("records")) == (300, 300),
-               DEADLINE, "300 records in each task's progress")
-    assert "lag" not in progress(worker, "file-source")  # a file has no log end to lag behind
-
-    expected += append_lines(source_file, 300, 300)
-    worker.kill9()  # whatever the queries were doing with the new lines
-    worker.start()
-    status, names = worker.call("GET", "/connectors")
-    assert status == 200 and sorted(names) == ["file-sink", "file-source"]
-    expected += append_lines(source_file, 600, 300)
-    wait_until(lambda: len(lines_of(sink_file)) >= len(expected), DEADLINE,
-               "every line in the sink after the restart")
-    assert lines_of(sink_file) == expected
-    records = consume_all(broker.bootstrap, topic, 1, expect=len(expected))
-    assert [value.decode() for _, _, _, value, _ in records] == expected
-    for name in ("file-source", "file-sink"):
-        assert task_state(worker, name) == "RUNNING"
 
 
 def console_page(console_port, path):
@@ -405,3 +344,11 @@ def test_driven_by_kafka_connect_py(worker, broker, tmp_path):
         kc.get_connector("kcpy")
     assert raised.value.response.json() == {"error_code": 404,
                                             "message": "Connector kcpy not found"}
+
+
+def test_a_fresh_worker_started_sparks_python_processes_ahead_of_its_connectors(worker):
+    """A worker with nothing to restore runs the one-row warm-up query (connect/warmup.py)
+    beside its connectors; it ends, and says so, however the module's connectors went."""
+    wait_until(lambda: "Spark's Python processes started" in worker.log
+               or "ahead of the connectors failed" in worker.log, DEADLINE, "the warm-up's end")
+    assert "Spark's Python processes started in" in worker.log, worker.log[-4000:]
