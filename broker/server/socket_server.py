@@ -310,6 +310,9 @@ class _Connection(FramedProtocol):
                 start = i + 1
             if start < len(chunks):
                 self.write(chunks[start:])
+            # The rest of a response big enough for sendfile goes now: its reader waits for
+            # its last bytes, and nothing is saved by holding them to the loop's turn's end.
+            self._flush()
             await self.drain()
         finally:
             for region in regions:
