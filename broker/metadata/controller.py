@@ -259,10 +259,15 @@ class Controller:
                 out[name] = [(i, *self._elect(name, i, election_type, recs)) for i in indexes]
         return ControllerResult.of(out, recs)
 
+    def _partition(self, topic: str, index: int) -> tuple[TopicState | None,
+                                                           PartitionState | None]:
+        """The topic and its partition `index` in the working view (None where unknown)."""
+        ts = self.image.topics.get(topic)
+        return ts, ts.partitions.get(index) if ts is not None else None
+
     def _elect(self, topic: str, index: int, election_type: int, recs: list[Record]
                ) -> tuple[int, str | None]:
-        ts = self.image.topics.get(topic)
-        p = ts.partitions.get(index) if ts is not None else None
+        ts, p = self._partition(topic, index)
         if ts is None or p is None:
             return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"No such topic as {topic}" if ts is None else
@@ -301,8 +306,7 @@ class Controller:
 
     def _reassign(self, topic: str, index: int, target: Sequence[int] | None,
                   recs: list[Record]) -> tuple[int, str | None]:
-        ts = self.image.topics.get(topic)
-        p = ts.partitions.get(index) if ts is not None else None
+        ts, p = self._partition(topic, index)
         if ts is None or p is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{index}."
         live = self.image.brokers
