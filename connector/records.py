@@ -20,7 +20,16 @@ INT64_MAX = (1 << 63) - 1
 
 class CorruptRecord(ValueError):
     """Fetched data that is not a valid record batch: bad CRC, truncated or malformed records,
-    undecompressable payload, or a message format other than v2."""
+    undecompressable payload, or a message format other than v2.
+
+    `at`: the base offset of the bad batch (None when unknown); `before`: the records that
+    `decode_batches` decoded from the batches before it, so a consumer hands those out and
+    stops at the bad batch, as Kafka's does, instead of losing them with it."""
+
+    def __init__(self, message: str, at: int | None = None) -> None:
+        super().__init__(message)
+        self.at = at
+        self.before: list = []
 
 
 class _NoHeaders(list):
@@ -110,20 +119,22 @@ def iter_payloads(data, min_offset=0, max_offset=INT64_MAX, check_crc=True, skip
     for pos, h in batch.iter_batches(view):
         if h.magic != 2:
             raise CorruptRecord(f"batch at offset {h.base_offset} uses message format v{h.magic};"
-                                " only record batch v2 (Kafka >= 0.11) is supported")
+                                " only record batch v2 (Kafka >= 0.11) is supported",
+                                h.base_offset)
         if h.is_control or h.last_offset < min_offset or h.base_offset >= max_offset \
                 or h.base_offset in skip:
             continue
         if h.record_count < 0:
-            raise CorruptRecord(f"batch at offset {h.base_offset}: negative record count")
+            raise CorruptRecord(f"batch at offset {h.base_offset}: negative record count",
+                                h.base_offset)
         if check_crc and batch.compute_crc(view, pos, h.size) != h.crc:
-            raise CorruptRecord(f"batch at offset {h.base_offset}: CRC32C mismatch")
+            raise CorruptRecord(f"batch at offset {h.base_offset}: CRC32C mismatch", h.base_offset)
         payload = view[pos + batch.HEADER_SIZE:pos + h.size]
         if h.compression:
             try:
                 payload = codecs.decompress(h.compression, payload)
             except codecs.CompressionError as e:
-                raise CorruptRecord(f"batch at offset {h.base_offset}: {e}") from e
+                raise CorruptRecord(f"batch at offset {h.base_offset}: {e}", h.base_offset) from e
         yield h, payload
 
 
@@ -136,9 +147,10 @@ def decode_batches(data, topic=None, partition=None, start_offset=0, check_crc=T
     A fetch returns the whole batch holding the fetch offset, so records before it come back
     too: `start_offset` drops them. Raises CorruptRecord on a bad CRC or malformed records.
     """
-    out = []
+    out: list = []
     kernel = _kernel.active
     paused = _pause_gc()
+    whole = 0  # records of the batches decoded whole so far
     try:
         for h, payload in iter_payloads(data, start_offset, INT64_MAX, check_crc, skip):
             lat = h.max_timestamp if h.log_append_time else None
@@ -147,7 +159,12 @@ def decode_batches(data, topic=None, partition=None, start_offset=0, check_crc=T
                                       lat, start_offset, topic, partition, ConsumerRecord, out,
                                       NO_HEADERS)
             except ValueError as e:
-                raise CorruptRecord(f"batch at offset {h.base_offset}: {e}") from e
+                raise CorruptRecord(f"batch at offset {h.base_offset}: {e}", h.base_offset) from e
+            whole = len(out)
+    except CorruptRecord as e:
+        del out[whole:]  # a bad batch's records decoded before its fault are not handed out
+        e.before = out
+        raise
     finally:
         if paused:
             gc.enable()

@@ -277,7 +277,12 @@ class AsyncConsumer(GroupConsumer):
         for tp, st in self._ready():
             if len(out) >= limit:
                 break
-            out.extend(st.take_records(tp, limit - len(out), check))
+            try:
+                out.extend(st.take_records(tp, limit - len(out), check))
+            except KafkaError:
+                if out:  # corrupt data here: the other partitions' records first
+                    break
+                raise
         if out and (self._kd or self._vd):
             kd, vd = self._kd, self._vd
             out = [r._replace(key=kd(r.key, r.topic) if kd else r.key,
@@ -291,8 +296,13 @@ class AsyncConsumer(GroupConsumer):
         for tp, st in self._ready():
             if limit is not None and rows >= limit:
                 break
-            got = st.take_arrow(tp, None if limit is None else limit - rows, include_headers,
-                                check)
+            try:
+                got = st.take_arrow(tp, None if limit is None else limit - rows,
+                                    include_headers, check)
+            except KafkaError:
+                if out:  # corrupt data here: the other partitions' records first
+                    break
+                raise
             out.extend(got)
             rows += sum(b.num_rows for b in got)
         return out

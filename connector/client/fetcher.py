@@ -46,19 +46,28 @@ class Chunk:
     first (`predecode`). `epochs`: ((first offset, partition leader epoch), ...) from the
     batch headers, one entry per epoch change (almost always one): the epoch of any offset in
     the chunk without looking at its records."""
-    __slots__ = ("data", "epochs", "index", "next_offset", "records", "skip", "start")
+    __slots__ = ("bad_batch", "data", "epochs", "index", "next_offset", "records", "skip",
+                 "start")
 
     def __init__(self, data: bytes, start: int, next_offset: int, epochs: Epochs = (),
                  skip: frozenset[int] = frozenset()) -> None:
         self.data, self.start, self.next_offset, self.index = data, start, next_offset, 0
         self.records: Records | None = None
         self.epochs, self.skip = epochs, skip
+        self.bad_batch: int | None = None  # a corrupt batch's offset, after `records`
 
     def decoded(self, tp: TopicPartition, check_crc: bool) -> Records:
-        """The chunk's records from `start` on (decoded now if no thread has yet)."""
+        """The chunk's records from `start` on (decoded now if no thread has yet). When a
+        batch is corrupt, the records before it, and `bad_batch` says where it starts; with
+        none before it, CorruptData is raised."""
         records = self.records
         if records is None:
-            records = decode(self.data, tp, self.start, check_crc, self.skip)
+            try:
+                records = decode(self.data, tp, self.start, check_crc, self.skip)
+            except CorruptData as e:
+                if not e.before or e.at is None:
+                    raise
+                records, self.bad_batch = e.before, e.at
             self.index, self.records = 0, records
         return records
 
@@ -142,7 +151,12 @@ class PartitionState:
         assert position is not None  # chunks are buffered only at a known position
         while self.chunks and len(out) < limit:
             chunk = self.chunks[0]
-            records = chunk.decoded(tp, check_crc)  # from `position`: chunk.start is that
+            try:
+                records = chunk.decoded(tp, check_crc)  # from `position`: chunk.start is that
+            except KafkaError:
+                if out:  # corrupt data after records: those first, the error next time
+                    break
+                raise
             if not out and chunk.index == 0 and len(records) <= limit:
                 take = out = records  # the whole chunk: hand its list over, no copy
             else:
@@ -151,6 +165,13 @@ class PartitionState:
             chunk.index += len(take)
             if take:
                 position = take[-1].offset + 1
+            if chunk.index >= len(records) and chunk.bad_batch is not None:
+                # Up to a corrupt batch: stop at it; decoded again, it raises (Kafka's
+                # consumer, too, hands out what precedes it and then fails at its offset).
+                position = chunk.start = max(position, chunk.bad_batch)
+                chunk.records, chunk.bad_batch = None, None
+                self.position, self.offset_epoch = position, chunk.epoch_before(position)
+                break
             if chunk.index >= len(records):
                 self.chunks.popleft()  # its list may be `out` now: nothing else uses it
                 position = max(position, chunk.next_offset)
@@ -168,8 +189,18 @@ class PartitionState:
         while self.chunks and (limit is None or rows < limit):
             chunk = self.chunks[0]
             end = None if limit is None else position + (limit - rows)
-            batch = decode_arrow(chunk.data, tp, position, end, include_headers, check_crc,
-                                 chunk.skip)
+            try:
+                batch = decode_arrow(chunk.data, tp, position, end, include_headers, check_crc,
+                                     chunk.skip)
+            except CorruptData as e:
+                if e.at is not None and e.at > position:  # the records before the bad batch
+                    end = e.at if end is None else min(end, e.at)
+                    batch = decode_arrow(chunk.data, tp, position, end, include_headers,
+                                         check_crc, chunk.skip)
+                elif out:  # those first, the error next time
+                    break
+                else:
+                    raise
             chunk.records = None  # a cached Python decoding no longer starts at the position
             if end is not None and end < chunk.next_offset:
                 position = chunk.start = end
@@ -310,6 +341,15 @@ RETRY_LATER = frozenset({
 })
 
 
+class CorruptData(KafkaError):
+    """CORRUPT_MESSAGE for fetched bytes: `at` is the bad batch's base offset (None when
+    unknown), `before` the records decoded from the batches ahead of it."""
+
+    def __init__(self, tp: TopicPartition, cause: CorruptRecord) -> None:
+        super().__init__(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {cause}")
+        self.at, self.before = cause.at, cause.before
+
+
 def decode(data: bytes, tp: TopicPartition, start: int, check_crc: bool = True,
            skip: frozenset[int] = frozenset()) -> Records:
     """Python records of `data` from offset `start`, without the batches based at `skip`;
@@ -317,7 +357,7 @@ def decode(data: bytes, tp: TopicPartition, start: int, check_crc: bool = True,
     try:
         records: Records = decode_batches(data, tp.topic, tp.partition, start, check_crc, skip)
     except CorruptRecord as e:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
+        raise CorruptData(tp, e) from None
     return records
 
 
@@ -333,7 +373,7 @@ def decode_arrow(data: bytes, tp: TopicPartition, start: int, end: int | None,
         return decode_to_arrow(data, tp.topic, tp.partition, start, end, include_headers,
                                check_crc, skip)
     except CorruptRecord as e:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{tp}: {e}") from None
+        raise CorruptData(tp, e) from None
 
 
 async def fetch_single(cluster: Cluster, cfg: Config, tp: TopicPartition, offset: int,
