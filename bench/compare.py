@@ -8,7 +8,9 @@ fresh broker or cluster of its tree (`revision.checked_out`), with this tree's c
 - produce: confluent-kafka, idempotent, acks=all, 1 KB values, to one broker (RF=1) and to a
   three-broker cluster (RF=3, min.insync.replicas=2): MB/s from first send to last ack;
 - consume: one partition of 100 B records read to its end by confluent-kafka and by minilog's
-  Arrow path (records/s).
+  Arrow path (records/s), from one broker of each tree started and filled once, read once to
+  warm it, then read in turns: a fresh broker's first reads (its page cache, its first fetch
+  sessions) moved a sitting's figures by 10-25 %.
 
 Throughput on a busy machine is mostly the neighbours' and the client's; the brokers' own CPU
 seconds per MB moved (every broker process of the run, /proc) are reported beside it and are
@@ -75,19 +77,24 @@ def _produce(env: dict | None, rf: int, n: int, topic: str) -> tuple[float, floa
         return mb_s, (t.cpu_seconds() - before) * 1000 / (n * PRODUCE_SIZE / 1e6)
 
 
-def _consume(env: dict | None, n: int) -> dict[str, tuple[float, float]]:
-    """reader -> (records/s, broker CPU ms per MB)."""
+def _consume(t: _Target, n: int) -> dict[str, tuple[float, float]]:
+    """reader -> (records/s, broker CPU ms per MB), from a broker `_filled` already."""
+    got = {}
+    for r in READERS:
+        before = t.cpu_seconds()
+        seconds = CONSUME_READERS[r](t.bootstrap, "big", n)
+        got[r] = (n / seconds, (t.cpu_seconds() - before) * 1000 / (n * CONSUME_SIZE / 1e6))
+    return got
+
+
+@contextlib.contextmanager
+def _filled(env: dict | None, n: int):
+    """One broker of a tree holding `n` records in `big`, each reader's first read done."""
     with _target(1, env) as t:
         _fill(t.bootstrap, "big", n)
         for r in READERS:  # warm-up: connections, the page cache
             CONSUME_READERS[r](t.bootstrap, "big", n)
-        got = {}
-        for r in READERS:
-            before = t.cpu_seconds()
-            seconds = CONSUME_READERS[r](t.bootstrap, "big", n)
-            got[r] = (n / seconds,
-                      (t.cpu_seconds() - before) * 1000 / (n * CONSUME_SIZE / 1e6))
-        return got
+        yield t
 
 
 def run(args) -> None:
@@ -115,13 +122,18 @@ def run(args) -> None:
                     cells.setdefault((name, f"produce RF={rf} broker CPU ms/MB"), []).append(cpu)
                     rep.log(f"{name:8} produce RF={rf}: {mb_s:8.2f} MB/s, broker CPU "
                             f"{cpu:6.2f} ms/MB")
-                for reader, (rate, cpu) in _consume(env, consume_n).items():
-                    cells.setdefault((name, f"consume {reader} records/s"), []).append(rate)
-                    cells.setdefault((name, f"consume {reader} broker CPU ms/MB"),
-                                     []).append(cpu)
-                    rep.log(f"{name:8} consume {reader}: {rate:12,.0f} records/s, broker CPU "
-                            f"{cpu:6.2f} ms/MB")
-            rep.log(f"{_load()} after round {r + 1}")
+            rep.log(f"{_load()} after produce round {r + 1}")
+        with _filled(old_env, consume_n) as old_t, _filled(None, consume_n) as new_t:
+            filled = [(old_name, old_t), ("new", new_t)]
+            for r in range(repeats):
+                for name, t in (filled if r % 2 == 0 else filled[::-1]):
+                    for reader, (rate, cpu) in _consume(t, consume_n).items():
+                        cells.setdefault((name, f"consume {reader} records/s"), []).append(rate)
+                        cells.setdefault((name, f"consume {reader} broker CPU ms/MB"),
+                                         []).append(cpu)
+                        rep.log(f"{name:8} consume {reader}: {rate:12,.0f} records/s, broker "
+                                f"CPU {cpu:6.2f} ms/MB")
+            rep.log(f"{_load()} after the consume rounds")
     measures = sorted({m for _, m in cells})
     # Each run's figure is kept in the results file too, so sittings can be pooled: one
     # sitting's median still moves by 10-15 % on a shared machine.
