@@ -101,3 +101,19 @@ def test_request_cost_prints_the_brokers_cpu_per_produce_request():
     assert not proc.leftover, f"processes the benchmark left running: {proc.leftover}"
     cost = re.search(r"new RF=1: +([\d.]+) µs/request", proc.stdout)
     assert cost and float(cost.group(1)) > 0, proc.stdout[-3000:]
+
+
+def test_compare_against_a_revision_prints_a_ratio_per_measure_and_keeps_each_run(tmp_path):
+    """`bench compare --against REV`: produce and consume on both trees' brokers, a new/old
+    ratio per measure, and every run's figure in the results, so sittings can be pooled."""
+    proc = run_bounded([sys.executable, "-m", "bench", "compare", "--quick", "--against", "HEAD",
+                        "--out", str(tmp_path)], 300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not proc.leftover, f"processes the benchmark left running: {proc.leftover}"
+    ratios = re.findall(r"^ratio (.+) (?:new/\w+|\w+/new) = (\S+)", proc.stdout, re.MULTILINE)
+    measures = {m for m, _ in ratios}
+    assert {"produce RF=1 MB/s", "produce RF=3 MB/s", "consume confluent consume records/s",
+            "consume minilog poll_arrow records/s"} <= measures, proc.stdout[-3000:]
+    assert all(float(v.replace(",", "")) > 0 for _, v in ratios)
+    rows = json.loads((tmp_path / "bench-results" / "compare.json").read_text())["sections"][0]
+    assert all(len(r["old_runs"]) == len(r["new_runs"]) == r["runs"] for r in rows["rows"])
