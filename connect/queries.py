@@ -37,7 +37,7 @@ from .worker_config import WorkerConfig
 
 TRIGGER = "1 second"
 # The producers' batch.size for a file source's records, unless the worker's
-# `producer.batch.size` says otherwise: a micro-batch hands its lines (up to 8 MiB) over at
+# `producer.batch.size` says otherwise: a micro-batch hands its lines (up to 32 MiB) over at
 # once, so small batches only multiply the client's and the broker's per-batch work. 84,000
 # lines of 100 B produced, acknowledged and committed in one transaction, on a quiet machine:
 # 180-220 ms with Kafka's 16 KiB, 70-90 ms with 256 KiB (docs/BENCHMARKS.md).
