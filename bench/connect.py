@@ -1,18 +1,23 @@
 """connect: `minilog connect`'s connectors against the script a user would write instead of
 them, same run, one minilog broker and one PostgreSQL server.
 
-- FileStreamSource -> topic: a file of N lines of 100 B. The script reads the file and
-  produces each line with confluent-kafka (acks=all, enable.idempotence), timed from its first
-  line to its last acknowledgement. The connector (through the exactly-once sink) is created
-  once the worker has started, Spark's Python processes included (connect/warmup.py), and timed
-  from its task's RUNNING (its Spark query started: the JVM's and the query's start excluded,
-  as the script's interpreter start is) until its task's progress counts all N.
-- topic -> PostgreSQL: N records as JsonConverter writes them (a schema envelope, three
-  fields) into `JdbcSinkConnector` (insert mode, auto.create). The script is what the sink
-  promises, by hand: a confluent-kafka consumer, and per poll (up to 10,000 records) one
-  database transaction holding the rows (psycopg `executemany`) and the partition's offset, so
-  it is exactly once too; timed from its first poll (its group join included) to its last
-  commit. The connector is timed from its task's RUNNING until the table holds N rows.
+- FileStreamSource -> topic: a file of 1,000,000 lines of 100 B (20,000 with --quick). The
+  script reads the file and produces each line with confluent-kafka (acks=all,
+  enable.idempotence), timed from its first line to its last acknowledgement. The connector
+  (through the exactly-once sink) is created once the worker has started, Spark's Python
+  processes included (connect/warmup.py), and timed from its task's RUNNING (its Spark query
+  started: the JVM's and the query's start excluded, as the script's interpreter start is)
+  until its task's progress counts every line.
+- topic -> PostgreSQL: 200,000 records (20,000 with --quick) as JsonConverter writes them (a
+  schema envelope, three fields) into `JdbcSinkConnector` (insert mode, auto.create). The
+  script is what the sink promises, by hand: a confluent-kafka consumer, and per poll (up to
+  10,000 records) one database transaction holding the rows (psycopg `executemany`) and the
+  partition's offset, so it is exactly once too; timed from its first poll (its group join
+  included) to its last commit. The connector is timed from its task's RUNNING until the
+  table holds every record.
+
+`--against REV` runs FileStreamSource -> topic with that revision's worker and this tree's,
+alternately, each beside a run of the script (bench/revision.py).
 """
 import json
 import os
@@ -24,11 +29,14 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import cluster
+from . import cluster, revision
 from .postgres import PostgresServer, available
 from .report import Report, main_args
 
 RECORDS, QUICK_RECORDS = 200_000, 20_000
+# The file's lines: a streaming connector's steady rate is what users compare, and 200,000
+# lines were a second of the script's (its timing noise, the worker's once-a-second progress)
+LINES, QUICK_LINES = 1_000_000, 20_000
 LINE_BYTES = 100
 START_TIMEOUT_S = 300
 SCHEMA = {"type": "struct", "optional": False, "fields": [
@@ -130,15 +138,18 @@ def topic_to_postgres_script(bootstrap, topic, n, pg):
 
 
 class Worker:
-    """`minilog connect` as a process of its own, and its REST API."""
+    """`minilog connect` as a process of its own, and its REST API. `name` makes its group and
+    state topics its own (a worker of another name restores none of its connectors); `env`
+    is the process's environment (another revision's code: bench/revision.py)."""
 
-    def __init__(self, bootstrap, work):
+    def __init__(self, bootstrap, work, name="bench", env=None):
         self.dir = Path(tempfile.mkdtemp(prefix="connect-bench-", dir=work))
         port = cluster.free_port()
         self.url = f"http://127.0.0.1:{port}"
-        props = {"bootstrap.servers": bootstrap, "group.id": "bench-connect",
-                 "config.storage.topic": "bench-configs", "offset.storage.topic": "bench-offsets",
-                 "status.storage.topic": "bench-status",
+        props = {"bootstrap.servers": bootstrap, "group.id": f"{name}-connect",
+                 "config.storage.topic": f"{name}-configs",
+                 "offset.storage.topic": f"{name}-offsets",
+                 "status.storage.topic": f"{name}-status",
                  **{f"{k}.storage.replication.factor": "1"
                     for k in ("config", "offset", "status")},
                  "key.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -152,7 +163,7 @@ class Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "minilog.connector.cli", "connect",
                  str(self.dir / "worker.properties")], stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                start_new_session=True, env=env)
         _wait(self._answers, f"the worker at {self.url}", step=0.5)
         # the worker's start ends with Spark's Python processes started (connect/warmup.py):
         # part of its start, as the script's interpreter start is part of its own
@@ -237,10 +248,12 @@ def run(args):
         raise SystemExit("connect: PostgreSQL's initdb/postgres are not installed "
                          "(apt-get install postgresql)")
     n = QUICK_RECORDS if args.quick else RECORDS
-    rep = Report("connect", args.quick, args.out, {"records": n, "line_bytes": LINE_BYTES})
+    lines = QUICK_LINES if args.quick else LINES
+    rep = Report("connect", args.quick, args.out,
+                 {"lines": lines, "line_bytes": LINE_BYTES, "records": n})
     work = tempfile.mkdtemp(prefix="connect-bench-")
     path = Path(work) / "in.txt"
-    write_lines(path, n)
+    write_lines(path, lines)
     rows = []
     pg = PostgresServer().start()
     try:
@@ -250,29 +263,82 @@ def run(args):
                 cluster.create_topic(bootstrap, topic, 1)
             fill(bootstrap, "script-rows", n)
             fill(bootstrap, "rows", n)
-            t_script = file_to_topic_script(bootstrap, path, "script-lines", n)
+            t_script = file_to_topic_script(bootstrap, path, "script-lines", lines)
             t_rows_script = topic_to_postgres_script(bootstrap, "script-rows", n, pg)
             worker = Worker(bootstrap, work)
             try:
-                t_source = file_to_topic_connector(worker, path, "lines", n)
+                t_source = file_to_topic_connector(worker, path, "lines", lines)
                 t_sink = topic_to_postgres_connector(worker, "rows", n, pg)
             finally:
                 worker.stop()
     finally:
         pg.cleanup()
-    for flow, script, connector in (("FileStreamSource -> topic", t_script, t_source),
-                                    ("topic -> PostgreSQL", t_rows_script, t_sink)):
-        rows.append({"flow": flow, "script": n / script, "connector": n / connector})
-        rep.log(f"{flow}: script {n / script:,.0f}/s, connector {n / connector:,.0f}/s")
-        rep.ratio(f"connector/script records/s, {flow}", n / connector, n / script)
+    for flow, size, script, connector in (
+            ("FileStreamSource -> topic", lines, t_script, t_source),
+            ("topic -> PostgreSQL", n, t_rows_script, t_sink)):
+        rows.append({"flow": flow, "script": size / script, "connector": size / connector})
+        rep.log(f"{flow}: script {size / script:,.0f}/s, connector {size / connector:,.0f}/s")
+        rep.ratio(f"connector/script records/s, {flow}", size / connector, size / script)
     rep.section("Connect throughput (records/s)", rows,
                 [("flow", "flow"), ("script", "confluent-kafka (+ psycopg) script"),
                  ("connector", "minilog connect")])
     rep.finish()
 
 
+def compare(args):
+    """`--against REV`: FileStreamSource -> topic in that revision's worker and in this tree's,
+    alternately (which goes first alternates too), each beside a run of the script, one broker
+    (this tree's) for all: the ratios of one sitting, with the load at each run."""
+    n = QUICK_LINES if args.quick else LINES
+    old_name = revision.describe(args.against)
+    rep = Report("connect-compare", args.quick, args.out,
+                 {"lines": n, "line_bytes": LINE_BYTES, "old": old_name, "new": "working tree"})
+    work = tempfile.mkdtemp(prefix="connect-bench-")
+    path = Path(work) / "in.txt"
+    write_lines(path, n)
+    rows = []
+    with revision.checked_out(args.against) as old_env, cluster.running("minilog") as broker:
+        trees = [(old_name, old_env), ("new", None)]
+        for i in range(args.repeats or 2):
+            for name, env in trees if i % 2 == 0 else trees[::-1]:
+                tag = f"{'old' if env else 'new'}{i}"
+                for topic in (f"script-{tag}", f"lines-{tag}"):
+                    cluster.create_topic(broker.bootstrap, topic, 1)
+                load = os.getloadavg()[0]
+                t_script = file_to_topic_script(broker.bootstrap, path, f"script-{tag}", n)
+                worker = Worker(broker.bootstrap, work, tag, env)
+                try:
+                    t_source = file_to_topic_connector(worker, path, f"lines-{tag}", n)
+                    # its last micro-batch's rate: the steady one, the first batch's start aside
+                    last = worker.task("bench-source")["progress"]["records_per_second"]
+                finally:
+                    worker.stop()
+                rows.append({"tree": name, "load": f"{load:.1f} -> {os.getloadavg()[0]:.1f}",
+                             "script": n / t_script, "connector": n / t_source,
+                             "last": last, "ratio": t_script / t_source})
+                rep.log(f"{name}: script {n / t_script:,.0f}/s, connector {n / t_source:,.0f}/s, "
+                        f"ratio {t_script / t_source:.3f}, load {rows[-1]['load']}")
+    for name, _ in trees:
+        ratios = [r["ratio"] for r in rows if r["tree"] == name]
+        rep.ratio(f"connector/script, FileStreamSource -> topic, {name} (best of "
+                  f"{len(ratios)})", max(ratios), 1)
+    rep.section(f"FileStreamSource -> topic, {old_name} against the working tree "
+                "(lines/s, alternately)", rows,
+                [("tree", "tree"), ("load", "load (1 min)"), ("script", "script"),
+                 ("connector", "minilog connect"), ("last", "its last batch"),
+                 ("ratio", "ratio")])
+    rep.finish()
+
+
+def _more(parser):
+    parser.add_argument("--against", metavar="REV",
+                        help="a git revision (or another checkout's path) whose connect worker "
+                             "to measure against the working tree's, FileStreamSource only")
+
+
 def main(argv=None):
-    run(main_args(argv))
+    args = main_args(argv, _more)
+    compare(args) if args.against else run(args)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("broker", "connector", "console", "datasource", "jobs")  # minilog.<name> -> <name>/
+PACKAGES = ("broker", "connector", "console", "datasource", "jobs", "connect", "mirror")
+# minilog.<name> -> <name>/, as setup.py maps them
 KERNEL_SOURCE = Path("connector") / "_records_c.c"
 
 

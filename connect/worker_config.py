@@ -6,7 +6,9 @@ factors, `listeners`, `key.converter`/`value.converter` (and their `key.converte
 is accepted and ignored: minilog's connectors are built in, there is no Java class path to scan.
 `spark.*` settings go to the worker's Spark session; `spark.sql.streaming.checkpointLocation` is
 where each connector's query keeps its checkpoint (a subdirectory per connector).
-Client settings (`security.protocol`, `sasl.*`, `ssl.*`) go to every client the worker opens.
+Client settings (`security.protocol`, `sasl.*`, `ssl.*`) go to every client the worker opens;
+`producer.*` settings (Connect's prefix for its source tasks' producers, `producer.batch.size`)
+to the producers that write a source connector's records.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ _KNOWN = {"bootstrap.servers", "listeners", "plugin.path", "rest.advertised.host
           "offset.flush.interval.ms", "task.shutdown.graceful.timeout.ms",
           "exactly.once.source.support", *_REQUIRED}
 _CLIENT_PREFIXES = ("security.", "sasl.", "ssl.", "client.id", "request.timeout.ms")
-_OWN_PREFIXES = ("spark.", "key.converter.", "value.converter.", "header.converter")
+_OWN_PREFIXES = ("spark.", "key.converter.", "value.converter.", "header.converter",
+                 "producer.")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class WorkerConfig:
     key_converter: dict = field(default_factory=dict)    # {"converter": class, **its settings}
     value_converter: dict = field(default_factory=dict)
     client: dict = field(default_factory=dict)           # settings of every client it opens
+    producer: dict = field(default_factory=dict)         # source records' producers' settings
     spark: dict = field(default_factory=dict)            # spark.* settings of its session
     replication: dict = field(default_factory=dict)      # topic -> replication factor
     partitions: dict = field(default_factory=dict)       # topic -> partition count
@@ -114,6 +118,8 @@ def worker_config(props: dict) -> WorkerConfig:
         key_converter=_converter(props, "key.converter"),
         value_converter=_converter(props, "value.converter"),
         client={k: v for k, v in props.items() if k.startswith(_CLIENT_PREFIXES)},
+        producer={k[len("producer."):]: v for k, v in props.items()
+                  if k.startswith("producer.")},
         spark={k: v for k, v in props.items() if k.startswith("spark.")},
         replication={topics[k]: _int(props, f"{k}.storage.replication.factor", -1)
                      for k in topics},
