@@ -489,6 +489,85 @@ done:
     return result;
 }
 
+/*
+ * encode_values(offsets, data, validity, wide, start, count, timestamp): the records payload of
+ * `count` keyless, headerless records whose values are rows [start, start + count) of an Arrow
+ * binary column given by its buffers (`offsets`: int32, or int64 when `wide`; `validity`: the
+ * null bitmap or None), all stamped `timestamp`: what encode_records makes of the same values,
+ * with no Python object per record (Producer.send_arrow's path for a topic's value column).
+ * Returns (payload, count, timestamp, timestamp).
+ */
+static PyObject *encode_values(PyObject *self, PyObject *args)
+{
+    Py_buffer offs, data, valid = {0};
+    PyObject *validity, *result = NULL;
+    int wide;
+    Py_ssize_t start, count;
+    long long ts;
+    if (!PyArg_ParseTuple(args, "y*y*OpnnL", &offs, &data, &validity, &wide, &start, &count,
+                          &ts))
+        return NULL;
+    growbuf out = {0};
+    int has_valid = validity != Py_None;
+    Py_ssize_t width = wide ? 8 : 4;
+    if (has_valid && PyObject_GetBuffer(validity, &valid, PyBUF_SIMPLE))
+        goto done;
+    if (start < 0 || count < 0 || (start + count + 1) * width > offs.len ||
+        (has_valid && (start + count + 7) / 8 > valid.len)) {
+        PyErr_SetString(PyExc_ValueError, "rows outside the column's buffers");
+        goto done;
+    }
+    const uint8_t *o = offs.buf, *d = data.buf, *bits = valid.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t row = start + i;
+        int64_t a, b;
+        if (wide) {
+            memcpy(&a, o + row * 8, 8);
+            memcpy(&b, o + row * 8 + 8, 8);
+        } else {
+            int32_t a32, b32;
+            memcpy(&a32, o + row * 4, 4);
+            memcpy(&b32, o + row * 4 + 4, 4);
+            a = a32, b = b32;
+        }
+        int null = has_valid && !((bits[row >> 3] >> (row & 7)) & 1);
+        if (!null && (a < 0 || b < a || b > data.len)) {
+            PyErr_SetString(PyExc_ValueError, "a value outside the column's data buffer");
+            goto done;
+        }
+        int64_t len = null ? -1 : b - a;
+        /* attributes, timestamp delta 0, offset delta, key null, value, no headers */
+        uint64_t zi = (uint64_t)i << 1, zl = ((uint64_t)len << 1) ^ (uint64_t)(len >> 63);
+        int64_t body = 6 + (null ? 0 : len);
+        for (uint64_t z = zi; z >= 0x80; z >>= 7) body++;
+        for (uint64_t z = zl; z >= 0x80; z >>= 7) body++;
+        if (put_varint(&out, body) || grow(&out, body))
+            goto done;
+        char *w = out.data + out.len;
+        *w++ = 0;
+        *w++ = 0;
+        for (; zi >= 0x80; zi >>= 7) *w++ = (char)((zi & 0x7F) | 0x80);
+        *w++ = (char)zi;
+        *w++ = 1;
+        for (; zl >= 0x80; zl >>= 7) *w++ = (char)((zl & 0x7F) | 0x80);
+        *w++ = (char)zl;
+        if (!null) {
+            memcpy(w, d + a, (size_t)len);
+            w += len;
+        }
+        *w++ = 0;
+        out.len = w - out.data;
+    }
+    result = Py_BuildValue("(y#nLL)", out.data ? out.data : "", out.len, count, ts, ts);
+done:
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&data);
+    if (has_valid && valid.obj != NULL)
+        PyBuffer_Release(&valid);
+    PyMem_Free(out.data);
+    return result;
+}
+
 /* ---- crc32c --------------------------------------------------------------------------- */
 
 /*
@@ -814,6 +893,9 @@ static PyMethodDef methods[] = {
      "record to out."},
     {"decode_columns", decode_columns, METH_VARARGS,
      "decode_columns(segments, min_offset, max_offset, with_headers) -> dict of buffers."},
+    {"encode_values", encode_values, METH_VARARGS,
+     "encode_values(offsets, data, validity, wide, start, count, timestamp) -> (payload, count, "
+     "base_ts, max_ts): keyless records of an Arrow binary column's rows"},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(records, now_ms) -> (payload, count, base_timestamp, max_timestamp)."},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL | METH_KEYWORDS,

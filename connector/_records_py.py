@@ -283,3 +283,26 @@ def encode_records(records, now_ms):
         out += body
         count += 1
     return bytes(out), count, base_ts, max_ts
+
+
+def encode_values(offsets, data, validity, wide, start, count, timestamp):
+    """The records payload of `count` keyless, headerless records whose values are rows
+    [start, start + count) of an Arrow binary column's buffers (`offsets` int32, or int64 when
+    `wide`; `validity` the null bitmap or None), all stamped `timestamp`: encode_records of
+    the same values. Returns (payload, count, timestamp, timestamp)."""
+    ends = memoryview(offsets).cast("B").cast("q" if wide else "i")
+    if start < 0 or count < 0 or start + count + 1 > len(ends) or \
+            (validity is not None and (start + count + 7) // 8 > len(validity)):
+        raise ValueError("rows outside the column's buffers")
+    data = memoryview(data).cast("B")
+    bits = memoryview(validity).cast("B") if validity is not None else None
+    values = []
+    for row in range(start, start + count):
+        if bits is not None and not (bits[row >> 3] >> (row & 7)) & 1:
+            values.append(None)
+            continue
+        a, b = ends[row], ends[row + 1]
+        if a < 0 or b < a or b > len(data):
+            raise ValueError("a value outside the column's data buffer")
+        values.append(bytes(data[a:b]))
+    return encode_records([(timestamp, None, v, ()) for v in values], timestamp)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from . import _kernel, batch
 from . import compression as codecs
+from .value_column import ValueColumn
 
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 INT64_MAX = (1 << 63) - 1
@@ -82,7 +83,7 @@ def encode_batch(records, *, compression=0, base_offset=0, producer_id=-1, produ
     """Encode `(timestamp_ms, key, value, headers)` records as one v2 record batch.
 
     `headers` is a sequence of (str, bytes|None); key and value are bytes-like or None; a None
-    timestamp means now. `compression` is a codec id or name (`compression.type`). The offset
+    timestamp means now. `records` may also be a `ValueColumn` (rows of an Arrow column). `compression` is a codec id or name (`compression.type`). The offset
     deltas are 0..n-1 and the first record's timestamp is the base timestamp, as the Java
     producer writes them; the broker assigns the real base offset.
     """
@@ -90,8 +91,11 @@ def encode_batch(records, *, compression=0, base_offset=0, producer_id=-1, produ
         raise ValueError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), "
                          f"not {timestamp_type!r}")
     codec = codecs.codec_id(compression)
-    payload, count, base_ts, max_ts = _kernel.active.encode_records(
-        records, int(time.time() * 1000))
+    if records.__class__ is ValueColumn:
+        payload, count, base_ts, max_ts = records.encode(_kernel.active)
+    else:
+        payload, count, base_ts, max_ts = _kernel.active.encode_records(
+            records, int(time.time() * 1000))
     if count == 0:
         raise ValueError("a record batch needs at least one record")
     attributes = codec

@@ -176,9 +176,20 @@ class BulkDelivery:
         return None
 
 
+class BulkShare:
+    """What a batch of a `ValueColumn` (rows of an Arrow column, `Producer.send_arrow`) holds
+    in place of a future per record: its `count` records' part of one BulkDelivery."""
+
+    __slots__ = ("count", "delivery")
+
+    def __init__(self, delivery: BulkDelivery, count: int) -> None:
+        self.delivery, self.count = delivery, count
+
+
 # What a queued record's outcome goes to: AsyncProducer.send's asyncio future, Producer.send's
-# DeliveryFuture, or Producer.send_arrow's one BulkDelivery for many records
-Delivery: TypeAlias = "asyncio.Future[RecordMetadata] | DeliveryFuture | BulkDelivery"
+# DeliveryFuture, Producer.send_arrow's one BulkDelivery for many records, or a BulkShare of one
+# for a column's rows
+Delivery: TypeAlias = "asyncio.Future[RecordMetadata] | DeliveryFuture | BulkDelivery | BulkShare"
 
 
 def complete_futures(futures: Iterable[Any], batch: ProducerBatch) -> None:
@@ -195,6 +206,8 @@ def complete_futures(futures: Iterable[Any], batch: ProducerBatch) -> None:
                 fut._run_watchers()
         elif fut.__class__ is BulkDelivery:
             fut._settle(1)
+        elif fut.__class__ is BulkShare:
+            fut.delivery._settle(fut.count)
         elif isinstance(fut, DeliveryFuture):
             if not fut.done():
                 fut._index = i
@@ -213,5 +226,7 @@ def fail_futures(futures: Iterable[Any], exc: BaseException) -> None:
                 fut._run_watchers()
         elif fut.__class__ is BulkDelivery:
             fut._settle(1, exc)
+        elif fut.__class__ is BulkShare:
+            fut.delivery._settle(fut.count, exc)
         elif not fut.done():
             fut.set_exception(exc)

@@ -21,14 +21,16 @@ from typing import Any, Protocol, Self, TypeVar
 
 from minilog.connector.protocol import ErrorCode, KafkaError
 from minilog.connector.records import _pause_gc
+from minilog.connector.value_column import ValueColumn
 
 from . import exit_flush
 from .config import Config
 from .connection import LoopThread, wait_set
-from .delivery import BulkDelivery, DeliveryFuture, _SentFuture
+from .delivery import BulkDelivery, BulkShare, DeliveryFuture, _SentFuture, fail_futures
 from .producer_batch import Pending, Record
-from .sender import ProducerCore
+from .sender import COLUMN_PARTITION, ProducerCore
 from .transactions import PreparedTxnState, Transactions
+from .value_pieces import value_pieces
 from .types import KafkaTimeoutError, RecordMetadata
 
 T = TypeVar("T")
@@ -36,6 +38,8 @@ log = logging.getLogger("minilog.client")
 # a record's headers when it has none (records are internal: any sequence)
 _NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()
 _BULK_CHUNK_BYTES = 1 << 20  # send_arrow hands records over in pieces of about this size
+# columns that make `send_arrow` take the per-record path (a value column alone takes the other)
+_COLUMN_EXTRAS = frozenset({"key", "partition", "headers", "timestamp"})
 
 __all__ = ["AsyncProducer", "DeliveryFuture", "Producer"]
 
@@ -372,6 +376,11 @@ class Producer:
         if "value" not in names:
             raise ValueError("send_arrow needs a 'value' column")
         n = batch.num_rows
+        if topic is not None and not _COLUMN_EXTRAS.intersection(names) and \
+                self._core.keyless_sticky:
+            # values only, to one topic: queued as column slices, no tuple per record
+            self._core.prepare(topic, None, None, None, None, None)  # checks the name once
+            return self._send_values(batch.column("value"), topic)
         values, sizes = _binary_column(batch.column("value"))
         keys: Iterable[Any]
         topics: list[Any] | None
@@ -425,6 +434,23 @@ class Producer:
             if not self._scheduled:
                 self._scheduled = True
                 self._loop.call_soon(self._hand_over)
+        return fut
+
+    def _send_values(self, column: Any, topic: str) -> BulkDelivery:
+        """`send_arrow` of a value column alone: its rows cut into pieces of about batch.size
+        bytes (as `send` counts them), each a `ValueColumn` the loop thread makes one batch of."""
+        fut = BulkDelivery(len(column))
+        now = _time_ns() // 1_000_000
+        for array, pieces in value_pieces(column, self._core.config["batch.size"]):
+            for start, count, size in pieces:
+                if self._reserved - self._released + size > self._limit:
+                    self._wait_for_space(size)
+                self._reserved += size
+                self._pending.append((topic, COLUMN_PARTITION, ValueColumn(
+                    array, start, count, now), size, BulkShare(fut, count)))
+                if not self._scheduled:
+                    self._scheduled = True
+                    self._loop.call_soon(self._hand_over)
         return fut
 
     def _hand_over(self) -> None:
@@ -519,11 +545,7 @@ class Producer:
         """Fail records a `send` in another thread queued after close's last hand-over."""
         exc = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer is closed")
         while self._pending:
-            fut = self._pending.popleft()[4]
-            if isinstance(fut, BulkDelivery):
-                fut._settle(1, exc)
-            elif not fut.done():
-                fut.set_exception(exc)
+            fail_futures([self._pending.popleft()[4]], exc)
 
     def __enter__(self) -> Self:
         return self

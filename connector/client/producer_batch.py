@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from .types import RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:
+    from minilog.connector.value_column import ValueColumn
+
     from .delivery import Delivery
 
 # A key or value as the producer holds it: bytes, or (`Producer.send_arrow`, values of over
@@ -17,11 +19,14 @@ if TYPE_CHECKING:
 Payload: TypeAlias = "bytes | memoryview | None"
 # A record as the producer queues it: (timestamp ms, key, value, headers)
 Record: TypeAlias = "tuple[int, Payload, Payload, Sequence[tuple[str, bytes | None]]]"
+# What the producer queues: a record, or (`Producer.send_arrow` of values alone) rows of an
+# Arrow column that become one batch, named with the partition `sender.COLUMN_PARTITION`
+Queued: TypeAlias = "Record | ValueColumn"
 # A record `Producer.send` queued for the loop thread: (topic, partition or None, record, its
 # size, its future)
-Pending: TypeAlias = "tuple[str, int | None, Record, int, Delivery]"
+Pending: TypeAlias = "tuple[str, int | None, Queued, int, Delivery]"
 # A record waiting for its topic's metadata: (partition or None, record, future, size, deadline)
-Waiting: TypeAlias = "tuple[int | None, Record, Delivery, int, float]"
+Waiting: TypeAlias = "tuple[int | None, Queued, Delivery, int, float]"
 
 _new_tuple = tuple.__new__
 
@@ -54,7 +59,7 @@ class ProducerBatch:
                  parts: list[int] | None) -> None:
         self.tp, self.created, self.deadline, self.parts = tp, now, deadline, parts
         # the records and their futures; deleted once completed (the futures keep the batch)
-        self.records: list[Record] = []
+        self.records: list[Record] | ValueColumn = []
         self.futures: list[Delivery] = []
         self.size, self.open, self.attempts, self.retry_at = 0, True, 0, 0.0
         self.data: Any = None  # the encoded batch, fixed at its first send

@@ -27,16 +27,18 @@ from typing import Any
 from minilog.connector import records as _records
 from minilog.connector.compression import CODECS
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
+from minilog.connector.value_column import ValueColumn
 
 from .cluster import STALE_METADATA, Cluster
 from .config import Config
 from .connection import BrokerConnection, message_class, wait_set
 from .delivery import Delivery, complete_futures, fail_futures
 from .partitioner import Partitioner
-from .producer_batch import Pending, ProducerBatch, Record, Waiting
+from .producer_batch import Pending, ProducerBatch, Queued, Record, Waiting
 from .sequences import MAX_EPOCH, SEQUENCE_ERRORS, PartitionState
 from .transactions import Transactions
 from .tasks import spawn
+from .topic_wait import release_waiting
 from .types import KafkaConnectionError, KafkaTimeoutError, Message, TopicPartition
 
 log = logging.getLogger("minilog.client")
@@ -49,6 +51,7 @@ _FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_PRODUCE
                      ErrorCode.PRODUCER_FENCED})
 
 _first = itemgetter(0)
+COLUMN_PARTITION = -1  # what a queued `ValueColumn` names: `_append_column` picks one
 
 
 class ProducerCore:
@@ -97,6 +100,8 @@ class ProducerCore:
         self._open: dict[tuple[str, int | None], ProducerBatch] = {}
         # keyless records follow the sticky partition, which enqueue_many reads directly
         self._sticky = self._partitioner.sticky_partitions()
+        # keyless records all go to one partition at a time: a column of values may be queued
+        self.keyless_sticky = self._sticky is not None  # as batches of rows (send_arrow)
         self._txn: Transactions | None = None  # with a transactional.id: AsyncProducer's
 
     def enqueue_many(self, pending: collections.deque[Pending]) -> None:
@@ -119,9 +124,9 @@ class ProducerCore:
         usable = not self._closed and not self._waiting
         try:
             while pending:
-                topic, partition, rec, size, fut = popleft()
+                topic, partition, rec, size, fut = popleft()  # a ValueColumn: enqueue's
                 p = partition
-                if p is None and sticky is not None and rec[1] is None:
+                if p is None and sticky is not None and rec[1] is None:  # type: ignore[index]
                     p = sticky.get(topic)
                 if topic is last_topic and p == last_p:
                     pass  # same batch as the previous record: checked then
@@ -136,7 +141,7 @@ class ProducerCore:
                 else:
                     b = None
                 if b is not None and b.open and b.size + size <= limit and size <= max_request:
-                    b.records.append(rec)
+                    b.records.append(rec)  # type: ignore[union-attr, arg-type]
                     b.futures.append(fut)
                     b.size += size
                     n += 1
@@ -154,12 +159,10 @@ class ProducerCore:
             if n:
                 self._add_unfinished(n)
 
-    def enqueue(self, topic: str, partition: int | None, rec: Record, size: int,
+    def enqueue(self, topic: str, partition: int | None, rec: Queued, size: int,
                 fut: Delivery) -> None:
         """Hand a prepared record to the core (on the loop thread)."""
-        if not self._unfinished:
-            self._idle.clear()
-        self._unfinished += 1
+        self._add_unfinished(1)
         if size > self._max_request:
             return self._fail([fut], KafkaError(ErrorCode.MESSAGE_TOO_LARGE, (
                 f"record of about {size} bytes exceeds max.request.size")), size)
@@ -179,9 +182,11 @@ class ProducerCore:
         if self._unfinished > 0:
             self._idle.clear()
 
-    def _append(self, topic: str, partition: int | None, rec: Record, fut: Delivery,
+    def _append(self, topic: str, partition: int | None, rec: Queued, fut: Delivery,
                 size: int, partitions: list[int]) -> None:
         """Add the record to its partition's open batch; `partitions`: its topic's, known."""
+        if isinstance(rec, ValueColumn):
+            return self._append_column(topic, rec, fut, size, partitions)
         if partition is None:
             partition = self._partitioner.partition(
                 topic, rec[1], partitions, self._cluster.available_partitions(topic))
@@ -189,28 +194,42 @@ class ProducerCore:
             return self._fail([fut], KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, (
                 f"partition {partition} of {topic!r} does not exist "
                 f"(it has {len(partitions)})")), size)
-        key = (topic, partition)
-        b = self._open.get(key)
+        b = self._open.get((topic, partition))
         limit = self._batch_size
         if b is None or not b.open or b.size + size > limit:
-            if b is not None:
-                b.open = False
-            tp = TopicPartition(topic, partition)
-            q = self._queues.get(tp)
-            if q is None:
-                q = self._queues[tp] = collections.deque()
-            now = time.monotonic()
-            b = self._open[key] = ProducerBatch(tp, now, now + self._delivery_timeout, partitions)
-            q.append(b)
-            self._wakeup.set()
+            b = self._new_batch(topic, partition, partitions)
         else:
             b.parts = partitions  # the partition is valid in this metadata too
-        b.records.append(rec)
+        b.records.append(rec)  # type: ignore[union-attr]  # an open batch's are a list
         b.futures.append(fut)
         b.size += size
         if b.size >= limit:
             b.open = False
             self._wakeup.set()
+
+    def _append_column(self, topic: str, rows: ValueColumn, share: Delivery, size: int,
+                       partitions: list[int]) -> None:
+        """A column's rows (send_arrow, ~batch.size) are a closed batch of their own."""
+        b = self._new_batch(topic, self._partitioner.partition(
+            topic, None, partitions, self._cluster.available_partitions(topic)), partitions)
+        b.records, b.futures, b.size, b.open = rows, [share], size, False
+        self._add_unfinished(len(rows) - 1)  # enqueue counted the rows as one
+
+    def _new_batch(self, topic: str, partition: int, partitions: list[int]) -> ProducerBatch:
+        """A new open batch for the partition, queued; the one open before is closed."""
+        key = (topic, partition)
+        b = self._open.get(key)
+        if b is not None:
+            b.open = False
+        tp = TopicPartition(topic, partition)
+        q = self._queues.get(tp)
+        if q is None:
+            q = self._queues[tp] = collections.deque()
+        now = time.monotonic()
+        b = self._open[key] = ProducerBatch(tp, now, now + self._delivery_timeout, partitions)
+        q.append(b)
+        self._wakeup.set()
+        return b
 
     # ---- the sender ----------------------------------------------------------------------
     async def _run(self) -> None:
@@ -483,27 +502,13 @@ class ProducerCore:
             self._unreachable(e)
         finally:
             self._meta_task = None
-        now = time.monotonic()
-        for topic in list(self._waiting):
-            partitions = self._cluster.partitions_for(topic)
-            if partitions is not None:
-                for partition, rec, fut, size, _ in self._waiting.pop(topic):
-                    self._append(topic, partition, rec, fut, size, partitions)
-                continue
-            keep = [w for w in self._waiting[topic] if w[4] > now]
-            expired = [w for w in self._waiting[topic] if w[4] <= now]
-            if expired:
-                cause = self._cluster.topic_error(topic)
-                err = KafkaError(cause.code if cause else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"topic {topic!r} not present in metadata after "
-                                 f"{self.config['max.block.ms']} ms"
-                                 + (" (it does not exist)" if cause else ""))
-                for _, _, fut, size, _ in expired:
-                    self._fail([fut], err, size)
-            if keep:
-                self._waiting[topic] = keep
-            else:
-                del self._waiting[topic]
+        ready, expired = release_waiting(self._waiting, self._cluster, time.monotonic(),
+                                         self.config["max.block.ms"])
+        for topic, partitions, records in ready:
+            for partition, rec, fut, size, _ in records:
+                self._append(topic, partition, rec, fut, size, partitions)
+        for (_, _, fut, size, _), err in expired:
+            self._fail([fut], err, size)
         self._wakeup.set()
 
     async def _init_producer_id(self) -> None:
@@ -556,7 +561,8 @@ class ProducerCore:
         if self._idempotent:
             self._parts[b.tp].acked(b)
         if log_append_time is None or log_append_time < 0:
-            b.timestamps = list(map(_first, records))
+            b.timestamps = [records.timestamp] * len(records) \
+                if isinstance(records, ValueColumn) else list(map(_first, records))
         # the futures may outlive the batch: keep only what RecordMetadata needs
         del b.records, b.futures
         b.data = None

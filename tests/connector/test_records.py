@@ -124,6 +124,30 @@ def test_both_kernels_encode_identical_bytes():
     assert _kernel.c.encode_records(recs, T0) == _kernel.python.encode_records(recs, T0)
 
 
+@pytest.mark.parametrize("arrow_type", ["string", "binary", "large_string", "large_binary"])
+def test_a_value_column_encodes_as_its_values_would(kernel, arrow_type):
+    """`ValueColumn` (rows of an Arrow column, the producer's path for values alone): the
+    bytes `encode_records` writes for the same keyless values, nulls, empty and multi-byte
+    lengths, a sliced array, and enough rows for multi-byte offset deltas."""
+    import pyarrow as pa
+    from minilog.connector.value_column import ValueColumn
+    raw = [None if i % 13 == 4 else b"x" * (i * 37 % 300) + b"%d" % i for i in range(400)]
+    typ = getattr(pa, arrow_type)()
+    column = pa.array([v if v is None or "binary" in arrow_type else v.decode() for v in raw],
+                      typ).slice(9, 380)
+    rows = ValueColumn(column, 5, 370, T0)
+    expected = _kernel.active.encode_records([(T0, None, v, ()) for v in raw[14:384]], 0)
+    assert rows.encode(_kernel.active) == expected
+    assert len(rows) == 370
+    [first, *_] = decode_batches(encode_batch(rows))
+    assert (first.offset, first.timestamp, first.key, first.value) == (0, T0, None, raw[14])
+    with pytest.raises(ValueError, match="outside"):
+        ValueColumn(column, 5, 376, T0)
+    with pytest.raises(ValueError, match="outside"):  # the kernel checks the buffers too
+        _kernel.active.encode_values(*column.buffers()[1:], None, "large" in arrow_type, 0,
+                                     len(column) + 30, T0)
+
+
 def test_header_layout_matches_the_java_producer(kernel):
     # base timestamp = first record's, deltas 0..n-1, max timestamp, count, dense batch.
     h = batch.validate(encode_batch([(T0 + 5, b"a", b"1", []), (T0, b"b", b"2", [])]))

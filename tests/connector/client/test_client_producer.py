@@ -157,6 +157,50 @@ def test_send_arrow_large_values_from_a_sliced_batch_with_nulls(cluster):
                                         for r in rows[7:47]]
 
 
+def test_send_arrow_of_values_alone_queues_batches_of_rows_in_order(cluster):
+    """A value column alone, to one topic, goes as batches of rows (no tuple per record):
+    records sent before and after keep their order, a table's chunks, nulls and a value
+    larger than batch.size all arrive, cut into batches of about batch.size, committed with
+    a transaction, read back by confluent-kafka."""
+    import pyarrow as pa
+    topic = make_topic(cluster.bootstrap, 1)
+    rows = [None if i % 50 == 7 else f"line {i:05d} " + "x" * (i % 90) for i in range(3000)]
+    rows[1234] = "y" * 20_000  # larger than batch.size: a batch of its own
+    table = pa.Table.from_batches([
+        pa.record_batch([pa.array(rows[:1000])], names=["value"]),
+        pa.record_batch([pa.array(rows[1000:])], names=["value"])])
+    with Producer({"bootstrap.servers": cluster.bootstrap, "batch.size": 8192,
+                   "linger.ms": 50, "transactional.id": unique("columns")}) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"before")
+        fut = p.send_arrow(table, topic=topic)
+        p.send(topic, b"after")
+        p.commit_transaction(30)
+        assert fut.result(0) == 3000
+    got = confluent_consume(cluster.bootstrap, topic, [0], 3002)
+    assert [m.value() for m in got] == \
+        [b"before"] + [r.encode() if r is not None else None for r in rows] + [b"after"]
+    assert all(m.key() is None and not m.headers() for m in got)
+    batches = {}  # base offset -> records, as the log holds them
+    with Consumer({"bootstrap.servers": cluster.bootstrap}) as c:
+        from minilog.connector.client.fetcher import fetch_single
+
+        async def raw(offset):
+            pd = await fetch_single(c._core._cluster, c.config, TopicPartition(topic, 0),
+                                    offset, time.monotonic() + 10)
+            return pd.records
+        offset = 0
+        while offset < 3003:  # the records and the commit marker
+            for _, h in batch_format.iter_batches(c._loop.run(raw(offset))):
+                if not h.is_control:
+                    batches[h.base_offset] = h.record_count
+                offset = h.base_offset + h.last_offset_delta + 1
+    # 8 KiB batches of ~80 B rows: about 100 rows each; the 20 KB row alone
+    assert 1 in batches.values() and max(batches.values()) <= 8192 // 24
+    assert sum(batches.values()) == 3002 and len(batches) >= 3000 * 60 // 8192
+
+
 def test_send_arrow_reports_errors_and_bad_columns(cluster):
     import pyarrow as pa
     topic = make_topic(cluster.bootstrap, 1)
