@@ -181,7 +181,7 @@ class Controller:
             return RETRY_S  # not (or no longer surely) the controller, or closing
         now = time.monotonic()
         # A session that starts later ends later than this: it is the longest sleep.
-        due = now + self.session_timeout
+        due: float = now + self.session_timeout
         for b in list(self.image.brokers):
             deadline, why = self._fence_deadline(b)
             if now > deadline:
