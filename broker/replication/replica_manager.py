@@ -265,7 +265,7 @@ class ReplicaManager:
                     self._check_isr(p)
             else:
                 await wait_set(self._leads_replicated,
-                                     max(0.0, next_checkpoint - time.monotonic()))
+                               max(0.0, next_checkpoint - time.monotonic()))
                 self._leads_replicated.clear()
             if time.monotonic() >= next_checkpoint:
                 next_checkpoint = time.monotonic() + self.checkpoint_every
@@ -277,6 +277,7 @@ class ReplicaManager:
                 if p.is_leader and p.followers is not None and self._replicated(p)]
 
     def _replicated(self, p: Partition) -> bool:
+        """Whether a replica other than this broker's is in the partition's replicas or ISR."""
         return any(r != self.node_id for r in p.replicas) or \
             any(r != self.node_id for r in p.isr)
 
