@@ -9,7 +9,7 @@ BENCHMARKS = ("produce", "consume", "latency", "constant_cost", "scale", "replic
               "rebalance", "transactions")
 # On request only: diagnoses (profile), micro-benchmarks, comparisons with another revision.
 EXTRA = ("profile", "kernel", "security", "metrics", "txn_markers", "mirror", "compare",
-         "eos_sink", "connect", "request_cost")
+         "eos_sink", "connect", "request_cost", "idle")
 USAGE = (f"usage: python -m bench {{{'|'.join(BENCHMARKS + EXTRA)}|all}} "
          "[--quick] [--out DIR] [--repeats N]")
 

@@ -103,6 +103,15 @@ def test_request_cost_prints_the_brokers_cpu_per_produce_request():
     assert cost and float(cost.group(1)) > 0, proc.stdout[-3000:]
 
 
+def test_idle_prints_an_idle_brokers_cpu_and_wake_ups_a_second():
+    proc = run_bounded([sys.executable, "-m", "bench", "idle", "--quick", "--seconds", "2",
+                        "--settle", "1"], 150, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not proc.leftover, f"processes the benchmark left running: {proc.leftover}"
+    idle = re.search(r"new median: +([\d.]+) ms CPU/s, +([\d.]+) wake-ups/s", proc.stdout)
+    assert idle and float(idle.group(1)) > 0 and float(idle.group(2)) > 0, proc.stdout[-3000:]
+
+
 def test_compare_against_a_revision_prints_a_ratio_per_measure_and_keeps_each_run(tmp_path):
     """`bench compare --against REV`: produce and consume on both trees' brokers, a new/old
     ratio per measure, and every run's figure in the results, so sittings can be pooled."""

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from minilog.connector.client.connection import wait_set
 from minilog.connector.protocol import ErrorCode
 
 from . import reassignment, records
@@ -42,6 +43,11 @@ from .internal_topics import OFFSETS, ensure_internal_topic
 from .records import Record
 
 log = logging.getLogger("minilog.broker.controller")
+
+# Decisions wait for their deadlines, except while this node cannot tell whether it still
+# controls (no majority heard lately) or `_tick` failed: then it looks again this often.
+RETRY_S = 0.1
+DEADLINE_SLACK_S = 0.001  # a deadline is passed (fencing needs `now > deadline`) once woken
 
 # (error, is_caught_up, is_fenced): BrokerHeartbeat's answer
 Heartbeat = tuple[int, bool, bool]
@@ -80,6 +86,8 @@ class Controller:
         self._next_rebalance = 0.0
         self.last_heartbeat: dict[int, float] = {}
         self._task: asyncio.Future[None] | None = None
+        self._changed = asyncio.Event()  # `wake`: look before the next deadline
+        broker.peer_connections.lost_listeners.append(lambda node_id: self.wake())
         store.role_listeners.append(self._role_changed)
         broker.metrics.register(ControllerMetrics(
             lambda: self.store.raft.is_leader and self.active, lambda: self.image))
@@ -122,6 +130,7 @@ class Controller:
         if broker_id in self.image.brokers:  # a restart nobody noticed: lead elsewhere first
             recs = self._fence_records(broker_id)
         recs.append(records.broker_record(broker_id, host, port, rack, listeners))
+        self.wake()
         return ControllerResult.of(self.store.next_offset + len(recs) - 1, recs)
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
@@ -141,47 +150,70 @@ class Controller:
         if fenced and caught_up and not want_fence:
             recs = [records.fence_record(broker_id, False)] + self._elect_records(broker_id)
             fenced = False
+            self.wake()  # one more live broker: the offsets topic may be due
         elif not fenced and want_fence:
             recs = self._fence_records(broker_id)
             fenced = True
         return ControllerResult.of((0, caught_up, fenced), recs)
 
+    def wake(self) -> None:
+        """Something a decision of `_tick` depends on changed before its deadline: a broker
+        registered or was unfenced (the offsets topic may be due), or lost its connections."""
+        self._changed.set()
+
     async def _tick_forever(self) -> None:
+        """Decide at each deadline (a session's end, a lost broker's grace, the next leader
+        rebalance) or when woken, instead of polling: an idle controller sleeps for seconds
+        (Kafka schedules each broker's session expiry as a deadline too)."""
         while True:
-            await asyncio.sleep(min(0.1, self.session_timeout / 10))  # fencing within 0.1 s
             try:
-                self._tick()
+                delay = self._tick()
             except Exception:  # noqa: BLE001 - a controller bug must not stop fencing
                 log.exception("controller tick failed")
+                delay = RETRY_S
+            await wait_set(self._changed, delay)
+            self._changed.clear()
 
-    def _tick(self) -> None:
+    def _tick(self) -> float:
+        """Fence the brokers due, create the offsets topic if due, move leaderships back to
+        their preferred replicas if due: the seconds until the next thing falls due."""
         if not self.store.raft.majority_heard() or self.broker.stopping:
-            return  # not (or no longer surely) the controller, or its connections are closing
+            return RETRY_S  # not (or no longer surely) the controller, or closing
         now = time.monotonic()
+        # A session that starts later ends later than this: it is the longest sleep.
+        due: float = now + self.session_timeout
         for b in list(self.image.brokers):
-            why = self._why_fence(b, now)
-            if why:
+            deadline, why = self._fence_deadline(b)
+            if now > deadline:
                 log.info("broker %d %s: fencing it", b, why)
                 self.store.append(self._fence_records(b))
+            else:
+                due = min(due, deadline)
         self.ensure_offsets_topic()
-        if self.rebalance and now >= self._next_rebalance:
-            self._next_rebalance = now + self.rebalance_every
-            recs = self._changes(self._preferred)
-            if recs:
-                log.info("moving %d leadership(s) back to preferred replicas", len(recs))
-                self.store.append(recs)
+        if self.rebalance:
+            if now >= self._next_rebalance:
+                self._next_rebalance = now + self.rebalance_every
+                recs = self._changes(self._preferred)
+                if recs:
+                    log.info("moving %d leadership(s) back to preferred replicas", len(recs))
+                    self.store.append(recs)
+            due = min(due, self._next_rebalance)
+        return due - now + DEADLINE_SLACK_S
 
-    def _why_fence(self, broker_id: int, now: float) -> str | None:
-        """Why a live broker is to be fenced now, or None: its session timed out, or every
+    def _fence_deadline(self, broker_id: int) -> tuple[float, str]:
+        """When a live broker is to be fenced, and why: its session times out, or every
         connection it had here closed (or its address refused one) a grace ago and it has not
         been heard of since (nor since this node took over: a new controller gives each a
-        grace)."""
-        if now - self.last_heartbeat.get(broker_id, now) > self.session_timeout:
-            return "missed its session timeout"
+        grace). Past the deadline it is fenced."""
+        deadline, why = float("inf"), ""
+        heard = self.last_heartbeat.get(broker_id)
+        if heard is not None:
+            deadline, why = heard + self.session_timeout, "missed its session timeout"
         lost = self.broker.peer_connections.lost_since(broker_id)
-        if lost is not None and now - max(lost, self._since) > self.lost_grace:
-            return "closed every connection (or refuses them) and is silent"
-        return None
+        if lost is not None and max(lost, self._since) + self.lost_grace < deadline:
+            deadline = max(lost, self._since) + self.lost_grace
+            why = "closed every connection (or refuses them) and is silent"
+        return deadline, why
 
     def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` once enough brokers are up (Kafka does it on first use):

@@ -80,15 +80,19 @@ class Partition(ReplicaLog):
         if self.epoch_cache is not None and not result.duplicate:
             self.epoch_cache.assign(self.leader_epoch, result.first_offset)
         if self.hw_rule is not None:
-            self._wake(self._fetchers)  # followers long-poll for the new data
-            if any(h.is_control for _, h in batches):
+            if self._fetchers:
+                self._wake(self._fetchers)  # followers long-poll for the new data
+            if self._waiters and any(h.is_control for _, h in batches):
                 self._wake(self._waiters)  # a marker may move the last stable offset
         self._advance_high_watermark()
         return result
 
     def _advance_high_watermark(self) -> None:
         if self.hw_rule is not None:
-            new_hw = min(self.hw_rule(self), self.log.log_end_offset)
+            if self.joining_isr or len(self.isr) != 1 or self.isr[0] != self.leader_id:
+                new_hw = min(self.hw_rule(self), self.log.log_end_offset)
+            else:  # alone in its ISR (RF=1, a single broker): all it has is committed
+                new_hw = self.log.log_end_offset
             if new_hw > self.high_watermark:
                 self.high_watermark = new_hw
                 self._wake(self._waiters)

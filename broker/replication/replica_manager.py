@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from minilog.connector.client.connection import wait_set
 from minilog.connector.client.types import KafkaConnectionError
 from minilog.connector.protocol import ApiKey, ErrorCode, KafkaError, request
 
@@ -68,6 +69,7 @@ class ReplicaManager:
         self._sync_scheduled = False
         self._pending_isr: dict[Key, int] = {}  # -> partition epoch an AlterPartition was sent at
         self._task: asyncio.Future[None] | None = None
+        self._leads_replicated = asyncio.Event()  # wakes `_maintain_isr`: an ISR to keep now
         self.ready = False       # registered, caught up and unfenced once since start
         self.checkpoint_every = broker.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
         self._checkpointed: dict[Key, int] = hw_checkpoint.read(broker.logs.data_dir)
@@ -199,6 +201,8 @@ class ReplicaManager:
                          state.partition_epoch, _isr_high_watermark):
             log.info("leading %s-%d in epoch %d from offset %d (ISR %s)", p.topic, p.index,
                      p.leader_epoch, p.log_end_offset, p.isr)
+        if self._replicated(p):
+            self._leads_replicated.set()  # an ISR to keep, if `_maintain_isr` had none
 
     def _become_follower(self, p: Partition, state: Any) -> None:
         if p.make_follower(state.leader, state.leader_epoch, state.replicas, state.isr,
@@ -247,15 +251,35 @@ class ReplicaManager:
 
     # -- ISR --------------------------------------------------------------------------------------
     async def _maintain_isr(self) -> None:
+        """Check the ISR of every replicated partition led here each half
+        `replica.lag.time.max.ms` (at most 0.5 s), and checkpoint the high watermarks every
+        `replica.high.watermark.checkpoint.interval.ms`. A broker that leads no replicated
+        partition (a single broker: its replicas are alone in their ISRs) has no ISR to keep
+        and wakes for the checkpoints only, or when it starts to lead one."""
+        check_every = min(0.5, self.lag_max_ms / 2000)
         next_checkpoint = time.monotonic() + self.checkpoint_every
         while True:
-            await asyncio.sleep(min(0.5, self.lag_max_ms / 2000))
-            for p in list(self.broker.partitions.values()):
-                if p.is_leader and p.followers is not None:
+            if self._replicated_leaders():
+                await asyncio.sleep(check_every)
+                for p in self._replicated_leaders():
                     self._check_isr(p)
+            else:
+                await wait_set(self._leads_replicated,
+                               max(0.0, next_checkpoint - time.monotonic()))
+                self._leads_replicated.clear()
             if time.monotonic() >= next_checkpoint:
                 next_checkpoint = time.monotonic() + self.checkpoint_every
                 self.checkpoint_high_watermarks()
+
+    def _replicated_leaders(self) -> list[Partition]:
+        """The partitions led here with a replica elsewhere, in their ISR or to join it."""
+        return [p for p in list(self.broker.partitions.values())
+                if p.is_leader and p.followers is not None and self._replicated(p)]
+
+    def _replicated(self, p: Partition) -> bool:
+        """Whether a replica other than this broker's is in the partition's replicas or ISR."""
+        return any(r != self.node_id for r in p.replicas) or \
+            any(r != self.node_id for r in p.isr)
 
     def _check_isr(self, p: Partition) -> None:
         key = (p.topic, p.index)

@@ -12,6 +12,7 @@ session timeout): a node restarted since may never connect here to clear it. A n
 any connection is no longer lost.
 """
 import time
+from collections.abc import Callable
 
 
 class PeerConnections:
@@ -20,6 +21,9 @@ class PeerConnections:
         self._lost = {}     # node id -> when its last open connection closed
         self._refused = {}  # node id -> when a connection to it was last refused
         self.refusal_ttl = refusal_ttl
+        # Called with a node's id when it is lost (or refused): the controller, which sleeps
+        # until its next deadline, has a new one to schedule.
+        self.lost_listeners: list[Callable[[int], None]] = []
 
     def seen(self, node_id, closed):
         """A request from `node_id` arrived on the connection whose end `closed` reports."""
@@ -40,12 +44,18 @@ class PeerConnections:
         if not conns:
             del self._open[node_id]
             self._lost[node_id] = time.monotonic()
+            self._tell(node_id)
 
     def refused(self, node_id: int) -> None:
         """Connecting to `node_id` was refused: its process is gone, unless a connection from it
         is still open here (then its closing will tell)."""
         if node_id is not None and node_id >= 0:
             self._refused[node_id] = time.monotonic()
+            self._tell(node_id)
+
+    def _tell(self, node_id: int) -> None:
+        for listener in self.lost_listeners:
+            listener(node_id)
 
     def lost_since(self, node_id):
         """When `node_id`'s last connection here closed, or a connection to it was refused

@@ -39,6 +39,10 @@ log = logging.getLogger("minilog.broker.server")
 MAX_QUEUED_REQUESTS = 64  # per connection, received but not yet handled: then stop reading
 MAX_PENDING_RESPONSES = 16  # per connection, handled but waiting (acks=all): then stop handling
 TLS_WRITE = 256 * 1024  # bytes of a response encrypted and written at a time over TLS
+# A request at least this large (a produce of large batches) takes long enough to handle that
+# the answers held for the end of the loop's turn go before it, not after it: a producer with
+# its in-flight requests queued here would otherwise hear of none until all were appended.
+SEND_HELD_BEFORE_BYTES = 64 * 1024
 
 
 class BrokerServer:
@@ -200,12 +204,14 @@ class _Connection(FramedProtocol):
                     break
                 if isinstance(item, Exception):
                     raise item
+                if self._held and len(item) >= SEND_HELD_BEFORE_BYTES:
+                    self._flush()
                 result = await self._handle(item, self.peer, self.closed_future)
                 del item  # the frame's buffer: nothing should outlive the request
                 if isinstance(result, asyncio.Future) or self._unsent:
                     await self._send_later(result)
                 elif result:
-                    await self._send(result)
+                    await self._send(result, hold=self._small_request_next())
         except _CloseConnection as e:
             log.warning("closing %s: %s", self.peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -217,6 +223,14 @@ class _Connection(FramedProtocol):
             self._flush()
             self.transport.close()
             self._drop_unsent()
+
+    def _small_request_next(self):
+        """Whether a small request waits to be handled next, whose answer may join the one
+        just made (`write`): else none can this turn (none is pending: it was answered in
+        order), or the next request is large and the answer should not wait for it."""
+        item = self._queue[0] if self._queue else None
+        return isinstance(item, (bytes, bytearray, memoryview)) \
+            and len(item) < SEND_HELD_BEFORE_BYTES
 
     def _drop_unsent(self):
         """The connection ended: the answers still queued go nowhere. Pending ones are tasks,
@@ -261,13 +275,14 @@ class _Connection(FramedProtocol):
             if self._room is not None and not self._room.done():
                 self._room.set_result(None)
 
-    def write(self, chunks):
+    def write(self, chunks, hold=True):
         """Queue a response's chunks to go out with the others of this turn of the event loop,
         in one system call: when a producer's pipelined requests arrive together, or one new
         high watermark completes a burst of acks=all produces, their answers are one send,
         not a send each (each wakes the client, and on loopback the sender pays the
-        receiver's TCP work). Over TLS chunks are written at once (`_send_tls` paces them)."""
-        if self.tls:
+        receiver's TCP work). Over TLS chunks are written at once (`_send_tls` paces them);
+        so are they with `hold` False and nothing held: no answer could join them."""
+        if self.tls or not (hold or self._held):
             super().write(chunks)
             return
         if not self._held:
@@ -279,8 +294,9 @@ class _Connection(FramedProtocol):
         if held and not self.closed:
             super().write(held)
 
-    async def _send(self, chunks):
-        """Write a response; its `FileRegion`s go with sendfile, and are closed in any case."""
+    async def _send(self, chunks, hold=True):
+        """Write a response; its `FileRegion`s go with sendfile, and are closed in any case.
+        `hold`: a response without them may wait for the end of the loop's turn (`write`)."""
         regions = [c for c in chunks if isinstance(c, FileRegion)]
         try:
             if self.closed:
@@ -289,7 +305,7 @@ class _Connection(FramedProtocol):
                 await self._send_tls(chunks)
                 return
             if not regions:
-                self.write(chunks)
+                self.write(chunks, hold)
                 await self.drain()
                 return
             loop, start = asyncio.get_running_loop(), 0
