@@ -8,7 +8,8 @@ the repository's worktrees and branches are left alone) and yields the environme
 which `python -m minilog.broker` runs that tree's code with this interpreter and its packages:
 a PYTHONPATH whose `minilog/` links each package folder of the tree (setup.py's mapping), found
 before the editable install's import hook. The clients stay this tree's. The compiled record
-kernel is copied over when its source is the same, so both sides run the same kernel.
+kernel is copied over when its source is the same, else the tree's own is compiled: both sides
+run a compiled kernel, each its own.
 """
 from __future__ import annotations
 
@@ -48,12 +49,25 @@ def _extract(rev: str, into: Path) -> None:
 
 
 def _copy_kernel(tree: Path) -> bool:
-    """Put this tree's compiled record kernel into `tree` when both compile the same source."""
+    """Put a compiled record kernel into `tree`: this tree's when both have the same source,
+    else the tree's own, compiled here (as its install would). False when neither can be."""
     source = tree / KERNEL_SOURCE
-    if not source.exists() or source.read_bytes() != (ROOT / KERNEL_SOURCE).read_bytes():
+    if not source.exists():
         return False
-    for built in (ROOT / "connector").glob("_records_c*.so"):
-        shutil.copy2(built, tree / "connector" / built.name)
+    if source.read_bytes() == (ROOT / KERNEL_SOURCE).read_bytes():
+        for built in (ROOT / "connector").glob("_records_c*.so"):
+            shutil.copy2(built, tree / "connector" / built.name)
+        return True
+    from setuptools import Distribution, Extension
+    from setuptools.command.build_ext import build_ext
+    cmd = build_ext(Distribution({"ext_modules": [Extension("_records_c", [str(source)])]}))
+    cmd.build_lib, cmd.build_temp = str(tree / "connector"), str(tree / "build-kernel")
+    try:
+        cmd.ensure_finalized()
+        cmd.run()
+    except Exception as e:  # noqa: BLE001 - no compiler: the pure-Python kernel, said below
+        print(f"note: compiling {source}: {e}", file=sys.stderr)
+        return False
     return True
 
 
@@ -66,7 +80,7 @@ def checked_out(rev: str) -> Iterator[dict[str, str]]:
             tree.mkdir()
             _extract(rev, tree)
             if not _copy_kernel(tree):
-                print(f"note: {rev} has another record kernel source; its brokers run the "
+                print(f"note: {rev}'s record kernel could not be compiled; its brokers run the "
                       "pure-Python kernel", file=sys.stderr)
         shim = Path(tmp) / "path" / "minilog"
         shim.mkdir(parents=True)
