@@ -59,10 +59,7 @@ def main(argv=None):
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"{seconds:.0f} s watched a run, {repeats} runs", flush=True)
     with contextlib.ExitStack() as stack:
-        sides = [("new", None)]
-        if args.against:
-            sides.insert(0, (revision.describe(args.against),
-                             stack.enter_context(revision.checked_out(args.against))))
+        sides = revision.sides(args.against, stack)
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in sides}
         for r in range(repeats):
             for name, env in (sides if r % 2 == 0 else sides[::-1]):

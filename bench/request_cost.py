@@ -109,10 +109,7 @@ def main(argv=None):
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"{args.records} records at {args.rate}/s per run", flush=True)
     with contextlib.ExitStack() as stack:
-        sides = [("new", None)]
-        if args.against:
-            sides.insert(0, (revision.describe(args.against),
-                             stack.enter_context(revision.checked_out(args.against))))
+        sides = revision.sides(args.against, stack)
         for rf in args.rf or (1, 3):
             with contextlib.ExitStack() as up:
                 targets = [(name, up.enter_context(_started(rf, env))) for name, env in sides]

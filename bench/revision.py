@@ -99,3 +99,12 @@ def broker_path(env: dict[str, str]) -> str:
                           "import minilog.broker as b; print(list(b.__path__)[0])"],
                          env=env, capture_output=True, text=True, check=True, timeout=60)
     return os.path.realpath(out.stdout.strip())
+
+
+def sides(against: str | None, stack: contextlib.ExitStack) -> list[tuple[str, dict[str, str] | None]]:
+    """[(name, environment of its broker processes)] of the trees a benchmark measures:
+    `against`'s first when given (checked out for as long as `stack` lasts), then this tree's."""
+    trees: list[tuple[str, dict[str, str] | None]] = [("new", None)]
+    if against:
+        trees.insert(0, (describe(against), stack.enter_context(checked_out(against))))
+    return trees
