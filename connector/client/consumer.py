@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping
-from typing import Any, NamedTuple, Self, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from minilog.connector.protocol import ErrorCode, KafkaError
 
@@ -37,6 +37,7 @@ from .consumer_group import GroupConsumer
 from .fetcher import (
     RETRY_LATER,
     Chunk,
+    FetchPlan,
     PartitionData,
     PartitionState,
     Records,
@@ -60,14 +61,6 @@ _STUCK = "stuck"  # out of range with auto.offset.reset=none: waits for a seek
 _CLOSE_TIMEOUT = 30.0  # seconds: the Java consumer's default close timeout
 
 
-class FetchPlan(NamedTuple):
-    """One fetch's request, per partition: the offset, the state's seek counter (`epoch`) the
-    answer must still match, and (current leader epoch, last fetched epoch)."""
-    offsets: dict[TopicPartition, int]
-    positions: dict[TopicPartition, int]
-    leader_epochs: dict[TopicPartition, tuple[int, int]]
-
-
 class AsyncConsumer(GroupConsumer):
     """The asyncio consumer. `await start()` (or `async with`), then assign or subscribe, poll.
 
@@ -84,6 +77,7 @@ class AsyncConsumer(GroupConsumer):
         self._fetching: set[int] = set()
         self._not_before: dict[int, float] = {}  # node -> monotonic time of its next fetch
         self._wakeup, self._data = asyncio.Event(), asyncio.Event()
+        self._undecoded = False  # a chunk came in since the sync face's last `predecode`
         self._isolation = 1 if cfg["isolation.level"] == "read_committed" else 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reset_task: asyncio.Task[Any] | None = None
@@ -235,6 +229,8 @@ class AsyncConsumer(GroupConsumer):
                 if self.group_defer_callbacks:
                     return []  # the sync face serves it in its own thread and polls again
                 await self._group_poll()
+            if hand_back and self._undecoded:  # came in after the caller's `predecode`
+                return []
             out = collect()
             if out:
                 self._wakeup.set()
@@ -251,6 +247,7 @@ class AsyncConsumer(GroupConsumer):
         `decode_in_caller`). Safe beside the loop's thread: it only appends chunks or drops
         them meanwhile, and hands them out only inside a `poll` the caller waits for."""
         check = self.config["check.crcs"]
+        self._undecoded = False  # before looking: a chunk appended after this sets it again
         for tp, st in list(self._states.items()):
             for chunk in list(st.chunks):
                 chunk.predecode(tp, check)
@@ -421,7 +418,7 @@ class AsyncConsumer(GroupConsumer):
                     st.chunks.append(Chunk(pd.records, offsets[tp], pd.next_offset, pd.epochs,
                                            pd.skip))
                     st.fetch_offset, st.fetch_epoch = pd.next_offset, pd.epochs[-1][1]
-                    got_data = True
+                    got_data = self._undecoded = True
             elif pd.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 if st.chunks:  # at the fetch offset, ahead of the position: records first
                     st.out_of_range = offsets[tp]

@@ -38,6 +38,14 @@ _Partition = message_class(_FETCH, "topics", "partitions")
 _LAST_VERSION_WITHOUT_IDS = 12
 
 
+class FetchPlan(NamedTuple):
+    """One fetch's request, per partition: the offset, the state's seek counter (`epoch`) the
+    answer must still match, and (current leader epoch, last fetched epoch)."""
+    offsets: dict[TopicPartition, int]
+    positions: dict[TopicPartition, int]
+    leader_epochs: dict[TopicPartition, tuple[int, int]]
+
+
 class Chunk:
     """One partition's fetched bytes, decoded at most once (lazily) into Python records.
 
