@@ -426,15 +426,19 @@ class Producer:
         # follows, and buffer.memory holds back a big batch as it does single sends.
         step = max(1, n * _BULK_CHUNK_BYTES // max(sum(sizes), 1))
         for i in range(0, n, step):
-            size = sum(sizes[i:i + step])
-            if self._reserved - self._released + size > self._limit:
-                self._wait_for_space(size)
-            self._reserved += size
-            self._pending.extend(pending[i:i + step])
-            if not self._scheduled:
-                self._scheduled = True
-                self._loop.call_soon(self._hand_over)
+            self._queue_bulk(pending[i:i + step], sum(sizes[i:i + step]))
         return fut
+
+    def _queue_bulk(self, entries: Sequence[Pending], size: int) -> None:
+        """Queue a bulk send's entries (`size` bytes of buffer.memory, waited for) for the
+        loop thread's next hand-over; `send` does the same inline for one record."""
+        if self._reserved - self._released + size > self._limit:
+            self._wait_for_space(size)
+        self._reserved += size
+        self._pending.extend(entries)
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._hand_over)
 
     def _send_values(self, column: Any, topic: str) -> BulkDelivery:
         """`send_arrow` of a value column alone: its rows cut into pieces of about batch.size
@@ -443,14 +447,8 @@ class Producer:
         now = _time_ns() // 1_000_000
         for array, pieces in value_pieces(column, self._core.config["batch.size"]):
             for start, count, size in pieces:
-                if self._reserved - self._released + size > self._limit:
-                    self._wait_for_space(size)
-                self._reserved += size
-                self._pending.append((topic, COLUMN_PARTITION, ValueColumn(
-                    array, start, count, now), size, BulkShare(fut, count)))
-                if not self._scheduled:
-                    self._scheduled = True
-                    self._loop.call_soon(self._hand_over)
+                self._queue_bulk([(topic, COLUMN_PARTITION, ValueColumn(
+                    array, start, count, now), size, BulkShare(fut, count))], size)
         return fut
 
     def _hand_over(self) -> None:
